@@ -1,0 +1,24 @@
+"""Readable names for source locations: the ONNX node name, or the torch module path."""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import CallSiteLoc, FileLineColLoc, FusedLoc, NameLoc, UnknownLoc
+from xdsl.ir import Attribute
+
+
+def location_name(loc: Attribute) -> str:
+    """The most specific human name of a location; '?' when there is none."""
+    match loc:
+        case NameLoc():
+            return loc.name.data
+        case FileLineColLoc():
+            return f"{loc.filename.data}:{loc.line.data}"
+        case FusedLoc():
+            names = [location_name(inner) for inner in loc.locations.data]
+            return next((n for n in names if n != "?"), "?")
+        case CallSiteLoc():
+            return location_name(loc.callee)
+        case UnknownLoc():
+            return "?"
+        case _:
+            return "?"

@@ -1,0 +1,25 @@
+"""The `graph` dialect: one op per ML operation on builtin tensor types.
+
+Ops live in modules by family (elementwise, nn, linalg, reduce, tensor, embedding); `base`
+holds the shared textual form and shape-rule machinery.
+"""
+
+from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.elementwise import ELEMENTWISE_OPS
+from gnomon.dialects.graph.embedding import EMBEDDING_OPS
+from gnomon.dialects.graph.linalg import LINALG_OPS
+from gnomon.dialects.graph.nn import NN_OPS
+from gnomon.dialects.graph.reduce import REDUCE_OPS
+from gnomon.dialects.graph.tensor import TENSOR_OPS
+from xdsl.ir import Dialect
+
+__all__ = ["Graph", "GraphOperation"]
+
+Graph = Dialect(
+    "graph",
+    sorted(
+        [*ELEMENTWISE_OPS, *EMBEDDING_OPS, *LINALG_OPS, *NN_OPS, *REDUCE_OPS, *TENSOR_OPS],
+        key=lambda op: op.name,
+    ),
+    [],
+)

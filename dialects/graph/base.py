@@ -1,0 +1,216 @@
+"""What every graph op shares: one textual form, and shape rules checked by the verifier.
+
+Textual form (the same for every op, so a reader learns it once):
+
+    %y = graph.conv %x, %w, %b {strides = array<i64: 2, 2>, ...} : (tensor<…>, tensor<…>, tensor<…>) -> tensor<…>
+
+Operands are listed in definition order. An op has at most one optional or variadic operand
+group, so the operand count alone says which operands are present; properties are printed
+in the attribute dictionary.
+
+Shape rule: every op implements `infer_result_types`, which validates its operands (raising
+`VerifyException` with the operand names and values involved) and returns the result types it
+implies. The verifier requires the declared results to be compatible with them (a `?` dim
+matches any size); `graph-shape-inference` uses the same rule to refine `?` dims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    ArrayAttr,
+    BoolAttr,
+    DenseArrayBase,
+    FloatAttr,
+    IntAttr,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+    f64,
+    i1,
+    i64,
+)
+from xdsl.ir import Attribute, SSAValue
+from xdsl.irdl import IRDLOperation, OptOperandDef, VarOperandDef
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+Shape = tuple[int, ...]
+TensorT = TensorType[Attribute]
+DYN = DYNAMIC_INDEX
+
+
+class GraphOperation(IRDLOperation):
+    """Base of all graph ops: the shared assembly format and the shape-rule check."""
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        """The result types implied by the operands and properties; raises VerifyException on bad operands."""
+        raise NotImplementedError(f"{self.name} has no shape rule")
+
+    def verify_(self) -> None:
+        inferred = self.infer_result_types()
+        if len(inferred) != len(self.results):
+            raise VerifyException(f"{self.name}: expected {len(inferred)} results, got {len(self.results)}")
+        for index, (result, expected) in enumerate(zip(self.results, inferred, strict=True)):
+            if not types_compatible(result.type, expected):
+                name = "result" if len(self.results) == 1 else f"result #{index}"
+                raise VerifyException(
+                    f"{self.name}: {name} type {result.type} does not match inferred type {expected}"
+                )
+
+    # ---- textual form ----
+
+    def print(self, printer: Printer) -> None:
+        if self.operands:
+            printer.print_string(" ")
+            printer.print_list(self.operands, printer.print_operand)
+        attrs = {name: value for name, value in self.properties.items() if name != "operandSegmentSizes"}
+        attrs |= self.attributes
+        printer.print_op_attributes(attrs)
+        printer.print_string(" : ")
+        printer.print_function_type((o.type for o in self.operands), (r.type for r in self.results))
+
+    @classmethod
+    def parse(cls, parser: Parser) -> GraphOperation:
+        position = parser.pos
+        unresolved = parser.parse_optional_undelimited_comma_separated_list(
+            parser.parse_optional_unresolved_operand, parser.parse_unresolved_operand
+        )
+        unresolved = unresolved or []
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        function_type = parser.parse_function_type()
+        operands = parser.resolve_operands(unresolved, function_type.inputs.data, position)
+        op_def = cls.get_irdl_definition()
+        properties = {name: value for name, value in attrs.items() if name in op_def.properties}
+        attributes = {name: value for name, value in attrs.items() if name not in op_def.properties}
+        return cls.build(
+            operands=_group_operands(cls.name, op_def.operands, operands),
+            result_types=function_type.outputs.data,
+            properties=properties,
+            attributes=attributes,
+        )
+
+
+def _group_operands(
+    op_name: str, defs: Sequence[tuple[str, object]], operands: Sequence[SSAValue]
+) -> list[SSAValue | list[SSAValue]]:
+    """Split a flat operand list over the op's definitions; only one group may be optional or variadic."""
+    fixed = sum(1 for _, d in defs if not isinstance(d, OptOperandDef | VarOperandDef))
+    spare = len(operands) - fixed
+    if spare < 0:
+        raise VerifyException(f"{op_name}: expected at least {fixed} operands, got {len(operands)}")
+    grouped: list[SSAValue | list[SSAValue]] = []
+    index = 0
+    for _, operand_def in defs:
+        if isinstance(operand_def, OptOperandDef | VarOperandDef):
+            grouped.append(list(operands[index : index + spare]))
+            index += spare
+            continue
+        grouped.append(operands[index])
+        index += 1
+    if index != len(operands):
+        raise VerifyException(f"{op_name}: expected {fixed} operands, got {len(operands)}")
+    return grouped
+
+
+# ---- types and shapes ----
+
+
+def tensor_type(value: SSAValue | Attribute, what: str) -> TensorT:
+    """The value's tensor type, or a VerifyException naming it."""
+    attr = value.type if isinstance(value, SSAValue) else value
+    if not isinstance(attr, TensorType):
+        raise VerifyException(f"{what} must be a ranked tensor, got {attr}")
+    return attr
+
+
+def shape_of(value: SSAValue, what: str) -> Shape:
+    return tensor_type(value, what).get_shape()
+
+
+def dtype_of(value: SSAValue, what: str) -> Attribute:
+    return tensor_type(value, what).get_element_type()
+
+
+def types_compatible(actual: Attribute, expected: Attribute) -> bool:
+    """Same element type and rank; each dim equal, or `?` on either side."""
+    if not isinstance(actual, TensorType) or not isinstance(expected, TensorType):
+        return actual == expected
+    if actual.get_element_type() != expected.get_element_type():
+        return False
+    a, e = actual.get_shape(), expected.get_shape()
+    return len(a) == len(e) and all(x == y or DYN in (x, y) for x, y in zip(a, e, strict=True))
+
+
+def dims_compatible(a: int, b: int) -> bool:
+    return a == b or DYN in (a, b)
+
+
+def broadcast_shapes(shapes: Sequence[Shape], what: str) -> Shape:
+    """NumPy broadcasting; a `?` dim broadcast against n stays n (we assume it is n or 1)."""
+    rank = max((len(s) for s in shapes), default=0)
+    out: list[int] = []
+    for axis in range(rank):
+        dims = [s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0]
+        known = {d for d in dims if d not in (1, DYN)}
+        if len(known) > 1:
+            shown = ", ".join(str(list(s)) for s in shapes)
+            raise VerifyException(f"{what}: shapes {shown} do not broadcast")
+        if known:
+            out.append(known.pop())
+        elif DYN in dims:
+            out.append(DYN)
+        else:
+            out.append(1)
+    return tuple(out)
+
+
+def normalize_axis(axis: int, rank: int, what: str) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise VerifyException(f"{what}: axis {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def multiply_dims(dims: Sequence[int]) -> int:
+    """The product of dims, or `?` if any is dynamic."""
+    total = 1
+    for d in dims:
+        if d == DYN:
+            return DYN
+        total *= d
+    return total
+
+
+# ---- property builders and readers, used by the op definitions and by converters ----
+
+
+def i64_array(values: Sequence[int]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, list(values))
+
+
+def ints(attr: DenseArrayBase) -> tuple[int, ...]:
+    return tuple(int(v) for v in attr.get_values())
+
+
+def i64_attr(value: int) -> IntegerAttr:
+    return IntegerAttr(value, i64)
+
+
+def f64_attr(value: float) -> FloatAttr:
+    return FloatAttr(value, f64)
+
+
+def bool_attr(value: bool) -> BoolAttr:
+    return IntegerAttr(int(value), i1)
+
+
+def str_attr(value: str) -> StringAttr:
+    return StringAttr(value)
+
+
+def shape_attr(shape: Sequence[int]) -> ArrayAttr[IntAttr]:
+    return ArrayAttr(IntAttr(d) for d in shape)

@@ -1,0 +1,96 @@
+"""Reductions over a set of axes, and arg-reductions over one axis."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gnomon.dialects.graph.base import GraphOperation, TensorT, dtype_of, ints, normalize_axis, shape_of
+from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, IntegerAttr, TensorType, i64
+from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, traits_def
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
+
+class ReduceOp(GraphOperation):
+    """Reduce `input` over `axes` (all dims when empty); `keepdims` keeps them as size 1."""
+
+    input = operand_def(TensorType)
+    axes = prop_def(DenseArrayBase)
+    keepdims = prop_def(BoolAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def reduced_axes(self) -> tuple[int, ...]:
+        rank = len(shape_of(self.input, f"{self.name} input"))
+        axes = ints(self.axes) or tuple(range(rank))
+        normalized = tuple(sorted({normalize_axis(a, rank, self.name) for a in axes}))
+        if len(normalized) != len(axes):
+            raise VerifyException(f"{self.name}: axes {list(axes)} repeat a dim")
+        return normalized
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x = shape_of(self.input, f"{self.name} input")
+        axes = self.reduced_axes()
+        keep = bool(self.keepdims.value.data)
+        out = [1 if i in axes else d for i, d in enumerate(x) if keep or i not in axes]
+        return [TensorType(dtype_of(self.input, "input"), out)]
+
+
+def _reduce(op_name: str, doc: str) -> type[ReduceOp]:
+    cls = type(
+        "".join(part.title() for part in op_name.split("_")) + "Op",
+        (ReduceOp,),
+        {
+            "name": f"graph.{op_name}",
+            "__doc__": f"{doc}\n\n    `%y = graph.{op_name} %x {{axes = array<i64: 1>, keepdims = false}}"
+            " : (tensor<2x8xf32>) -> tensor<2xf32>`\n",
+        },
+    )
+    return irdl_op_definition(cls)
+
+
+ReduceMaxOp = _reduce("reduce_max", "Maximum over `axes`.")
+ReduceMeanOp = _reduce("reduce_mean", "Arithmetic mean over `axes`.")
+ReduceMinOp = _reduce("reduce_min", "Minimum over `axes`.")
+ReduceProdOp = _reduce("reduce_prod", "Product over `axes`.")
+ReduceSumOp = _reduce("reduce_sum", "Sum over `axes`.")
+
+
+class ArgReduceOp(GraphOperation):
+    """The index (i64) of the extreme value along `axis`; the first one on ties."""
+
+    input = operand_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    keepdims = prop_def(BoolAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x = shape_of(self.input, f"{self.name} input")
+        axis = normalize_axis(self.axis.value.data, len(x), self.name)
+        keep = bool(self.keepdims.value.data)
+        out = [1 if i == axis else d for i, d in enumerate(x) if keep or i != axis]
+        return [TensorType(i64, out)]
+
+
+@irdl_op_definition
+class ArgmaxOp(ArgReduceOp):
+    """Index of the maximum along `axis`.
+
+    `%i = graph.argmax %x {axis = 1 : i64, keepdims = false} : (tensor<2x10xf32>) -> tensor<2xi64>`
+    """
+
+    name = "graph.argmax"
+
+
+@irdl_op_definition
+class ArgminOp(ArgReduceOp):
+    """Index of the minimum along `axis`.
+
+    `%i = graph.argmin %x {axis = 1 : i64, keepdims = false} : (tensor<2x10xf32>) -> tensor<2xi64>`
+    """
+
+    name = "graph.argmin"
+
+
+REDUCE_OPS = [ArgmaxOp, ArgminOp, ReduceMaxOp, ReduceMeanOp, ReduceMinOp, ReduceProdOp, ReduceSumOp]

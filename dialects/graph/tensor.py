@@ -1,0 +1,355 @@
+"""Data-movement graph ops: constants, reshape, transpose, concat, split, slice, gather, pad, expand, tile."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from gnomon.dialects.graph.base import (
+    DYN,
+    GraphOperation,
+    TensorT,
+    broadcast_shapes,
+    dims_compatible,
+    dtype_of,
+    ints,
+    multiply_dims,
+    normalize_axis,
+    shape_of,
+    tensor_type,
+)
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    DenseResourceAttr,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    StringAttr,
+    TensorType,
+)
+from xdsl.irdl import (
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.traits import ConstantLike, Pure
+from xdsl.utils.exceptions import VerifyException
+
+
+@irdl_op_definition
+class ConstantOp(GraphOperation):
+    """A tensor constant: weights are `dense_resource` blobs, small values inline `dense`.
+
+    `%w = graph.constant {value = dense_resource<conv1_w> : tensor<64x3x7x7xf32>} : () -> tensor<64x3x7x7xf32>`
+    """
+
+    name = "graph.constant"
+    value = prop_def(DenseIntOrFPElementsAttr | DenseResourceAttr)
+    result = result_def(TensorType)
+    traits = traits_def(ConstantLike(), Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        return [tensor_type(self.value.get_type(), "graph.constant value")]
+
+
+@irdl_op_definition
+class ReshapeOp(GraphOperation):
+    """Reinterpret the elements in row-major order under the result's shape (view, flatten, squeeze, unsqueeze).
+
+    `%y = graph.reshape %x : (tensor<1x2048x1x1xf32>) -> tensor<1x2048xf32>`
+    """
+
+    name = "graph.reshape"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x = tensor_type(self.input, "graph.reshape input")
+        out = tensor_type(self.result, "graph.reshape result")
+        if x.get_element_type() != out.get_element_type():
+            raise VerifyException(
+                f"graph.reshape: element type changes from {x.get_element_type()} to {out.get_element_type()}"
+            )
+        count_in, count_out = multiply_dims(x.get_shape()), multiply_dims(out.get_shape())
+        if DYN not in (count_in, count_out) and count_in != count_out:
+            raise VerifyException(
+                f"graph.reshape: input {list(x.get_shape())} has {count_in} elements, result {list(out.get_shape())} has {count_out}"
+            )
+        if list(out.get_shape()).count(DYN) > 1:
+            raise VerifyException(
+                f"graph.reshape: result {list(out.get_shape())} has more than one dynamic dim"
+            )
+        return [out]
+
+
+@irdl_op_definition
+class TransposeOp(GraphOperation):
+    """Permute dims: result dim i is input dim `permutation[i]`.
+
+    `%y = graph.transpose %x {permutation = array<i64: 0, 2, 1>} : (tensor<2x3x4xf32>) -> tensor<2x4x3xf32>`
+    """
+
+    name = "graph.transpose"
+    input = operand_def(TensorType)
+    permutation = prop_def(DenseArrayBase)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x = shape_of(self.input, "graph.transpose input")
+        perm = ints(self.permutation)
+        if sorted(perm) != list(range(len(x))):
+            raise VerifyException(
+                f"graph.transpose: permutation {list(perm)} is not a permutation of {len(x)} dims"
+            )
+        return [TensorType(dtype_of(self.input, "input"), [x[p] for p in perm])]
+
+
+@irdl_op_definition
+class ConcatOp(GraphOperation):
+    """Join tensors along `axis`; other dims must agree.
+
+    `%y = graph.concat %a, %b {axis = 1 : i64} : (tensor<1x64x8x8xf32>, tensor<1x32x8x8xf32>) -> tensor<1x96x8x8xf32>`
+    """
+
+    name = "graph.concat"
+    inputs = var_operand_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        if not self.inputs:
+            raise VerifyException("graph.concat: needs at least one input")
+        shapes = [shape_of(v, f"graph.concat input #{i}") for i, v in enumerate(self.inputs)]
+        rank = len(shapes[0])
+        axis = normalize_axis(self.axis.value.data, rank, self.name)
+        out = list(shapes[0])
+        for i, shape in enumerate(shapes[1:], start=1):
+            if len(shape) != rank or any(
+                not dims_compatible(a, b)
+                for d, (a, b) in enumerate(zip(shape, shapes[0], strict=True))
+                if d != axis
+            ):
+                raise VerifyException(
+                    f"graph.concat: input #{i} shape {list(shape)} does not match {list(shapes[0])} off axis {axis}"
+                )
+        out[axis] = DYN if any(s[axis] == DYN for s in shapes) else sum(s[axis] for s in shapes)
+        return [TensorType(dtype_of(self.inputs[0], "input"), out)]
+
+
+@irdl_op_definition
+class SplitOp(GraphOperation):
+    """Cut `input` along `axis` into pieces of the given `sizes`.
+
+    `%a, %b = graph.split %x {axis = 1 : i64, sizes = array<i64: 2, 6>} : (tensor<4x8xf32>) -> (tensor<4x2xf32>, tensor<4x6xf32>)`
+    """
+
+    name = "graph.split"
+    input = operand_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    sizes = prop_def(DenseArrayBase)
+    outputs = var_result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x = shape_of(self.input, "graph.split input")
+        axis = normalize_axis(self.axis.value.data, len(x), self.name)
+        sizes = ints(self.sizes)
+        if x[axis] != DYN and sum(sizes) != x[axis]:
+            raise VerifyException(
+                f"graph.split: sizes {list(sizes)} do not add up to dim {axis} of input {list(x)}"
+            )
+        dtype = dtype_of(self.input, "input")
+        return [TensorType(dtype, [size if i == axis else d for i, d in enumerate(x)]) for size in sizes]
+
+
+def _slice_length(start: int, end: int, step: int) -> int:
+    return len(range(start, end, step))
+
+
+@irdl_op_definition
+class SliceOp(GraphOperation):
+    """Strided slice: along each dim, the elements `range(starts[i], ends[i], steps[i])`.
+
+    The bounds are already clamped to the dim (as Python's slice.indices does), so a negative
+    step with end -1 runs down to index 0.
+
+    `%y = graph.slice %x {starts = array<i64: 0, 1>, ends = array<i64: 4, 8>, steps = array<i64: 1, 2>}
+         : (tensor<4x8xf32>) -> tensor<4x4xf32>`
+    """
+
+    name = "graph.slice"
+    input = operand_def(TensorType)
+    starts = prop_def(DenseArrayBase)
+    ends = prop_def(DenseArrayBase)
+    steps = prop_def(DenseArrayBase)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x = shape_of(self.input, "graph.slice input")
+        starts, ends, steps = ints(self.starts), ints(self.ends), ints(self.steps)
+        if not len(starts) == len(ends) == len(steps) == len(x):
+            raise VerifyException(
+                f"graph.slice: starts, ends and steps need {len(x)} entries each (the input rank)"
+            )
+        if 0 in steps:
+            raise VerifyException(f"graph.slice: steps {list(steps)} contain 0")
+        out = [
+            DYN if d == DYN else _slice_length(s, e, st)
+            for d, s, e, st in zip(x, starts, ends, steps, strict=True)
+        ]
+        return [TensorType(dtype_of(self.input, "input"), out)]
+
+
+def _check_indices(op: str, value: object) -> None:
+    dtype = dtype_of(value, f"{op} indices")  # type: ignore[arg-type]
+    if not isinstance(dtype, IntegerType) or dtype.width.data not in (32, 64):
+        raise VerifyException(f"{op}: indices must be i32 or i64, got {dtype}")
+
+
+@irdl_op_definition
+class GatherOp(GraphOperation):
+    """Take slices of `input` along `axis` at `indices` (ONNX Gather, torch index_select).
+
+    The result shape is input[:axis] + indices + input[axis+1:].
+
+    `%y = graph.gather %x, %i {axis = 0 : i64} : (tensor<10x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>`
+    """
+
+    name = "graph.gather"
+    input = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x, idx = shape_of(self.input, "graph.gather input"), shape_of(self.indices, "graph.gather indices")
+        _check_indices(self.name, self.indices)
+        axis = normalize_axis(self.axis.value.data, len(x), self.name)
+        return [TensorType(dtype_of(self.input, "input"), [*x[:axis], *idx, *x[axis + 1 :]])]
+
+
+@irdl_op_definition
+class GatherElementsOp(GraphOperation):
+    """out[i][j] = input[index[i][j]][j] along `axis` (torch.gather, ONNX GatherElements).
+
+    `%y = graph.gather_elements %x, %i {axis = 1 : i64} : (tensor<2x5xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>`
+    """
+
+    name = "graph.gather_elements"
+    input = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x, idx = shape_of(self.input, "graph.gather_elements input"), shape_of(self.indices, "indices")
+        _check_indices(self.name, self.indices)
+        if len(x) != len(idx):
+            raise VerifyException(
+                f"graph.gather_elements: indices rank {len(idx)} differs from input rank {len(x)}"
+            )
+        normalize_axis(self.axis.value.data, len(x), self.name)
+        return [TensorType(dtype_of(self.input, "input"), idx)]
+
+
+@irdl_op_definition
+class PadOp(GraphOperation):
+    """Pad every dim by `pads` (all leading pads, then all trailing) in mode constant, reflect or replicate.
+
+    `%y = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, mode = "constant", value = 0.0 : f64}
+         : (tensor<1x3x4x4xf32>) -> tensor<1x3x6x6xf32>`
+    """
+
+    name = "graph.pad"
+    input = operand_def(TensorType)
+    pads = prop_def(DenseArrayBase)
+    mode = prop_def(StringAttr)
+    value = prop_def(FloatAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    MODES: ClassVar[tuple[str, ...]] = ("constant", "reflect", "replicate")
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x = shape_of(self.input, "graph.pad input")
+        pads = ints(self.pads)
+        if self.mode.data not in self.MODES:
+            raise VerifyException(
+                f"graph.pad: mode must be one of constant, reflect, replicate, got {self.mode.data!r}"
+            )
+        if len(pads) != 2 * len(x):
+            raise VerifyException(
+                f"graph.pad: pads has {len(pads)} entries, expected {2 * len(x)} for rank {len(x)}"
+            )
+        rank = len(x)
+        out = [DYN if d == DYN else d + pads[i] + pads[i + rank] for i, d in enumerate(x)]
+        if any(d != DYN and d < 0 for d in out):
+            raise VerifyException(f"graph.pad: pads {list(pads)} remove more than input {list(x)} has")
+        return [TensorType(dtype_of(self.input, "input"), out)]
+
+
+@irdl_op_definition
+class ExpandOp(GraphOperation):
+    """Broadcast `input` to the result's shape (NumPy rules; torch expand, ONNX Expand).
+
+    `%y = graph.expand %x : (tensor<1x4xf32>) -> tensor<3x4xf32>`
+    """
+
+    name = "graph.expand"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x = shape_of(self.input, "graph.expand input")
+        out = tensor_type(self.result, "graph.expand result")
+        broadcast = broadcast_shapes([x, out.get_shape()], "graph.expand")
+        if len(x) > len(out.get_shape()) or tuple(broadcast) != tuple(
+            b if o == DYN else o for b, o in zip(broadcast, out.get_shape(), strict=True)
+        ):
+            raise VerifyException(
+                f"graph.expand: input {list(x)} does not broadcast to {list(out.get_shape())}"
+            )
+        return [TensorType(dtype_of(self.input, "input"), out.get_shape())]
+
+
+@irdl_op_definition
+class TileOp(GraphOperation):
+    """Repeat the input `repeats[i]` times along dim i.
+
+    `%y = graph.tile %x {repeats = array<i64: 2, 1>} : (tensor<3x4xf32>) -> tensor<6x4xf32>`
+    """
+
+    name = "graph.tile"
+    input = operand_def(TensorType)
+    repeats = prop_def(DenseArrayBase)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x = shape_of(self.input, "graph.tile input")
+        repeats = ints(self.repeats)
+        if len(repeats) != len(x):
+            raise VerifyException(f"graph.tile: repeats has {len(repeats)} entries, expected {len(x)}")
+        return [
+            TensorType(
+                dtype_of(self.input, "input"),
+                [DYN if d == DYN else d * r for d, r in zip(x, repeats, strict=True)],
+            )
+        ]
+
+
+TENSOR_OPS = [
+    ConcatOp, ConstantOp, ExpandOp, GatherElementsOp, GatherOp, PadOp, ReshapeOp, SliceOp, SplitOp, TileOp, TransposeOp,
+]  # fmt: skip

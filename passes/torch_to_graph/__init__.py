@@ -1,0 +1,176 @@
+"""`torch-to-graph`: convert torch-mlir's torch dialect into gnomon's graph dialect.
+
+Every `torch.aten.*` op with a converter becomes graph ops at the same location; literals become
+`graph.constant`; the function signature moves to builtin tensors. Ops without a converter (or
+whose arguments are not compile-time constants) are collected, and the pass fails with all of
+them at once, each named with its source node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gnomon.dialects.graph.tensor import ConstantOp
+from gnomon.dialects.torch import PrimTupleConstructOp, ValueTensorLiteralOp, ValueTensorType
+from gnomon.errors import UnsupportedOp, UnsupportedOpsError
+from gnomon.locations import location_name
+from gnomon.passes.torch_to_graph import elementwise, embedding, linalg, nn, reduce, tensor
+from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible
+from gnomon.passes.torch_to_graph.registry import CONVERTERS
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    DenseResourceAttr,
+    FunctionType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    UnrealizedConversionCastOp,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+# The converter modules register themselves on import.
+_CONVERTER_MODULES = (elementwise, embedding, linalg, nn, reduce, tensor)
+
+SOURCE_ATTR = "gnomon.source"
+"""Module attribute naming the model file, so that errors can say where an op came from."""
+
+
+def torch_op_name(op: Operation) -> str:
+    """`torch.aten.conv2d` for parsed aten ops; `onnx.Foo` for ONNX ops torch-mlir left as `torch.operator`."""
+    name = op.attributes.get("op_name__")
+    name = name.data if isinstance(name, StringAttr) else op.name
+    if name == "torch.operator":
+        inner = op.properties.get("name") or op.attributes.get("name")
+        if isinstance(inner, StringAttr):
+            return inner.data
+    return name
+
+
+@dataclass
+class ConvertTorchOp(RewritePattern):
+    """Convert one computational torch op through the converter table; record it when that is impossible."""
+
+    unsupported: list[tuple[str, str, str]] = field(default_factory=list[tuple[str, str, str]])
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        name = torch_op_name(op)
+        if not name.startswith(("torch.aten.", "torch.prims.", "torch.operator", "onnx.")) and name != "torch.operator":
+            return
+        entry = CONVERTERS.get(name)
+        if entry is None:
+            self.unsupported.append((name.removeprefix("torch."), location_name(op.location), ""))
+            return
+        arg_names, convert = entry
+        try:
+            args = AtenArgs(op, arg_names, rewriter)
+            replacements = convert(args)
+        except NotConvertible as reason:
+            self.unsupported.append((name.removeprefix("torch."), location_name(op.location), str(reason)))
+            return
+        results = [replacements] if isinstance(replacements, SSAValue) else list(replacements)
+        rewriter.replace(op, [], results)
+
+
+class ConvertLiteral(RewritePattern):
+    """`torch.vtensor.literal` becomes `graph.constant` with a signless builtin tensor type."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: ValueTensorLiteralOp, rewriter: PatternRewriter) -> None:
+        result_type = op.result.type.to_builtin()
+        if result_type is None:
+            return
+        value = op.value
+        if isinstance(value, DenseResourceAttr):
+            new_value: Attribute = DenseResourceAttr.from_params(value.resource_handle, result_type)
+        elif value.get_type() == result_type:
+            new_value = value
+        else:
+            new_value = DenseIntOrFPElementsAttr(result_type, value.data)
+        constant = ConstantOp.build(properties={"value": new_value}, result_types=[result_type])
+        constant.location = op.location
+        rewriter.replace(op, constant)
+
+
+def _convert_signature(function: func.FuncOp) -> None:
+    """Block arguments move to builtin tensors before the ops that use them are converted."""
+    block = function.body.blocks.first
+    assert block is not None
+    for arg in list(block.args):
+        if isinstance(arg.type, ValueTensorType) and (builtin := arg.type.to_builtin()) is not None:
+            Rewriter.replace_value_with_new_type(arg, builtin)
+
+
+def _flatten_return(function: func.FuncOp) -> None:
+    """Modules that return a tuple return its elements (the graph has a flat list of outputs)."""
+    for op in function.walk():
+        if isinstance(op, func.ReturnOp) and len(op.operands) == 1:
+            owner = op.operands[0].owner
+            if isinstance(owner, PrimTupleConstructOp):
+                op.operands = list(owner.elements)
+
+
+def _finish_signature(function: func.FuncOp) -> None:
+    block = function.body.blocks.first
+    assert block is not None
+    returns = [op for op in block.ops if isinstance(op, func.ReturnOp)]
+    outputs = returns[0].operands if returns else ()
+    function.function_type = FunctionType.from_lists([a.type for a in block.args], [v.type for v in outputs])
+
+
+def _erase_dead_torch_ops(module: ModuleOp) -> None:
+    """After conversion, torch constants and lists that fed the converted ops have no uses left."""
+    for op in list(module.walk(reverse=True)):
+        if op.dialect_name() == "torch" and all(not r.uses for r in op.results):
+            Rewriter.erase_op(op)
+
+
+def _check_fully_converted(module: ModuleOp) -> Sequence[Operation]:
+    return [op for op in module.walk() if isinstance(op, UnrealizedConversionCastOp) or op.dialect_name() == "torch"]
+
+
+@dataclass(frozen=True)
+class TorchToGraphPass(ModulePass):
+    """Convert torch-mlir's torch dialect into the graph dialect."""
+
+    name = "torch-to-graph"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        source = op.attributes.get(SOURCE_ATTR)
+        source_name = source.data if isinstance(source, StringAttr) else "the input"
+        functions = [f for f in op.walk() if isinstance(f, func.FuncOp)]
+        for function in functions:
+            _flatten_return(function)
+            _convert_signature(function)
+        convert = ConvertTorchOp()
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier([ConvertLiteral(), convert]), apply_recursively=False
+        ).rewrite_module(op)
+        if convert.unsupported:
+            raise UnsupportedOpsError(
+                [UnsupportedOp(name, node, source_name, reason) for name, node, reason in convert.unsupported]
+            )
+        for function in functions:
+            _finish_signature(function)
+        _erase_dead_torch_ops(op)
+        leftover = _check_fully_converted(op)
+        if leftover:
+            first = leftover[0]
+            raise UnsupportedOpsError([UnsupportedOp(torch_op_name(first), location_name(first.location), source_name, "")])
+        for function in functions:
+            for arg in function.body.blocks.first.args if function.body.blocks.first else ():
+                if not isinstance(arg.type, TensorType):
+                    raise UnsupportedOpsError(
+                        [UnsupportedOp(f"input of type {arg.type}", location_name(arg.location), source_name, "")]
+                    )
