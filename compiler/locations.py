@@ -10,7 +10,7 @@ def location_name(loc: Attribute) -> str:
     """The most specific human name of a location; '?' when there is none."""
     match loc:
         case NameLoc():
-            return loc.name.data
+            return loc.desc.data or "?"
         case FileLineColLoc():
             return f"{loc.filename.data}:{loc.line.data}"
         case FusedLoc():

@@ -17,6 +17,7 @@ matches any size); `graph-shape-inference` uses the same rule to refine `?` dims
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -33,7 +34,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, SSAValue
-from xdsl.irdl import IRDLOperation, OptOperandDef, VarOperandDef
+from xdsl.irdl import IRDLOperation, OperandOrResultDef, VariadicDef
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
@@ -88,32 +89,35 @@ class GraphOperation(IRDLOperation):
         properties = {name: value for name, value in attrs.items() if name in op_def.properties}
         attributes = {name: value for name, value in attrs.items() if name not in op_def.properties}
         return cls.build(
-            operands=_group_operands(cls.name, op_def.operands, operands),
-            result_types=function_type.outputs.data,
+            operands=_group(cls.name, "operands", op_def.operands, operands),
+            result_types=_group(cls.name, "results", op_def.results, function_type.outputs.data),
             properties=properties,
             attributes=attributes,
         )
 
 
-def _group_operands(
-    op_name: str, defs: Sequence[tuple[str, object]], operands: Sequence[SSAValue]
-) -> list[SSAValue | list[SSAValue]]:
-    """Split a flat operand list over the op's definitions; only one group may be optional or variadic."""
-    fixed = sum(1 for _, d in defs if not isinstance(d, OptOperandDef | VarOperandDef))
-    spare = len(operands) - fixed
+T = TypeVar("T")
+
+
+def _group(
+    op_name: str, what: str, defs: Sequence[tuple[str, OperandOrResultDef]], values: Sequence[T]
+) -> list[T | list[T]]:
+    """Split a flat operand (or result) list over the op's definitions; only one group may be optional or variadic."""
+    fixed = sum(1 for _, d in defs if not isinstance(d, VariadicDef))
+    spare = len(values) - fixed
     if spare < 0:
-        raise VerifyException(f"{op_name}: expected at least {fixed} operands, got {len(operands)}")
-    grouped: list[SSAValue | list[SSAValue]] = []
+        raise VerifyException(f"{op_name}: expected at least {fixed} {what}, got {len(values)}")
+    grouped: list[T | list[T]] = []
     index = 0
-    for _, operand_def in defs:
-        if isinstance(operand_def, OptOperandDef | VarOperandDef):
-            grouped.append(list(operands[index : index + spare]))
+    for _, value_def in defs:
+        if isinstance(value_def, VariadicDef):
+            grouped.append(list(values[index : index + spare]))
             index += spare
             continue
-        grouped.append(operands[index])
+        grouped.append(values[index])
         index += 1
-    if index != len(operands):
-        raise VerifyException(f"{op_name}: expected {fixed} operands, got {len(operands)}")
+    if index != len(values):
+        raise VerifyException(f"{op_name}: expected {fixed} {what}, got {len(values)}")
     return grouped
 
 

@@ -19,6 +19,7 @@ from gnomon.dialects.graph.base import (
     tensor_type,
 )
 from xdsl.dialects.builtin import (
+    BytesAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     DenseResourceAttr,
@@ -37,6 +38,7 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
+from xdsl.printer import Printer
 from xdsl.traits import ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
 
@@ -55,6 +57,35 @@ class ConstantOp(GraphOperation):
 
     def infer_result_types(self) -> Sequence[TensorT]:
         return [tensor_type(self.value.get_type(), "graph.constant value")]
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" {value = ")
+        value = self.value
+        limit: int | None = getattr(printer, "large_elements_limit", None)
+        splat = _splat_element(value) if isinstance(value, DenseIntOrFPElementsAttr) else None
+        if splat is not None:
+            # xDSL's splat check unpacks every element: too slow for the weights of a real network.
+            splat.print_without_type(printer)
+            printer.print_string(" : ")
+            printer.print_attribute(value.get_type())
+        elif limit is not None and (isinstance(value, DenseResourceAttr) or len(value) > limit):
+            printer.print_string("dense_resource<__elided__> : ")
+            printer.print_attribute(value.get_type())
+        else:
+            printer.print_attribute(value)
+        printer.print_string("}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : () -> ")
+        printer.print_attribute(self.result.type)
+
+
+def _splat_element(value: DenseIntOrFPElementsAttr) -> DenseIntOrFPElementsAttr | None:
+    """The single repeated element of a splat (as a 0-d attribute), or None."""
+    data = value.data.data
+    size = value.get_element_type().compile_time_size
+    if len(data) <= size or data != data[:size] * (len(data) // size):
+        return None
+    return DenseIntOrFPElementsAttr(TensorType(value.get_element_type(), []), BytesAttr(data[:size]))
 
 
 @irdl_op_definition

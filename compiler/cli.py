@@ -1,0 +1,104 @@
+"""The `gnomon` command line: `import` and `summary` (more verbs as features land).
+
+User errors (a missing file, an unsupported op, a bad `--input-shape`) print one line each and
+exit with status 2; `--debug` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gnomon.errors import GnomonError, InputShapeError
+
+EXIT_USER_ERROR = 2
+
+
+def parse_input_shape(text: str) -> tuple[str, list[int]]:
+    """`NAME=1x3x224x224` -> ("NAME", [1, 3, 224, 224])."""
+    name, sep, dims = text.rpartition("=")
+    try:
+        shape = [int(d) for d in dims.split("x")]
+    except ValueError:
+        shape = None
+    if not sep or not name or shape is None or any(d < 0 for d in shape):
+        raise InputShapeError(f"--input-shape {text!r} is not NAME=DIMS, e.g. x=1x3x224x224")
+    return name, shape
+
+
+def _input_shapes(values: Sequence[str] | None) -> dict[str, list[int]] | None:
+    if not values:
+        return None
+    return dict(parse_input_shape(v) for v in values)
+
+
+def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", type=Path, help="an .onnx, TorchScript .pt/.pth, or torch.export .pt2 file")
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks for errors")
+    parser.add_argument(
+        "--input-shape",
+        action="append",
+        metavar="NAME=DIMS",
+        help="the shape of an input, e.g. x=1x3x224x224 (repeatable; TorchScript needs one per input)",
+    )
+
+
+def _cmd_import(args: argparse.Namespace) -> None:
+    from gnomon.pipeline import load
+    from gnomon.printing import print_module
+
+    module = load(args.model, input_shapes=_input_shapes(args.input_shape))
+    if args.output is None:
+        print_module(module, sys.stdout, elide_weights=args.elide_weights)
+        return
+    with open(args.output, "w") as stream:
+        print_module(module, stream, elide_weights=args.elide_weights)
+
+
+def _cmd_summary(args: argparse.Namespace) -> None:
+    from gnomon.frontends import import_model
+    from gnomon.pipeline import to_graph
+    from gnomon.summary import summarize
+
+    imported = import_model(args.model, input_shapes=_input_shapes(args.input_shape))
+    module = to_graph(imported)
+    print(summarize(module, imported.input_names, imported.output_names).render())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gnomon", description="A cost-model-driven ML compiler on xDSL and MLIR.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+
+    importer = verbs.add_parser("import", help="import a model and print it in the graph dialect")
+    _add_model_arguments(importer)
+    importer.add_argument("-o", "--output", type=Path, help="write the program here instead of stdout")
+    importer.add_argument("--elide-weights", action="store_true", help="print large constants as __elided__")
+    importer.set_defaults(run=_cmd_import)
+
+    summary = verbs.add_parser("summary", help="import a model and summarize its graph")
+    _add_model_arguments(summary)
+    summary.set_defaults(run=_cmd_summary)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.run(args)
+    except GnomonError as error:
+        if getattr(args, "debug", False):
+            raise
+        for line in str(error).splitlines():
+            print(f"gnomon: error: {line}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

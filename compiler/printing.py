@@ -1,0 +1,21 @@
+"""Printing graph programs for people: weights elided, as MLIR's `--mlir-elide-elementsattrs-if-larger`."""
+
+from __future__ import annotations
+
+from typing import IO
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.printer import Printer
+
+
+class ElidingPrinter(Printer):
+    """A printer whose `graph.constant`s show values of more than `large_elements_limit` elements as
+    `dense_resource<__elided__>`, so a network reads like a network."""
+
+    large_elements_limit: int = 16
+
+
+def print_module(module: ModuleOp, stream: IO[str], elide_weights: bool = False) -> None:
+    printer = ElidingPrinter(stream=stream) if elide_weights else Printer(stream=stream)
+    printer.print_op(module)
+    stream.write("\n")
