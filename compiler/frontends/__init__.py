@@ -1,0 +1,73 @@
+"""Frontends: ONNX files, TorchScript files, exported programs and live torch modules.
+
+Each produces an xDSL module in torch-mlir's `torch` dialect (value tensors, `torch.aten.*`
+ops; weights as `dense_resource` literals from torch, `dense` ones from ONNX, and large splats
+as `torch.aten.full`) with locations that name the source's node or module path. The
+frontends are imported lazily: torch and onnx are slow to import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gnomon.errors import ModelLoadError
+from xdsl.dialects.builtin import ModuleOp
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass
+class ImportedModel:
+    """A model in the torch dialect, with what error messages and the CLI need to name it."""
+
+    module: ModuleOp
+    """One `func.func` over value tensors, in the torch dialect."""
+    source: str
+    """The file name (or class name of a live module) to show in messages, e.g. `model.onnx`."""
+    input_names: list[str]
+    """The model's inputs, in the order of the function's arguments."""
+    output_names: list[str]
+    """The model's outputs, in the order of the function's results."""
+    kind: str
+    """`onnx`, `torchscript` or `torch`."""
+
+
+def import_model(
+    model: str | Path | torch.nn.Module | torch.export.ExportedProgram,
+    example_inputs: Sequence[Any] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> ImportedModel:
+    """Imports a model file (by its extension) or a live torch module or exported program.
+
+    `example_inputs` serve torch modules and TorchScript files; `input_shapes` override
+    or supply input shapes (ONNX, TorchScript), by input name.
+    """
+    if not isinstance(model, str | Path):
+        from gnomon.frontends.torch import import_torch
+
+        return import_torch(model, example_inputs, type(model).__name__)
+    path = Path(model)
+    if not path.is_file():
+        raise ModelLoadError(f"no such file: {path}")
+    match path.suffix.lower():
+        case ".onnx":
+            from gnomon.frontends.onnx import import_onnx
+
+            return import_onnx(path, input_shapes)
+        case ".pt" | ".pth":
+            from gnomon.frontends.torch import import_exported_file, import_torchscript, is_exported_archive
+
+            # `torch.export.save` writes zip archives too, and people name them .pt.
+            if is_exported_archive(path):
+                return import_exported_file(path)
+            return import_torchscript(path, example_inputs, input_shapes)
+        case ".pt2":
+            from gnomon.frontends.torch import import_exported_file
+
+            return import_exported_file(path)
+        case _:
+            raise ModelLoadError(f"{path}: unknown model format (expected .onnx, .pt, .pth or .pt2)")

@@ -1,0 +1,179 @@
+"""Move torch-mlir IR into xDSL, through its generic textual form.
+
+Weights arrive as `dense_resource<key>` attributes whose blobs xDSL keeps in the builtin
+dialect's `OpAsmDialectInterface`. That storage is process-global, and torch-mlir reuses
+keys across imports (`torch_tensor_64_torch.float32`), so each module is parsed against a
+private storage first and its blobs are then moved to the global one under keys derived
+from their content: two imports in one process never clobber each other's weights.
+Large splat literals are rewritten to `torch.aten.full` before printing (see SPLAT_LIMIT).
+"""
+
+# torch-mlir's MLIR bindings are a C extension without type stubs: pyright cannot see their names.
+# pyright: reportAttributeAccessIssue=false, reportUnknownParameterType=false
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+
+import numpy as np
+from gnomon.dialects.torch import Torch
+from torch_mlir import ir
+from torch_mlir.dialects import torch as torch_d
+from xdsl.context import Context
+from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Builtin,
+    DenseResourceAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    ModuleOp,
+    Signedness,
+    TensorType,
+)
+from xdsl.dialects.func import Func
+from xdsl.ir import Attribute, Dialect
+from xdsl.parser import Parser
+
+SPLAT_LIMIT = 1 << 16
+"""Splat literals with more elements than this become `torch.aten.full`.
+
+xDSL stores (and prints) every element of a dense attribute; the weights of the ONNX light
+models are splats of up to 10^8 elements, which would take gigabytes and minutes.
+"""
+
+_TORCH_DTYPE_CODES = {
+    "f64": 7, "f32": 6, "f16": 5, "bf16": 15, "si64": 4, "si32": 3, "si16": 2, "si8": 1, "ui8": 0, "i1": 11,
+}  # fmt: skip
+"""torch's ScalarType numbering, which `aten.full` takes as its dtype argument."""
+
+
+def to_xdsl(module: ir.Module) -> ModuleOp:
+    """The xDSL form of a torch-mlir module (which is changed first: large splats become `aten.full`)."""
+    _unfold_large_splats(module)
+    # Generic form needs no torch-mlir op syntax in xDSL. Local scope prints locations inline
+    # (xDSL cannot resolve location aliases defined at the end of the file) but, as for a
+    # nested op, no resource section: that comes from a second print without debug info.
+    ops = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True, use_local_scope=True)
+    plain = module.operation.get_asm(print_generic_op_form=True)
+    start = plain.rfind("\n{-#")
+    return parse_torch_mlir(ops + plain[start:] if start >= 0 else ops)
+
+
+def _unfold_large_splats(module: ir.Module) -> None:
+    """Replaces each splat `torch.vtensor.literal` over SPLAT_LIMIT elements by the `aten.full` it folded from."""
+    literals: list[ir.Operation] = []
+
+    def collect(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "torch.vtensor.literal":
+            literals.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(collect)
+    for op in literals:
+        value = op.attributes["value"]
+        if not isinstance(value, ir.DenseElementsAttr) or not value.is_splat:
+            continue
+        shaped = ir.ShapedType(value.type)
+        if math.prod(shaped.shape) <= SPLAT_LIMIT:
+            continue
+        with op.location, ir.InsertionPoint(op):
+            sizes = torch_d.PrimListConstructOp(
+                ir.Type.parse("!torch.list<int>"), [torch_d.ConstantIntOp(d).result for d in shaped.shape]
+            )
+            splat = value.get_splat_value()
+            fill = (
+                torch_d.ConstantFloatOp(splat.value)
+                if isinstance(splat, ir.FloatAttr)
+                else torch_d.ConstantIntOp(ir.IntegerAttr(splat).value)
+            )
+            dtype = torch_d.ConstantIntOp(_TORCH_DTYPE_CODES[str(shaped.element_type)])
+            none = torch_d.ConstantNoneOp()
+            full = torch_d.AtenFullOp(op.result.type, sizes, fill, dtype, none, none, none)
+        op.result.replace_all_uses_with(full.result)
+        op.erase()
+
+
+def parse_torch_mlir(text: str) -> ModuleOp:
+    """Parses generic-form torch-dialect IR; its resource blobs get content-derived keys."""
+    private = OpAsmDialectInterface()
+    builtin = Dialect(Builtin.name, list(Builtin.operations), list(Builtin.attributes), [private])
+    ctx = Context(allow_unregistered=True)
+    for dialect in (builtin, Func, Torch):
+        ctx.load_dialect(dialect)
+    module = Parser(ctx, text).parse_module()
+    _intern_resources(module, private)
+    return module
+
+
+def _global_resources() -> OpAsmDialectInterface:
+    interface = Builtin.get_interface(OpAsmDialectInterface)
+    assert interface is not None, "xDSL's builtin dialect has an OpAsmDialectInterface"
+    return interface
+
+
+def _intern_resources(module: ModuleOp, private: OpAsmDialectInterface) -> None:
+    """Re-keys each dense_resource of `module` by content and registers its blob globally."""
+    storage = _global_resources()
+    renamed: dict[str, str] = {}
+    for op in module.walk():
+        for attrs in (op.properties, op.attributes):
+            for name, attr in attrs.items():
+                if not isinstance(attr, DenseResourceAttr):
+                    continue
+                key = attr.resource_handle.data
+                if key not in renamed:
+                    renamed[key] = _register(storage, key, private.lookup(key))
+                attrs[name] = DenseResourceAttr.from_params(renamed[key], attr.type)
+
+
+def _register(storage: OpAsmDialectInterface, key: str, blob: str | None) -> str:
+    if not blob:
+        raise ValueError(f"dense_resource<{key}> has no blob in the module's resource section")
+    digest = hashlib.blake2b(blob.encode(), digest_size=6).hexdigest()
+    new_key = f"{re.sub(r'[^A-Za-z0-9_.]', '_', key)}_{digest}"
+    if storage.lookup(new_key) is None:
+        storage.declare_resource(new_key)
+        storage.parse_resource(new_key, blob)
+    return new_key
+
+
+def resource_array(attr: DenseResourceAttr) -> np.ndarray:
+    """The array a dense_resource attribute holds, with its tensor type's shape and dtype.
+
+    An MLIR blob is `0x`, a 4-byte little-endian alignment, then the raw little-endian data.
+    """
+    blob = _global_resources().lookup(attr.resource_handle.data)
+    if not blob:
+        raise KeyError(f"no blob registered for dense_resource<{attr.resource_handle.data}>")
+    tensor_type = attr.type
+    if not isinstance(tensor_type, TensorType):
+        raise TypeError(f"dense_resource<{attr.resource_handle.data}> has non-tensor type {tensor_type}")
+    data = bytes.fromhex(blob[2:])[4:]
+    return np.frombuffer(data, dtype=_numpy_dtype(tensor_type.get_element_type())).reshape(tensor_type.get_shape())
+
+
+def _numpy_dtype(element: Attribute) -> np.dtype:
+    match element:
+        case Float64Type():
+            return np.dtype(np.float64)
+        case Float32Type():
+            return np.dtype(np.float32)
+        case Float16Type():
+            return np.dtype(np.float16)
+        case BFloat16Type():
+            import ml_dtypes  # onnx depends on it; only bf16 weights need it
+
+            return np.dtype(ml_dtypes.bfloat16)
+        case IntegerType() if element.width.data == 1:
+            return np.dtype(np.bool_)
+        case IntegerType() if element.signedness.data == Signedness.UNSIGNED:
+            return np.dtype(f"<u{element.width.data // 8}")
+        case IntegerType():
+            return np.dtype(f"<i{element.width.data // 8}")
+        case _:
+            raise NotImplementedError(f"no numpy dtype for dense_resource element type {element}")

@@ -1,0 +1,227 @@
+"""The torch frontends: live modules, exported programs, TorchScript and `torch.export` files.
+
+All of them become an `ExportedProgram`, which `run_decompositions({})` functionalizes
+(in-place ops such as `relu_` become their value forms) while keeping composite ops whole:
+conv, linear, layer norm, GELU, softmax, scaled dot-product attention and embedding bags
+stay single ops (batch norm becomes `_native_batch_norm_legit_no_training`, still one op).
+torch-mlir's own decomposition table would lower most of them to arithmetic, so it is not
+used. torch-mlir's FxImporter then freezes parameters and buffers into `dense_resource`
+literals; each op's location names the torch module that ran it (`layer1.0.conv1`).
+"""
+
+# torch-mlir's MLIR bindings are a C extension without type stubs: pyright cannot see their names.
+# pyright: reportAttributeAccessIssue=false, reportUnknownParameterType=false
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx
+from gnomon.errors import InputShapeError, ModelLoadError
+from gnomon.frontends import ImportedModel
+from gnomon.frontends.mlir_text import to_xdsl
+from torch._export.converter import TS2EPConverter
+from torch.export import ExportedProgram
+from torch.utils import _pytree as pytree
+from torch_mlir import ir
+from torch_mlir.dialects import torch as torch_d
+from torch_mlir.extras.fx_importer import ContextCache, FxImporter
+from torch_mlir.passmanager import PassManager
+
+_NO_MODULE = ("", "_empty_nn_module_stack_from_metadata_hook")
+"""Module paths that name no module: the root, and the placeholder torch.export's passes add."""
+
+_ASSERTS = (torch.ops.aten._assert_scalar.default, torch.ops.aten._assert_tensor_metadata.default)
+
+
+def import_torch(
+    model: torch.nn.Module | ExportedProgram, example_inputs: Sequence[Any] | None, source: str
+) -> ImportedModel:
+    """Imports a live module (exported with `example_inputs`) or an exported program."""
+    if isinstance(model, ExportedProgram):
+        return _import_program(model, source, "torch")
+    if example_inputs is None:
+        raise InputShapeError(f"{source} is a torch module: give example inputs to export it with")
+    # A hook, unlike a wrapper module, keeps the module paths that locations are named after.
+    hook = model.register_forward_hook(lambda _module, _args, outputs: _plain_outputs(outputs))
+    try:
+        program = torch.export.export(model, tuple(example_inputs), strict=False)
+    except Exception as e:  # torch.export raises many exception types, all meaning "cannot export"
+        raise ModelLoadError(f"torch.export cannot export {source}: {_reason(e)}") from e
+    finally:
+        hook.remove()
+    return _import_program(program, source, "torch")
+
+
+def _plain_outputs(value: Any) -> Any:
+    """Dataclasses and named tuples as dicts, Nones dropped.
+
+    torch.export flattens tuples, lists and dicts but refuses unregistered dataclasses; a
+    None output carries no data. Dict keys and field names become the output names.
+    """
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
+    elif isinstance(value, tuple) and hasattr(value, "_fields"):
+        value = dict(zip(getattr(value, "_fields"), value, strict=True))
+    if isinstance(value, dict):
+        return {key: _plain_outputs(item) for key, item in value.items() if item is not None}
+    if isinstance(value, tuple | list):
+        return type(value)(_plain_outputs(item) for item in value if item is not None)
+    return value
+
+
+def import_torchscript(
+    path: Path,
+    example_inputs: Sequence[Any] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> ImportedModel:
+    """Imports a TorchScript file, run on `example_inputs` or on random float32 data of `input_shapes`."""
+    try:
+        module = torch.jit.load(str(path), map_location="cpu")
+    except (RuntimeError, ValueError) as e:
+        raise ModelLoadError(f"{path} is not a loadable TorchScript file: {_reason(e)}") from e
+    # Graph inputs are named like `x.1`; the first is the module itself.
+    names = [value.debugName().split(".")[0] for value in module.graph.inputs()][1:]
+    if example_inputs is None:
+        example_inputs = _random_inputs(path, names, input_shapes or {})
+    try:
+        # The converter warns about each state-dict entry (e.g. `num_batches_tracked`) that goes unused.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            program = TS2EPConverter(module, tuple(example_inputs)).convert()
+        # The converter makes every dim dynamic (`Dim.AUTO`); re-export for the inputs' static shapes.
+        program = torch.export.export(program.module(), tuple(example_inputs), strict=False)
+    except Exception as e:  # the converter fails with whatever the TorchScript op handlers raise
+        raise ModelLoadError(f"{path}: cannot convert TorchScript to torch.export: {_reason(e)}") from e
+    return _import_program(program, path.name, "torchscript", input_names=names)
+
+
+def import_exported_file(path: Path) -> ImportedModel:
+    """Imports a program saved by `torch.export.save` (`.pt2`, or a `.pt` holding the same archive)."""
+    try:
+        with path.open("rb") as file:
+            program = torch.export.load(file)
+    except Exception as e:  # zipfile, pickle and deserializer errors alike
+        raise ModelLoadError(f"{path} is not a loadable torch.export file: {_reason(e)}") from e
+    return _import_program(program, path.name, "torch")
+
+
+def is_exported_archive(path: Path) -> bool:
+    """Whether the file is a `torch.export.save` archive (TorchScript files are zips too)."""
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as archive:
+        return any(name.rsplit("/", 1)[-1] == "archive_format" for name in archive.namelist())
+
+
+def _random_inputs(
+    path: Path, names: Sequence[str], input_shapes: Mapping[str, Sequence[int]]
+) -> tuple[torch.Tensor, ...]:
+    for name in input_shapes:
+        if name not in names:
+            raise InputShapeError(f"--input-shape names no input '{name}' of {path}; inputs are: {', '.join(names)}")
+    if any(name not in input_shapes for name in names):
+        raise InputShapeError(
+            f"{path} is a TorchScript file: give --input-shape for each input (inputs: {', '.join(names)})"
+        )
+    generator = torch.Generator().manual_seed(0)
+    return tuple(torch.rand(tuple(input_shapes[name]), generator=generator) for name in names)
+
+
+def _import_program(
+    program: ExportedProgram, source: str, kind: str, input_names: list[str] | None = None
+) -> ImportedModel:
+    try:
+        program = program.run_decompositions({})
+    except Exception as e:  # decomposition re-traces the program and can fail like export does
+        raise ModelLoadError(f"{source}: torch.export cannot functionalize the program: {_reason(e)}") from e
+    # Runtime asserts (on TorchScript's size arithmetic, data-dependent sizes, `.to()` metadata)
+    # check what the static shapes and dtypes gnomon compiles for already say; without them
+    # the scalar code they check is dead.
+    graph = program.graph
+    for target in _ASSERTS:
+        for node in graph.find_nodes(op="call_function", target=target):
+            graph.erase_node(node)
+    graph.eliminate_dead_code()
+    mutated = sorted(program.graph_signature.buffers_to_mutate.values())
+    if mutated:
+        raise ModelLoadError(f"{source} updates buffers when run ({', '.join(mutated)}): call .eval() before importing")
+    # torch-mlir looks buffers up in the state dict, but non-persistent ones live in `constants`.
+    for name in program.graph_signature.non_persistent_buffers:
+        program.state_dict[name] = program.constants[name]
+    context = ir.Context()
+    torch_d.register_dialect(context)
+    importer = _ModulePathImporter(context)
+    try:
+        importer.import_frozen_program(program, func_name="main")
+        with context:
+            PassManager.parse("builtin.module(canonicalize)").run(importer.module.operation)
+    except ir.MLIRError as e:
+        detail = e.error_diagnostics[0].message if e.error_diagnostics else e.message
+        raise ModelLoadError(f"{source}: torch-mlir cannot import the program: {_reason(detail)}") from e
+    except (NotImplementedError, AssertionError, KeyError, RuntimeError) as e:
+        raise ModelLoadError(f"{source}: torch-mlir cannot import the program: {_reason(e)}") from e
+    return ImportedModel(
+        module=to_xdsl(importer.module),
+        source=source,
+        input_names=input_names if input_names is not None else list(program.graph_signature.user_inputs),
+        output_names=_output_names(program),
+        kind=kind,
+    )
+
+
+class _ModulePathLocations(ContextCache):
+    """Locates each op by the innermost module that ran it, or by its FX node name at the top level."""
+
+    def get_node_location(self, node: torch.fx.Node) -> ir.Location | None:
+        stack: dict[str, tuple[str, Any]] = node.meta.get("nn_module_stack") or {}
+        path = next(reversed(stack.values()))[0] if stack else ""
+        return ir.Location.name(node.name if path in _NO_MODULE else path, context=self._c)
+
+
+class _ModulePathImporter(FxImporter):
+    """An FxImporter whose locations are `_ModulePathLocations` instead of Python stack frames."""
+
+    def __init__(self, context: ir.Context) -> None:
+        super().__init__(context=context)
+        self._cc = _ModulePathLocations(context, py_attr_tracker=self._py_attr_tracker)
+
+
+def _output_names(program: ExportedProgram) -> list[str]:
+    """Keys and attribute names of dict, dataclass or named-tuple outputs; `output_<i>` otherwise."""
+    spec = program.call_spec.out_spec
+    count = len(program.graph_signature.user_outputs)
+    if spec is None or spec.num_leaves != count:
+        return [f"output_{i}" for i in range(count)]
+    leaves, _ = pytree.tree_flatten_with_path(pytree.tree_unflatten(list(range(count)), spec))
+    names: list[str] = []
+    for index, (path, _) in enumerate(leaves):
+        parts = [_key_name(key) for key in path]
+        named = any(not isinstance(key, pytree.SequenceKey) for key in path)
+        names.append(".".join(parts) if named else f"output_{index}")
+    return names
+
+
+def _key_name(key: Any) -> str:
+    match key:
+        case pytree.MappingKey():
+            return str(key.key)
+        case pytree.GetAttrKey():
+            return key.name
+        case pytree.SequenceKey():
+            return str(key.idx)
+        case _:
+            return str(key)
+
+
+def _reason(error: Exception | str) -> str:
+    """The first sentence of an error: torch's messages go on for paragraphs."""
+    lines = str(error).strip().splitlines()
+    first = lines[0] if lines else type(error).__name__
+    return first.split(". ", 1)[0].rstrip(".")

@@ -1,0 +1,160 @@
+"""Small reference models built from code, for tests, demos and benchmarks.
+
+Each model seeds its own weights (`torch.manual_seed`), so two instances are identical
+and no download is needed. `example_inputs(batch)` gives inputs of the shapes the model
+expects; the models are returned in eval mode, as an inference compiler sees them.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    """Linear layers with ReLU between them: [batch, sizes[0]] -> [batch, sizes[-1]]."""
+
+    def __init__(self, sizes: tuple[int, ...] = (64, 128, 128, 10), seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        layers: list[nn.Module] = []
+        for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
+            layers.append(nn.Linear(n_in, n_out))
+            if i < len(sizes) - 2:
+                layers.append(nn.ReLU())
+        self.layers = nn.Sequential(*layers)
+        self.in_features = sizes[0]
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+    def example_inputs(self, batch: int = 2) -> tuple[torch.Tensor, ...]:
+        torch.manual_seed(1)
+        return (torch.randn(batch, self.in_features),)
+
+
+class ConvBNReLU(nn.Sequential):
+    """A bias-free convolution, batch norm and ReLU: the unit of most CNNs."""
+
+    def __init__(self, n_in: int, n_out: int, stride: int = 1, groups: int = 1) -> None:
+        super().__init__(
+            nn.Conv2d(n_in, n_out, 3, stride=stride, padding=1, groups=groups, bias=False),
+            nn.BatchNorm2d(n_out),
+            nn.ReLU(),
+        )
+
+
+class SmallCNN(nn.Module):
+    """Conv-BN-ReLU blocks, a depthwise block, max and average pooling and a linear head.
+
+    Input [batch, 3, 32, 32]; output logits [batch, classes].
+    """
+
+    def __init__(self, classes: int = 10, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.stem = ConvBNReLU(3, 16)
+        self.pool = nn.MaxPool2d(2)
+        self.block1 = ConvBNReLU(16, 32, stride=2)
+        self.depthwise = ConvBNReLU(32, 32, groups=32)
+        self.pointwise = nn.Conv2d(32, 64, 1)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.head = nn.Linear(64, classes)
+        # Non-trivial batch-norm statistics, so folding them is visible in numerics.
+        for module in self.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.running_mean = torch.rand(module.num_features) - 0.5
+                module.running_var = torch.rand(module.num_features) + 0.5
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(self.stem(x))
+        x = self.depthwise(self.block1(x))
+        x = torch.relu(self.pointwise(x))
+        return self.head(torch.flatten(self.avgpool(x), 1))
+
+    def example_inputs(self, batch: int = 2) -> tuple[torch.Tensor, ...]:
+        torch.manual_seed(1)
+        return (torch.randn(batch, 3, 32, 32),)
+
+
+class TransformerBlock(nn.Module):
+    """A pre-norm encoder block: self-attention and a GELU MLP, each with a residual.
+
+    Input and output [batch, seq, d_model].
+    """
+
+    def __init__(self, d_model: int = 64, heads: int = 4, seq: int = 16, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.attn = nn.MultiheadAttention(d_model, heads, batch_first=True)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
+        self.d_model = d_model
+        self.seq = seq
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.norm2(x))
+
+    def example_inputs(self, batch: int = 2) -> tuple[torch.Tensor, ...]:
+        torch.manual_seed(1)
+        return (torch.randn(batch, self.seq, self.d_model),)
+
+
+class DLRM(nn.Module):
+    """A DLRM-style recommender.
+
+    Sum-pooled embedding bags (one per sparse feature) and a bottom MLP over the dense
+    features; their pairwise dot products (upper triangle) with the bottom output feed a
+    top MLP ending in a sigmoid. Inputs: dense [batch, dense_features], indices
+    [tables, batch * pooling] (int64), offsets [tables, batch] (int64); output [batch, 1].
+    """
+
+    triu: torch.Tensor
+    """Row and column indices of the interaction matrix's upper triangle, [2, pairs]."""
+
+    def __init__(
+        self,
+        dense_features: int = 13,
+        tables: int = 4,
+        rows: int = 100,
+        dim: int = 16,
+        pooling: int = 3,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.embeddings = nn.ModuleList(nn.EmbeddingBag(rows, dim, mode="sum") for _ in range(tables))
+        self.bottom = nn.Sequential(nn.Linear(dense_features, 64), nn.ReLU(), nn.Linear(64, dim), nn.ReLU())
+        n = tables + 1
+        pairs = n * (n - 1) // 2
+        self.top = nn.Sequential(nn.Linear(dim + pairs, 64), nn.ReLU(), nn.Linear(64, 1), nn.Sigmoid())
+        # Not part of the state dict: exporters must still see it as a constant.
+        self.register_buffer("triu", torch.triu_indices(n, n, offset=1), persistent=False)
+        self.dense_features = dense_features
+        self.rows = rows
+        self.pooling = pooling
+        self.eval()
+
+    def forward(self, dense: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        x = self.bottom(dense)
+        pooled = [bag(indices[i], offsets[i]) for i, bag in enumerate(self.embeddings)]
+        features = torch.stack([x, *pooled], dim=1)
+        dots = torch.bmm(features, features.transpose(1, 2))
+        interactions = dots[:, self.triu[0], self.triu[1]]
+        return self.top(torch.cat([x, interactions], dim=1))
+
+    def example_inputs(self, batch: int = 2) -> tuple[torch.Tensor, ...]:
+        torch.manual_seed(1)
+        tables = len(self.embeddings)
+        dense = torch.randn(batch, self.dense_features)
+        indices = torch.randint(0, self.rows, (tables, batch * self.pooling))
+        offsets = (torch.arange(batch) * self.pooling).repeat(tables, 1)
+        return dense, indices, offsets
