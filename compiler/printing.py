@@ -1,10 +1,10 @@
-"""Printing graph programs for people: weights elided, as MLIR's `--mlir-elide-elementsattrs-if-larger`."""
+"""Printing graph programs: whole (weights in the resource section) or for people (weights elided)."""
 
 from __future__ import annotations
 
 from typing import IO
 
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import Builtin, ModuleOp
 from xdsl.printer import Printer
 
 
@@ -19,3 +19,5 @@ def print_module(module: ModuleOp, stream: IO[str], elide_weights: bool = False)
     printer = ElidingPrinter(stream=stream) if elide_weights else Printer(stream=stream)
     printer.print_op(module)
     stream.write("\n")
+    if not elide_weights:
+        printer.print_metadata([Builtin])  # the weights: the dialect_resources section

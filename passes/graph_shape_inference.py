@@ -19,14 +19,17 @@ from xdsl.rewriter import Rewriter
 from gnomon.dialects.graph.base import GraphOperation
 
 
-def _more_precise(current: Attribute, inferred: Attribute) -> bool:
-    """Whether `inferred` fills a `?` of `current` (same rank and element type)."""
+def _refined(current: Attribute, inferred: Attribute) -> TensorType | None:
+    """`current` with each `?` that `inferred` knows filled in, or None when nothing changes."""
     if not isinstance(current, TensorType) or not isinstance(inferred, TensorType):
-        return False
+        return None
     a, b = current.get_shape(), inferred.get_shape()
     if len(a) != len(b) or current.get_element_type() != inferred.get_element_type():
-        return False
-    return any(x == DYNAMIC_INDEX and y != DYNAMIC_INDEX for x, y in zip(a, b, strict=True))
+        return None
+    merged = [y if x == DYNAMIC_INDEX else x for x, y in zip(a, b, strict=True)]
+    if tuple(merged) == a:
+        return None
+    return TensorType(current.get_element_type(), merged)
 
 
 @dataclass(frozen=True)
@@ -38,8 +41,8 @@ class GraphShapeInferencePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for graph_op in [o for o in op.walk() if isinstance(o, GraphOperation)]:
             for result, inferred in zip(list(graph_op.results), graph_op.infer_result_types(), strict=True):
-                if _more_precise(result.type, inferred):
-                    Rewriter.replace_value_with_new_type(result, inferred)
+                if (refined := _refined(result.type, inferred)) is not None:
+                    Rewriter.replace_value_with_new_type(result, refined)
         for function in [o for o in op.walk() if isinstance(o, func.FuncOp)]:
             returns = [o for o in function.walk() if isinstance(o, func.ReturnOp)]
             if returns:

@@ -10,14 +10,16 @@ import numpy as np
 import onnx
 import pytest
 import torch
-from gnomon import models
-from gnomon.errors import InputShapeError, ModelLoadError
-from gnomon.frontends import ImportedModel, import_model
-from gnomon.frontends.mlir_text import SPLAT_LIMIT, parse_torch_mlir, resource_array
 from onnx import TensorProto, helper, numpy_helper
 from xdsl.dialects.builtin import Builtin, DenseIntOrFPElementsAttr, DenseResourceAttr, ModuleOp, NameLoc, StringAttr
 from xdsl.ir import Operation
 from xdsl.printer import Printer
+
+from gnomon import models
+from gnomon.dialects.graph.constant_values import resource_to_numpy as resource_array
+from gnomon.errors import InputShapeError, ModelLoadError
+from gnomon.frontends import ImportedModel, import_model
+from gnomon.frontends.mlir_text import SPLAT_LIMIT, parse_torch_mlir
 
 LIGHT_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 LIGHT_MODELS = sorted(LIGHT_DIR.glob("light_*.onnx"))

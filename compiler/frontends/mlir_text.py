@@ -13,31 +13,23 @@ Large splat literals are rewritten to `torch.aten.full` before printing (see SPL
 
 from __future__ import annotations
 
-import hashlib
 import math
-import re
 
-import numpy as np
-from gnomon.dialects.torch import Torch
 from torch_mlir import ir
 from torch_mlir.dialects import torch as torch_d
 from xdsl.context import Context
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
 from xdsl.dialects.builtin import (
-    BFloat16Type,
     Builtin,
     DenseResourceAttr,
-    Float16Type,
-    Float32Type,
-    Float64Type,
-    IntegerType,
     ModuleOp,
-    Signedness,
-    TensorType,
 )
 from xdsl.dialects.func import Func
-from xdsl.ir import Attribute, Dialect
+from xdsl.ir import Dialect
 from xdsl.parser import Parser
+
+from gnomon.dialects.graph.constant_values import register_blob
+from gnomon.dialects.torch import Torch
 
 SPLAT_LIMIT = 1 << 16
 """Splat literals with more elements than this become `torch.aten.full`.
@@ -110,15 +102,8 @@ def parse_torch_mlir(text: str) -> ModuleOp:
     return module
 
 
-def _global_resources() -> OpAsmDialectInterface:
-    interface = Builtin.get_interface(OpAsmDialectInterface)
-    assert interface is not None, "xDSL's builtin dialect has an OpAsmDialectInterface"
-    return interface
-
-
 def _intern_resources(module: ModuleOp, private: OpAsmDialectInterface) -> None:
     """Re-keys each dense_resource of `module` by content and registers its blob globally."""
-    storage = _global_resources()
     renamed: dict[str, str] = {}
     for op in module.walk():
         for attrs in (op.properties, op.attributes):
@@ -127,53 +112,5 @@ def _intern_resources(module: ModuleOp, private: OpAsmDialectInterface) -> None:
                     continue
                 key = attr.resource_handle.data
                 if key not in renamed:
-                    renamed[key] = _register(storage, key, private.lookup(key))
+                    renamed[key] = register_blob(key, private.lookup(key) or "")
                 attrs[name] = DenseResourceAttr.from_params(renamed[key], attr.type)
-
-
-def _register(storage: OpAsmDialectInterface, key: str, blob: str | None) -> str:
-    if not blob:
-        raise ValueError(f"dense_resource<{key}> has no blob in the module's resource section")
-    digest = hashlib.blake2b(blob.encode(), digest_size=6).hexdigest()
-    new_key = f"{re.sub(r'[^A-Za-z0-9_.]', '_', key)}_{digest}"
-    if storage.lookup(new_key) is None:
-        storage.declare_resource(new_key)
-        storage.parse_resource(new_key, blob)
-    return new_key
-
-
-def resource_array(attr: DenseResourceAttr) -> np.ndarray:
-    """The array a dense_resource attribute holds, with its tensor type's shape and dtype.
-
-    An MLIR blob is `0x`, a 4-byte little-endian alignment, then the raw little-endian data.
-    """
-    blob = _global_resources().lookup(attr.resource_handle.data)
-    if not blob:
-        raise KeyError(f"no blob registered for dense_resource<{attr.resource_handle.data}>")
-    tensor_type = attr.type
-    if not isinstance(tensor_type, TensorType):
-        raise TypeError(f"dense_resource<{attr.resource_handle.data}> has non-tensor type {tensor_type}")
-    data = bytes.fromhex(blob[2:])[4:]
-    return np.frombuffer(data, dtype=_numpy_dtype(tensor_type.get_element_type())).reshape(tensor_type.get_shape())
-
-
-def _numpy_dtype(element: Attribute) -> np.dtype:
-    match element:
-        case Float64Type():
-            return np.dtype(np.float64)
-        case Float32Type():
-            return np.dtype(np.float32)
-        case Float16Type():
-            return np.dtype(np.float16)
-        case BFloat16Type():
-            import ml_dtypes  # onnx depends on it; only bf16 weights need it
-
-            return np.dtype(ml_dtypes.bfloat16)
-        case IntegerType() if element.width.data == 1:
-            return np.dtype(np.bool_)
-        case IntegerType() if element.signedness.data == Signedness.UNSIGNED:
-            return np.dtype(f"<u{element.width.data // 8}")
-        case IntegerType():
-            return np.dtype(f"<i{element.width.data // 8}")
-        case _:
-            raise NotImplementedError(f"no numpy dtype for dense_resource element type {element}")

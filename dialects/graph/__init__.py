@@ -4,6 +4,8 @@ Ops live in modules by family (elementwise, nn, linalg, reduce, tensor, embeddin
 holds the shared textual form and shape-rule machinery.
 """
 
+from xdsl.ir import Dialect
+
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import ELEMENTWISE_OPS
 from gnomon.dialects.graph.embedding import EMBEDDING_OPS
@@ -11,7 +13,6 @@ from gnomon.dialects.graph.linalg import LINALG_OPS
 from gnomon.dialects.graph.nn import NN_OPS
 from gnomon.dialects.graph.reduce import REDUCE_OPS
 from gnomon.dialects.graph.tensor import TENSOR_OPS
-from xdsl.ir import Dialect
 
 __all__ = ["Graph", "GraphOperation"]
 

@@ -150,6 +150,16 @@ def types_compatible(actual: Attribute, expected: Attribute) -> bool:
     return len(a) == len(e) and all(x == y or DYN in (x, y) for x, y in zip(a, e, strict=True))
 
 
+def dim_str(d: int) -> str:
+    """A dim as messages show it: its size, or `?`."""
+    return "?" if d == DYN else str(d)
+
+
+def shape_str(shape: Sequence[int]) -> str:
+    """A shape as messages show it: `[2, ?, 8]`."""
+    return "[" + ", ".join(dim_str(d) for d in shape) + "]"
+
+
 def dims_compatible(a: int, b: int) -> bool:
     return a == b or DYN in (a, b)
 
@@ -162,7 +172,7 @@ def broadcast_shapes(shapes: Sequence[Shape], what: str) -> Shape:
         dims = [s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0]
         known = {d for d in dims if d not in (1, DYN)}
         if len(known) > 1:
-            shown = ", ".join(str(list(s)) for s in shapes)
+            shown = ", ".join(shape_str(s) for s in shapes)
             raise VerifyException(f"{what}: shapes {shown} do not broadcast")
         if known:
             out.append(known.pop())

@@ -134,7 +134,8 @@ def _constant_array(value: SSAValue) -> np.ndarray | None:
 
 
 def _slice(op: SliceOp, x: np.ndarray) -> np.ndarray:
-    index = tuple(slice(s, None if e < 0 else e, st) for s, e, st in zip(ints(op.starts), ints(op.ends), ints(op.steps), strict=True))
+    bounds = zip(ints(op.starts), ints(op.ends), ints(op.steps), strict=True)
+    index = tuple(slice(s, None if e < 0 else e, st) for s, e, st in bounds)
     return x[index]
 
 
@@ -168,7 +169,8 @@ class FoldIntegerConstants(RewritePattern):
         if any(a is None for a in arrays):
             return
         folded = np.asarray(folder(op, *arrays)).reshape(result_type.get_shape())
-        constant = ConstantOp.build(properties={"value": numpy_to_dense(folded, result_type.get_element_type())}, result_types=[result_type])
+        value = numpy_to_dense(folded, result_type.get_element_type())
+        constant = ConstantOp.build(properties={"value": value}, result_types=[result_type])
         constant.location = op.location
         rewriter.replace(op, constant)
 

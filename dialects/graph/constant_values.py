@@ -1,22 +1,53 @@
-"""NumPy views of inline `dense` constants, for folding shape arithmetic at compile time."""
+"""The values of tensor constants: NumPy views of `dense` and `dense_resource` attributes.
+
+Weights live as `dense_resource` blobs in the builtin dialect's `OpAsmDialectInterface`
+storage, which xDSL keeps process-wide and prints as the file's resource section. Keys are
+derived from a blob's content, so two models in one process never clobber each other.
+An MLIR blob is `0x`, a 4-byte little-endian alignment, then the raw little-endian data.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import re
+import struct
+
 import numpy as np
-from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, Float16Type, Float32Type, Float64Type, IntegerType, TensorType
+from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Builtin,
+    BytesAttr,
+    DenseIntOrFPElementsAttr,
+    DenseResourceAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    Signedness,
+    TensorType,
+)
 from xdsl.ir import Attribute
 
-_FLOATS: dict[type[Attribute], np.dtype] = {Float16Type: np.dtype(np.float16), Float32Type: np.dtype(np.float32), Float64Type: np.dtype(np.float64)}
+_FLOATS: dict[type[Attribute], np.dtype] = {
+    Float16Type: np.dtype(np.float16),
+    Float32Type: np.dtype(np.float32),
+    Float64Type: np.dtype(np.float64),
+}
 
 
 def numpy_dtype(element_type: Attribute) -> np.dtype | None:
-    """The NumPy dtype of a builtin element type, or None for types NumPy lacks (bf16)."""
+    """The NumPy dtype of a builtin element type (bf16 through ml_dtypes), or None."""
     if isinstance(element_type, IntegerType):
         width = element_type.width.data
         if width == 1:
             return np.dtype(np.bool_)
-        signed = element_type.signedness.data.name != "UNSIGNED"
-        return np.dtype(f"{'i' if signed else 'u'}{width // 8}") if width in (8, 16, 32, 64) else None
+        signed = element_type.signedness.data != Signedness.UNSIGNED
+        return np.dtype(f"<{'i' if signed else 'u'}{width // 8}") if width in (8, 16, 32, 64) else None
+    if isinstance(element_type, BFloat16Type):
+        import ml_dtypes  # a dependency of onnx; only bf16 constants need it
+
+        return np.dtype(ml_dtypes.bfloat16)
     return _FLOATS.get(type(element_type))
 
 
@@ -34,3 +65,47 @@ def numpy_to_dense(array: np.ndarray, element_type: Attribute) -> DenseIntOrFPEl
     # xDSL stores an i1 `true` as the normalized signless value -1.
     data = np.where(array, -1, 0).astype(np.int8) if dtype == np.bool_ else np.ascontiguousarray(array.astype(dtype))
     return DenseIntOrFPElementsAttr(TensorType(element_type, array.shape), BytesAttr(data.tobytes()))
+
+
+# ---- dense_resource blobs ----
+
+
+def resource_storage() -> OpAsmDialectInterface:
+    interface = Builtin.get_interface(OpAsmDialectInterface)
+    assert interface is not None, "xDSL's builtin dialect has an OpAsmDialectInterface"
+    return interface
+
+
+def register_blob(name_hint: str, blob: str) -> str:
+    """Store a hex blob under a key made of `name_hint` and the blob's digest; returns the key."""
+    if not blob:
+        raise ValueError(f"dense_resource<{name_hint}> has no blob in the module's resource section")
+    storage = resource_storage()
+    digest = hashlib.blake2b(blob.encode(), digest_size=6).hexdigest()
+    key = f"{re.sub(r'[^A-Za-z0-9_.]', '_', name_hint)}_{digest}"
+    if storage.lookup(key) is None:
+        storage.declare_resource(key)
+        storage.parse_resource(key, blob)
+    return key
+
+
+def dense_to_resource(attr: DenseIntOrFPElementsAttr, name_hint: str) -> DenseResourceAttr:
+    """Move an inline constant's bytes into a blob, as MLIR keeps weights out of the op text."""
+    alignment = max(1, attr.get_element_type().compile_time_size)
+    blob = "0x" + struct.pack("<I", alignment).hex() + attr.data.data.hex()
+    return DenseResourceAttr.from_params(register_blob(name_hint, blob), attr.get_type())
+
+
+def resource_to_numpy(attr: DenseResourceAttr) -> np.ndarray:
+    """The array a dense_resource attribute holds, with its tensor type's shape and dtype."""
+    blob = resource_storage().lookup(attr.resource_handle.data)
+    if not blob:
+        raise KeyError(f"no blob registered for dense_resource<{attr.resource_handle.data}>")
+    tensor_type = attr.type
+    if not isinstance(tensor_type, TensorType):
+        raise TypeError(f"dense_resource<{attr.resource_handle.data}> has non-tensor type {tensor_type}")
+    dtype = numpy_dtype(tensor_type.get_element_type())
+    if dtype is None:
+        raise NotImplementedError(f"no NumPy dtype for {tensor_type.get_element_type()}")
+    data = bytes.fromhex(blob[2:])[4:]
+    return np.frombuffer(data, dtype=dtype).reshape(tensor_type.get_shape())

@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+from xdsl.dialects.builtin import FloatAttr, IntegerType, StringAttr, TensorType, i1
+from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, traits_def
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
 from gnomon.dialects.graph.base import (
     GraphOperation,
     TensorT,
@@ -13,10 +18,6 @@ from gnomon.dialects.graph.base import (
     shape_of,
     tensor_type,
 )
-from xdsl.dialects.builtin import FloatAttr, IntegerType, StringAttr, TensorType, i1
-from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, traits_def
-from xdsl.traits import Pure
-from xdsl.utils.exceptions import VerifyException
 
 
 class UnaryOp(GraphOperation):
@@ -206,7 +207,8 @@ def _binary(op_name: str, doc: str, base: type[BinaryOp] = BinaryOp) -> type[Bin
         (base,),
         {
             "name": f"graph.{op_name}",
-            "__doc__": f"{doc}\n\n    `%z = graph.{op_name} %x, %y : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>`\n",
+            "__doc__": f"{doc}\n\n    `%z = graph.{op_name} %x, %y"
+            " : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>`\n",
         },
     )
     return irdl_op_definition(cls)

@@ -5,11 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from gnomon.dialects.graph.base import DYN, GraphOperation, TensorT, dims_compatible, dtype_of, shape_of
 from xdsl.dialects.builtin import BoolAttr, IntegerType, StringAttr, TensorType
 from xdsl.irdl import irdl_op_definition, operand_def, opt_operand_def, prop_def, result_def, traits_def
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
+
+from gnomon.dialects.graph.base import (
+    DYN,
+    GraphOperation,
+    TensorT,
+    dims_compatible,
+    dtype_of,
+    shape_of,
+    shape_str,
+)
 
 
 def _check_integer(op: str, value: object, what: str) -> None:
@@ -21,7 +30,7 @@ def _check_integer(op: str, value: object, what: str) -> None:
 def _table_shape(op: str, value: object) -> tuple[int, ...]:
     table = shape_of(value, f"{op} table")  # type: ignore[arg-type]
     if len(table) != 2:
-        raise VerifyException(f"{op}: table must be 2-D (rows, dim), got shape {list(table)}")
+        raise VerifyException(f"{op}: table must be 2-D (rows, dim), got shape {shape_str(table)}")
     return table
 
 
@@ -79,7 +88,7 @@ class EmbeddingBagOp(GraphOperation):
             )
         if len(indices) != 1 or len(offsets) != 1:
             raise VerifyException(
-                f"graph.embedding_bag: indices {list(indices)} and offsets {list(offsets)} must be 1-D"
+                f"graph.embedding_bag: indices {shape_str(indices)} and offsets {shape_str(offsets)} must be 1-D"
             )
         if self.per_sample_weights is not None:
             weights = shape_of(self.per_sample_weights, "per_sample_weights")
@@ -87,7 +96,8 @@ class EmbeddingBagOp(GraphOperation):
                 raise VerifyException("graph.embedding_bag: per_sample_weights need mode sum")
             if len(weights) != 1 or not dims_compatible(weights[0], indices[0]):
                 raise VerifyException(
-                    f"graph.embedding_bag: per_sample_weights {list(weights)} do not match indices {list(indices)}"
+                    f"graph.embedding_bag: per_sample_weights {shape_str(weights)}"
+                    f" do not match indices {shape_str(indices)}"
                 )
         bags = (
             offsets[0] if offsets[0] == DYN else offsets[0] - int(bool(self.include_last_offset.value.data))

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from xdsl.dialects.builtin import TensorType
+from xdsl.irdl import irdl_op_definition, operand_def, opt_operand_def, result_def, traits_def
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
 from gnomon.dialects.graph.base import (
     GraphOperation,
     TensorT,
@@ -11,11 +16,8 @@ from gnomon.dialects.graph.base import (
     dims_compatible,
     dtype_of,
     shape_of,
+    shape_str,
 )
-from xdsl.dialects.builtin import TensorType
-from xdsl.irdl import irdl_op_definition, operand_def, opt_operand_def, result_def, traits_def
-from xdsl.traits import Pure
-from xdsl.utils.exceptions import VerifyException
 
 
 @irdl_op_definition
@@ -37,14 +39,13 @@ class MatmulOp(GraphOperation):
         a, b = shape_of(self.lhs, "graph.matmul lhs"), shape_of(self.rhs, "graph.matmul rhs")
         if not a or not b:
             raise VerifyException("graph.matmul: operands must have rank >= 1")
-        if dtype_of(self.lhs, "lhs") != dtype_of(self.rhs, "rhs"):
-            raise VerifyException(
-                f"graph.matmul: lhs element type {dtype_of(self.lhs, 'lhs')} differs from rhs {dtype_of(self.rhs, 'rhs')}"
-            )
+        lhs_type, rhs_type = dtype_of(self.lhs, "lhs"), dtype_of(self.rhs, "rhs")
+        if lhs_type != rhs_type:
+            raise VerifyException(f"graph.matmul: lhs element type {lhs_type} differs from rhs {rhs_type}")
         a2 = (1, *a) if len(a) == 1 else a
         b2 = (*b, 1) if len(b) == 1 else b
         if not dims_compatible(a2[-1], b2[-2]):
-            raise VerifyException(f"graph.matmul: contracting dims differ: lhs {list(a)} and rhs {list(b)}")
+            raise VerifyException(f"graph.matmul: contracting dims differ: lhs {shape_str(a)} and rhs {shape_str(b)}")
         batch = broadcast_shapes([a2[:-2], b2[:-2]], "graph.matmul batch dims")
         out = [*batch, *([a2[-2]] if len(a) > 1 else []), *([b2[-1]] if len(b) > 1 else [])]
         return [TensorType(dtype_of(self.lhs, "lhs"), out)]
@@ -70,7 +71,7 @@ class LinearOp(GraphOperation):
         x, w = shape_of(self.input, "graph.linear input"), shape_of(self.weight, "graph.linear weight")
         if not x or len(w) != 2:
             raise VerifyException(
-                f"graph.linear: needs input rank >= 1 and a 2-D weight, got {list(x)} and {list(w)}"
+                f"graph.linear: needs input rank >= 1 and a 2-D weight, got {shape_str(x)} and {shape_str(w)}"
             )
         if not dims_compatible(x[-1], w[1]):
             raise VerifyException(
@@ -79,7 +80,7 @@ class LinearOp(GraphOperation):
         if self.bias is not None:
             bias = shape_of(self.bias, "graph.linear bias")
             if len(bias) != 1 or not dims_compatible(bias[0], w[0]):
-                raise VerifyException(f"graph.linear: bias shape {list(bias)} is not [{w[0]}]")
+                raise VerifyException(f"graph.linear: bias shape {shape_str(bias)} is not [{w[0]}]")
         return [TensorType(dtype_of(self.input, "input"), [*x[:-1], w[0]])]
 
 

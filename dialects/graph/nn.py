@@ -9,18 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gnomon.dialects.graph.base import (
-    DYN,
-    GraphOperation,
-    Shape,
-    TensorT,
-    dims_compatible,
-    dtype_of,
-    ints,
-    normalize_axis,
-    shape_of,
-    tensor_type,
-)
 from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, FloatAttr, IntegerAttr, TensorType
 from xdsl.irdl import (
     irdl_op_definition,
@@ -34,6 +22,21 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from gnomon.dialects.graph.base import (
+    DYN,
+    GraphOperation,
+    Shape,
+    TensorT,
+    dim_str,
+    dims_compatible,
+    dtype_of,
+    ints,
+    normalize_axis,
+    shape_of,
+    shape_str,
+    tensor_type,
+)
+
 
 def _check_spatial(op: str, name: str, values: Sequence[int], count: int) -> None:
     if len(values) != count:
@@ -43,7 +46,7 @@ def _check_spatial(op: str, name: str, values: Sequence[int], count: int) -> Non
 def _window_output(
     size: int, kernel: int, stride: int, pad_begin: int, pad_end: int, dilation: int, ceil_mode: bool
 ) -> int:
-    if size == DYN:
+    if DYN in (size, kernel):
         return DYN
     span = size + pad_begin + pad_end - dilation * (kernel - 1) - 1
     if not ceil_mode:
@@ -70,16 +73,21 @@ def _spatial_output(
         )
         if size != DYN and size < 1:
             raise VerifyException(
-                f"{op}: spatial dim {i} of input {list(input_shape)} is too small for the window"
+                f"{op}: spatial dim {i} of input {shape_str(input_shape)} is too small for the window"
             )
         out.append(size)
     return out
 
 
+def _check_bias(op: str, bias: Shape, channels: int) -> None:
+    if len(bias) != 1 or not dims_compatible(bias[0], channels):
+        raise VerifyException(f"{op}: bias shape {shape_str(bias)} is not [{dim_str(channels)}]")
+
+
 def _activation_shape(op: str, value: object, what: str = "input") -> Shape:
     shape = shape_of(value, f"{op} {what}")  # type: ignore[arg-type]
     if len(shape) < 3:
-        raise VerifyException(f"{op}: {what} must have rank >= 3 (N, C, spatial...), got shape {list(shape)}")
+        raise VerifyException(f"{op}: {what} must have rank >= 3 (N, C, spatial...), got shape {shape_str(shape)}")
     return shape
 
 
@@ -114,10 +122,8 @@ class ConvOp(GraphOperation):
             raise VerifyException(
                 f"graph.conv: input has {x[1]} channels but weight expects {w[1]} x {groups} groups"
             )
-        if self.bias is not None and shape_of(self.bias, "graph.conv bias") not in ((w[0],), (DYN,)):
-            raise VerifyException(
-                f"graph.conv: bias shape {list(shape_of(self.bias, 'bias'))} is not [{w[0]}]"
-            )
+        if self.bias is not None:
+            _check_bias(self.name, shape_of(self.bias, "graph.conv bias"), w[0])
         spatial = _spatial_output(
             self.name, x, w[2:], ints(self.strides), ints(self.pads), ints(self.dilations)
         )
@@ -156,6 +162,13 @@ class ConvTransposeOp(GraphOperation):
             raise VerifyException(
                 f"graph.conv_transpose: input has {x[1]} channels but weight expects {w[0]}"
             )
+        if groups < 1 or (w[0] != DYN and w[0] % groups):
+            raise VerifyException(
+                f"graph.conv_transpose: input channels {w[0]} are not divisible by groups {groups}"
+            )
+        out_channels = DYN if w[1] == DYN else w[1] * groups
+        if self.bias is not None:
+            _check_bias(self.name, shape_of(self.bias, "graph.conv_transpose bias"), out_channels)
         spatial = len(x) - 2
         strides, pads, dilations = ints(self.strides), ints(self.pads), ints(self.dilations)
         output_padding = ints(self.output_padding)
@@ -166,7 +179,7 @@ class ConvTransposeOp(GraphOperation):
             _check_spatial(self.name, name, values, count)
         sizes = [
             DYN
-            if x[i + 2] == DYN
+            if DYN in (x[i + 2], w[i + 2])
             else (x[i + 2] - 1) * strides[i]
             - pads[i]
             - pads[i + spatial]
@@ -175,7 +188,10 @@ class ConvTransposeOp(GraphOperation):
             + 1
             for i in range(spatial)
         ]
-        out_channels = DYN if w[1] == DYN else w[1] * groups
+        if any(size != DYN and size < 1 for size in sizes):
+            raise VerifyException(
+                f"graph.conv_transpose: output spatial dims {sizes} of input {shape_str(x)} are too small"
+            )
         return [TensorType(dtype_of(self.input, "input"), [x[0], out_channels, *sizes])]
 
 
@@ -287,7 +303,8 @@ class AdaptivePoolOp(GraphOperation):
 class AdaptiveAvgPoolOp(AdaptivePoolOp):
     """Adaptive average pooling.
 
-    `%y = graph.adaptive_avg_pool %x {output_size = array<i64: 7, 7>} : (tensor<1x512x14x14xf32>) -> tensor<1x512x7x7xf32>`
+    `%y = graph.adaptive_avg_pool %x {output_size = array<i64: 7, 7>}
+         : (tensor<1x512x14x14xf32>) -> tensor<1x512x7x7xf32>`
     """
 
     name = "graph.adaptive_avg_pool"
@@ -307,7 +324,9 @@ def _check_channel_vectors(op: str, x: Shape, vectors: Sequence[tuple[str, objec
     for what, value in vectors:
         shape = shape_of(value, f"{op} {what}")  # type: ignore[arg-type]
         if len(shape) != 1 or not dims_compatible(shape[0], x[1]):
-            raise VerifyException(f"{op}: {what} shape {list(shape)} does not match {x[1]} channels of input")
+            raise VerifyException(
+                f"{op}: {what} shape {shape_str(shape)} does not match {dim_str(x[1])} channels of input"
+            )
 
 
 @irdl_op_definition
@@ -315,7 +334,8 @@ class BatchNormOp(GraphOperation):
     """Inference batch norm over channel axis 1: (x - mean) / sqrt(var + epsilon) * scale + bias.
 
     `%y = graph.batch_norm %x, %scale, %bias, %mean, %var {epsilon = 1.0e-05 : f64}
-         : (tensor<1x64x56x56xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<1x64x56x56xf32>`
+         : (tensor<1x64x56x56xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
+         -> tensor<1x64x56x56xf32>`
     """
 
     name = "graph.batch_norm"
@@ -331,7 +351,7 @@ class BatchNormOp(GraphOperation):
     def infer_result_types(self) -> Sequence[TensorT]:
         x = shape_of(self.input, "graph.batch_norm input")
         if len(x) < 2:
-            raise VerifyException(f"graph.batch_norm: input must have rank >= 2, got shape {list(x)}")
+            raise VerifyException(f"graph.batch_norm: input must have rank >= 2, got shape {shape_str(x)}")
         _check_channel_vectors(
             self.name,
             x,
@@ -348,7 +368,8 @@ class BatchNormTrainOp(GraphOperation):
     `batch_variance` and `momentum`, so the op itself stays pure.
 
     `%y, %m, %v = graph.batch_norm_train %x, %scale, %bias {epsilon = 1.0e-05 : f64, momentum = 0.1 : f64}
-         : (tensor<8x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<8x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>)`
+         : (tensor<8x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>)
+         -> (tensor<8x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>)`
     """
 
     name = "graph.batch_norm_train"
@@ -365,7 +386,7 @@ class BatchNormTrainOp(GraphOperation):
     def infer_result_types(self) -> Sequence[TensorT]:
         x = shape_of(self.input, "graph.batch_norm_train input")
         if len(x) < 2:
-            raise VerifyException(f"graph.batch_norm_train: input must have rank >= 2, got shape {list(x)}")
+            raise VerifyException(f"graph.batch_norm_train: input must have rank >= 2, got shape {shape_str(x)}")
         _check_channel_vectors(self.name, x, [("scale", self.scale), ("bias", self.bias)])
         dtype = dtype_of(self.input, "input")
         return [tensor_type(self.input, "input"), TensorType(dtype, [x[1]]), TensorType(dtype, [x[1]])]
@@ -394,7 +415,7 @@ class AffineNormOp(GraphOperation):
         for what, value in zip(("scale", "bias"), self.affine, strict=False):
             shape = shape_of(value, f"{self.name} {what}")
             if len(shape) != len(expected) or not all(map(dims_compatible, shape, expected)):
-                raise VerifyException(f"{self.name}: {what} shape {list(shape)} is not {list(expected)}")
+                raise VerifyException(f"{self.name}: {what} shape {shape_str(shape)} is not {shape_str(expected)}")
         return [tensor_type(self.input, "input")]
 
 
@@ -426,7 +447,7 @@ class InstanceNormOp(AffineNormOp):
 
     def affine_shape(self, x: Shape) -> Shape:
         if len(x) < 3:
-            raise VerifyException(f"graph.instance_norm: input must have rank >= 3, got shape {list(x)}")
+            raise VerifyException(f"graph.instance_norm: input must have rank >= 3, got shape {shape_str(x)}")
         return (x[1],)
 
 
@@ -445,7 +466,7 @@ class GroupNormOp(AffineNormOp):
         groups = self.num_groups.value.data
         if len(x) < 2 or groups < 1 or (x[1] != DYN and x[1] % groups):
             raise VerifyException(
-                f"graph.group_norm: channels of input {list(x)} are not divisible by {groups} groups"
+                f"graph.group_norm: channels of input {shape_str(x)} are not divisible by {groups} groups"
             )
         return (x[1],)
 
@@ -533,7 +554,7 @@ class AttentionOp(GraphOperation):
         )
         if len(q) < 2 or len(k) != len(q) or len(v) != len(q):
             raise VerifyException(
-                f"graph.attention: query {list(q)}, key {list(k)} and value {list(v)} need one rank >= 2"
+                f"graph.attention: query {shape_str(q)}, key {shape_str(k)} and value {shape_str(v)} need one rank >= 2"
             )
         if not dims_compatible(q[-1], k[-1]):
             raise VerifyException(

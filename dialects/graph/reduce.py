@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gnomon.dialects.graph.base import GraphOperation, TensorT, dtype_of, ints, normalize_axis, shape_of
 from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, IntegerAttr, TensorType, i64
 from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, traits_def
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
+
+from gnomon.dialects.graph.base import GraphOperation, TensorT, dtype_of, ints, normalize_axis, shape_of
 
 
 class ReduceOp(GraphOperation):

@@ -5,19 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from gnomon.dialects.graph.base import (
-    DYN,
-    GraphOperation,
-    TensorT,
-    broadcast_shapes,
-    dims_compatible,
-    dtype_of,
-    ints,
-    multiply_dims,
-    normalize_axis,
-    shape_of,
-    tensor_type,
-)
 from xdsl.dialects.builtin import (
     BytesAttr,
     DenseArrayBase,
@@ -41,6 +28,21 @@ from xdsl.irdl import (
 from xdsl.printer import Printer
 from xdsl.traits import ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
+
+from gnomon.dialects.graph.base import (
+    DYN,
+    GraphOperation,
+    TensorT,
+    broadcast_shapes,
+    dims_compatible,
+    dtype_of,
+    ints,
+    multiply_dims,
+    normalize_axis,
+    shape_of,
+    shape_str,
+    tensor_type,
+)
 
 
 @irdl_op_definition
@@ -92,6 +94,8 @@ def _splat_element(value: DenseIntOrFPElementsAttr) -> DenseIntOrFPElementsAttr 
 class ReshapeOp(GraphOperation):
     """Reinterpret the elements in row-major order under the result's shape (view, flatten, squeeze, unsqueeze).
 
+    One result dim may be `?`: it holds whatever the other dims leave (torch's and ONNX's -1).
+
     `%y = graph.reshape %x : (tensor<1x2048x1x1xf32>) -> tensor<1x2048xf32>`
     """
 
@@ -110,13 +114,22 @@ class ReshapeOp(GraphOperation):
         count_in, count_out = multiply_dims(x.get_shape()), multiply_dims(out.get_shape())
         if DYN not in (count_in, count_out) and count_in != count_out:
             raise VerifyException(
-                f"graph.reshape: input {list(x.get_shape())} has {count_in} elements, result {list(out.get_shape())} has {count_out}"
+                f"graph.reshape: input {shape_str(x.get_shape())} has {count_in} elements,"
+                f" result {shape_str(out.get_shape())} has {count_out}"
             )
-        if list(out.get_shape()).count(DYN) > 1:
+        shape = list(out.get_shape())
+        if shape.count(DYN) > 1:
+            raise VerifyException(f"graph.reshape: result {shape_str(shape)} has more than one dynamic dim")
+        known = multiply_dims([d for d in shape if d != DYN])
+        if count_in == DYN or DYN not in shape or known == 0:
+            return [out]
+        if count_in % known:
             raise VerifyException(
-                f"graph.reshape: result {list(out.get_shape())} has more than one dynamic dim"
+                f"graph.reshape: input {shape_str(x.get_shape())} has {count_in} elements,"
+                f" not a multiple of the {known} of result {shape_str(shape)}"
             )
-        return [out]
+        shape[shape.index(DYN)] = count_in // known
+        return [TensorType(out.get_element_type(), shape)]
 
 
 @irdl_op_definition
@@ -169,7 +182,8 @@ class ConcatOp(GraphOperation):
                 if d != axis
             ):
                 raise VerifyException(
-                    f"graph.concat: input #{i} shape {list(shape)} does not match {list(shapes[0])} off axis {axis}"
+                    f"graph.concat: input #{i} shape {shape_str(shape)}"
+                    f" does not match {shape_str(shapes[0])} off axis {axis}"
                 )
         out[axis] = DYN if any(s[axis] == DYN for s in shapes) else sum(s[axis] for s in shapes)
         return [TensorType(dtype_of(self.inputs[0], "input"), out)]
@@ -179,7 +193,8 @@ class ConcatOp(GraphOperation):
 class SplitOp(GraphOperation):
     """Cut `input` along `axis` into pieces of the given `sizes`.
 
-    `%a, %b = graph.split %x {axis = 1 : i64, sizes = array<i64: 2, 6>} : (tensor<4x8xf32>) -> (tensor<4x2xf32>, tensor<4x6xf32>)`
+    `%a, %b = graph.split %x {axis = 1 : i64, sizes = array<i64: 2, 6>}
+         : (tensor<4x8xf32>) -> (tensor<4x2xf32>, tensor<4x6xf32>)`
     """
 
     name = "graph.split"
@@ -195,7 +210,7 @@ class SplitOp(GraphOperation):
         sizes = ints(self.sizes)
         if x[axis] != DYN and sum(sizes) != x[axis]:
             raise VerifyException(
-                f"graph.split: sizes {list(sizes)} do not add up to dim {axis} of input {list(x)}"
+                f"graph.split: sizes {list(sizes)} do not add up to dim {axis} of input {shape_str(x)}"
             )
         dtype = dtype_of(self.input, "input")
         return [TensorType(dtype, [size if i == axis else d for i, d in enumerate(x)]) for size in sizes]
@@ -326,7 +341,7 @@ class PadOp(GraphOperation):
         rank = len(x)
         out = [DYN if d == DYN else d + pads[i] + pads[i + rank] for i, d in enumerate(x)]
         if any(d != DYN and d < 0 for d in out):
-            raise VerifyException(f"graph.pad: pads {list(pads)} remove more than input {list(x)} has")
+            raise VerifyException(f"graph.pad: pads {list(pads)} remove more than input {shape_str(x)} has")
         return [TensorType(dtype_of(self.input, "input"), out)]
 
 
@@ -350,7 +365,7 @@ class ExpandOp(GraphOperation):
             b if o == DYN else o for b, o in zip(broadcast, out.get_shape(), strict=True)
         ):
             raise VerifyException(
-                f"graph.expand: input {list(x)} does not broadcast to {list(out.get_shape())}"
+                f"graph.expand: input {shape_str(x)} does not broadcast to {shape_str(out.get_shape())}"
             )
         return [TensorType(dtype_of(self.input, "input"), out.get_shape())]
 

@@ -11,13 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gnomon.dialects.graph.tensor import ConstantOp
-from gnomon.dialects.torch import PrimTupleConstructOp, ValueTensorLiteralOp, ValueTensorType
-from gnomon.errors import UnsupportedOp, UnsupportedOpsError
-from gnomon.locations import location_name
-from gnomon.passes.torch_to_graph import elementwise, embedding, linalg, nn, reduce, tensor
-from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible
-from gnomon.passes.torch_to_graph.registry import CONVERTERS
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
@@ -29,9 +22,8 @@ from xdsl.dialects.builtin import (
     TensorType,
     UnrealizedConversionCastOp,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import Rewriter
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
     PatternRewriter,
@@ -39,9 +31,23 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import VerifyException
+
+from gnomon.dialects.graph.constant_values import dense_to_resource
+from gnomon.dialects.graph.tensor import ConstantOp
+from gnomon.dialects.torch import PrimTupleConstructOp, ValueTensorLiteralOp, ValueTensorType
+from gnomon.errors import UnsupportedOp, UnsupportedOpsError
+from gnomon.locations import location_name
+from gnomon.passes.torch_to_graph import elementwise, embedding, linalg, nn, reduce, tensor
+from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible
+from gnomon.passes.torch_to_graph.registry import CONVERTERS
 
 # The converter modules register themselves on import.
 _CONVERTER_MODULES = (elementwise, embedding, linalg, nn, reduce, tensor)
+
+_COMPUTATIONS = ("torch.aten.", "torch.prims.", "torch.operator", "onnx.")
+"""Name prefixes of the ops that need a converter (the rest are constants, lists and tuples)."""
 
 SOURCE_ATTR = "gnomon.source"
 """Module attribute naming the model file, so that errors can say where an op came from."""
@@ -66,25 +72,36 @@ class ConvertTorchOp(RewritePattern):
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         name = torch_op_name(op)
-        if not name.startswith(("torch.aten.", "torch.prims.", "torch.operator", "onnx.")) and name != "torch.operator":
+        if not name.startswith(_COMPUTATIONS):
             return
         entry = CONVERTERS.get(name)
         if entry is None:
-            self.unsupported.append((name.removeprefix("torch."), location_name(op.location), ""))
+            # Scalar computations (`aten.size.int`, `aten.add.int`) feed shape arguments that the
+            # converters read from result types: left alone, they die with their users.
+            if any(isinstance(r.type, ValueTensorType) for r in op.results):
+                self.unsupported.append((name.removeprefix("torch."), location_name(op.location), ""))
             return
         arg_names, convert = entry
         try:
             args = AtenArgs(op, arg_names, rewriter)
             replacements = convert(args)
-        except NotConvertible as reason:
+        except (NotConvertible, VerifyException) as reason:
             self.unsupported.append((name.removeprefix("torch."), location_name(op.location), str(reason)))
             return
         results = [replacements] if isinstance(replacements, SSAValue) else list(replacements)
         rewriter.replace(op, [], results)
 
 
+INLINE_ELEMENT_LIMIT = 16
+"""Constants with more elements than this become `dense_resource` blobs (weights); smaller stay inline."""
+
+
 class ConvertLiteral(RewritePattern):
-    """`torch.vtensor.literal` becomes `graph.constant` with a signless builtin tensor type."""
+    """`torch.vtensor.literal` becomes `graph.constant` with a signless builtin tensor type.
+
+    Weights that torch-mlir's ONNX path inlined as `dense` move to `dense_resource` blobs, so
+    every frontend yields the same, readable form.
+    """
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: ValueTensorLiteralOp, rewriter: PatternRewriter) -> None:
@@ -98,9 +115,52 @@ class ConvertLiteral(RewritePattern):
             new_value = value
         else:
             new_value = DenseIntOrFPElementsAttr(result_type, value.data)
+        if isinstance(new_value, DenseIntOrFPElementsAttr) and len(new_value) > INLINE_ELEMENT_LIMIT:
+            if not _is_splat(new_value):
+                new_value = dense_to_resource(new_value, location_name(op.location))
         constant = ConstantOp.build(properties={"value": new_value}, result_types=[result_type])
         constant.location = op.location
         rewriter.replace(op, constant)
+
+
+def _is_splat(value: DenseIntOrFPElementsAttr) -> bool:
+    data, size = value.data.data, value.get_element_type().compile_time_size
+    return data == data[:size] * (len(data) // size)
+
+
+def _inline_calls(module: ModuleOp) -> None:
+    """ONNX functions arrive as private `func.func`s called from the graph: inline them, so that
+    the graph is one function, and drop the callees."""
+    functions = {f.sym_name.data: f for f in module.ops if isinstance(f, func.FuncOp)}
+    for _ in range(len(functions)):  # each round inlines one level of nesting
+        calls = [op for op in module.walk() if isinstance(op, func.CallOp)]
+        inlinable = [c for c in calls if _single_block_callee(functions, c) is not None]
+        if not inlinable:
+            break
+        for call in inlinable:
+            _inline(call, _single_block_callee(functions, call))  # type: ignore[arg-type]
+    called = {c.callee.root_reference.data for c in module.walk() if isinstance(c, func.CallOp)}
+    for name, function in functions.items():
+        if function.sym_visibility is not None and function.sym_visibility.data == "private" and name not in called:
+            Rewriter.erase_op(function)
+
+
+def _single_block_callee(functions: dict[str, func.FuncOp], call: func.CallOp) -> Block | None:
+    callee = functions.get(call.callee.root_reference.data)
+    if callee is None or len(callee.body.blocks) != 1:
+        return None
+    return callee.body.blocks.first
+
+
+def _inline(call: func.CallOp, body: Block) -> None:
+    values: dict[SSAValue, SSAValue] = dict(zip(body.args, call.arguments, strict=True))
+    for op in body.ops:
+        if isinstance(op, func.ReturnOp):
+            Rewriter.replace_op(call, [], [values.get(v, v) for v in op.arguments])
+            return
+        clone = op.clone(values)
+        values.update(zip(op.results, clone.results, strict=True))
+        Rewriter.insert_op(clone, InsertPoint.before(call))
 
 
 def _convert_signature(function: func.FuncOp) -> None:
@@ -129,15 +189,23 @@ def _finish_signature(function: func.FuncOp) -> None:
     function.function_type = FunctionType.from_lists([a.type for a in block.args], [v.type for v in outputs])
 
 
+def _is_torch_op(op: Operation) -> bool:
+    """Typed torch ops and the unregistered ones (`torch.aten.*`, `torch.prim.tolist`, ...) alike."""
+    return op.dialect_name() == "torch" or torch_op_name(op).startswith(("torch.", "onnx."))
+
+
 def _erase_dead_torch_ops(module: ModuleOp) -> None:
     """After conversion, torch constants and lists that fed the converted ops have no uses left."""
     for op in list(module.walk(reverse=True)):
-        if op.dialect_name() == "torch" and all(not r.uses for r in op.results):
+        if _is_torch_op(op) and all(not r.uses for r in op.results):
             Rewriter.erase_op(op)
 
 
 def _check_fully_converted(module: ModuleOp) -> Sequence[Operation]:
-    return [op for op in module.walk() if isinstance(op, UnrealizedConversionCastOp) or op.dialect_name() == "torch"]
+    """Torch ops still in use after conversion: the computations among them, else whatever is left."""
+    leftover = [op for op in module.walk() if isinstance(op, UnrealizedConversionCastOp) or _is_torch_op(op)]
+    computations = [op for op in leftover if torch_op_name(op).startswith(_COMPUTATIONS)]
+    return computations or leftover[:1]
 
 
 @dataclass(frozen=True)
@@ -149,6 +217,7 @@ class TorchToGraphPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         source = op.attributes.get(SOURCE_ATTR)
         source_name = source.data if isinstance(source, StringAttr) else "the input"
+        _inline_calls(op)
         functions = [f for f in op.walk() if isinstance(f, func.FuncOp)]
         for function in functions:
             _flatten_return(function)
@@ -166,11 +235,20 @@ class TorchToGraphPass(ModulePass):
         _erase_dead_torch_ops(op)
         leftover = _check_fully_converted(op)
         if leftover:
-            first = leftover[0]
-            raise UnsupportedOpsError([UnsupportedOp(torch_op_name(first), location_name(first.location), source_name, "")])
+            raise UnsupportedOpsError(
+                [
+                    UnsupportedOp(torch_op_name(o).removeprefix("torch."), location_name(o.location), source_name)
+                    for o in leftover
+                ]
+            )
         for function in functions:
             for arg in function.body.blocks.first.args if function.body.blocks.first else ():
                 if not isinstance(arg.type, TensorType):
+                    spelled = str(arg.type).replace(" ", "")
                     raise UnsupportedOpsError(
-                        [UnsupportedOp(f"input of type {arg.type}", location_name(arg.location), source_name, "")]
+                        [
+                            UnsupportedOp(
+                                spelled, location_name(arg.location), source_name, "a model input that is not a tensor"
+                            )
+                        ]
                     )

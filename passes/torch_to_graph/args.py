@@ -9,7 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    IntegerType,
+    TensorType,
+    UnrealizedConversionCastOp,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import InsertPoint
+
 from gnomon.dialects.graph.base import TensorT
+from gnomon.dialects.graph.constant_values import dense_to_numpy
 from gnomon.dialects.graph.elementwise import CastOp
 from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.dialects.torch import (
@@ -20,17 +31,9 @@ from gnomon.dialects.torch import (
     ConstantStrOp,
     NoneType,
     PrimListConstructOp,
+    ValueTensorLiteralOp,
     ValueTensorType,
 )
-from xdsl.dialects.builtin import (
-    DenseIntOrFPElementsAttr,
-    IntegerType,
-    TensorType,
-    UnrealizedConversionCastOp,
-)
-from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.pattern_rewriter import PatternRewriter
-from xdsl.rewriter import InsertPoint
 
 
 class NotConvertible(Exception):
@@ -79,6 +82,15 @@ class AtenArgs:
     def optional_tensor(self, name: str) -> SSAValue | None:
         return None if self.is_none(name) else self.tensor(name)
 
+    def constant_scalar(self, name: str) -> float | None:
+        """The value of a one-element constant tensor operand (ONNX passes scalars so), else None."""
+        owner = self.values[name].owner
+        if isinstance(owner, ConstantOp | ValueTensorLiteralOp) and isinstance(owner.value, DenseIntOrFPElementsAttr):
+            array = dense_to_numpy(owner.value)
+            if array is not None and array.size == 1:
+                return float(array.reshape(-1)[0])
+        return None
+
     def tensor_as(self, name: str, element_type: Attribute) -> SSAValue:
         """The tensor operand converted to `element_type` (torch promotes mixed dtypes implicitly)."""
         return self.cast(self.tensor(name), element_type)
@@ -87,7 +99,9 @@ class AtenArgs:
         value_type = tensor_type(value)
         if value_type.get_element_type() == element_type:
             return value
-        return self.value(CastOp.build(operands=[value], result_types=[TensorType(element_type, value_type.get_shape())]))
+        return self.value(
+            CastOp.build(operands=[value], result_types=[TensorType(element_type, value_type.get_shape())])
+        )
 
     def scalar_tensor(self, value: float | int, element_type: Attribute) -> SSAValue:
         """A 0-d constant, for torch's tensor-scalar op forms."""
@@ -185,4 +199,3 @@ def _const_int(value: SSAValue, name: str) -> int:
     if isinstance(owner, ConstantNoneOp):
         raise NotConvertible(f"argument '{name}' is None where an int is needed")
     raise NotConvertible(f"argument '{name}' is not a constant int (dynamic shapes are not supported yet)")
-

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import math
 
+from xdsl.dialects.builtin import IntegerType, TensorType, f64, i1
+from xdsl.ir import Attribute, SSAValue
+
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph.base import f64_attr, str_attr
+from gnomon.dialects.graph.base import GraphOperation, broadcast_shapes, f64_attr, str_attr
 from gnomon.dialects.graph.tensor import ReshapeOp
-from gnomon.dialects.torch import ValueTensorType
+from gnomon.dialects.torch import FloatType, ValueTensorType
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
 from gnomon.passes.torch_to_graph.registry import converts
-from xdsl.dialects.builtin import IntegerType, TensorType, i1
-from xdsl.ir import Attribute, SSAValue
 
 _UNARY: dict[str, type[ew.UnaryOp]] = {
     "abs": ew.AbsOp, "ceil": ew.CeilOp, "cos": ew.CosOp, "erf": ew.ErfOp, "exp": ew.ExpOp, "floor": ew.FloorOp,
     "hardswish": ew.HardSwishOp, "log": ew.LogOp, "neg": ew.NegOp, "reciprocal": ew.ReciprocalOp, "relu": ew.ReluOp,
     "round": ew.RoundOp, "rsqrt": ew.RsqrtOp, "selu": ew.SeluOp, "sigmoid": ew.SigmoidOp, "sign": ew.SignOp,
-    "silu": ew.SiluOp, "sin": ew.SinOp, "sqrt": ew.SqrtOp, "tanh": ew.TanhOp,
+    "sgn": ew.SignOp, "silu": ew.SiluOp, "sin": ew.SinOp, "sqrt": ew.SqrtOp, "tanh": ew.TanhOp,
 }  # fmt: skip
 
 
@@ -62,15 +63,32 @@ def leaky_relu(a: AtenArgs) -> SSAValue:
     )
 
 
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
+
+
 @converts("torch.aten.elu", args="self alpha scale input_scale")
 def elu(a: AtenArgs) -> SSAValue:
-    if a.float("scale") != 1.0 or a.float("input_scale") != 1.0:
-        raise NotConvertible("elu with scale or input_scale other than 1")
-    return a.value(
-        ew.EluOp.build(
-            operands=[a.tensor("self")], properties={"alpha": f64_attr(a.float("alpha"))}, result_types=[a.result_type()]
-        )
-    )
+    """scale * elu(x, alpha); ONNX Selu arrives as elu with SELU's constants, rounded as exporters write them."""
+    alpha, scale = a.float("alpha"), a.float("scale")
+    if a.float("input_scale") != 1.0:
+        raise NotConvertible("elu with an input_scale other than 1")
+    x = a.tensor("self")
+    if math.isclose(alpha, _SELU_ALPHA, rel_tol=1e-5) and math.isclose(scale, _SELU_SCALE, rel_tol=1e-5):
+        return a.value(ew.SeluOp.build(operands=[x], result_types=[a.result_type()]))
+    y = a.value(ew.EluOp.build(operands=[x], properties={"alpha": f64_attr(alpha)}, result_types=[a.result_type()]))
+    if scale == 1.0:
+        return y
+    factor = a.scalar_tensor(scale, a.result_dtype())
+    return a.value(ew.MulOp.build(operands=[y, factor], result_types=[a.result_type()]))
+
+
+@converts("torch.aten.celu", args="self alpha")
+def celu(a: AtenArgs) -> SSAValue:
+    """celu(x, alpha) = elu(x / alpha, 1) * alpha, which for alpha = 1 is elu."""
+    if a.float("alpha") != 1.0:
+        raise NotConvertible("celu with alpha other than 1")
+    props = {"alpha": f64_attr(1.0)}
+    return a.value(ew.EluOp.build(operands=[a.tensor("self")], properties=props, result_types=[a.result_type()]))
 
 
 @converts("torch.aten.softplus", args="self beta threshold")
@@ -87,7 +105,9 @@ def softplus(a: AtenArgs) -> SSAValue:
 @converts("torch.aten.hardsigmoid", args="self")
 def hardsigmoid(a: AtenArgs) -> SSAValue:
     props = {"alpha": f64_attr(1.0 / 6.0), "beta": f64_attr(0.5)}
-    return a.value(ew.HardSigmoidOp.build(operands=[a.tensor("self")], properties=props, result_types=[a.result_type()]))
+    return a.value(
+        ew.HardSigmoidOp.build(operands=[a.tensor("self")], properties=props, result_types=[a.result_type()])
+    )
 
 
 def _clip(a: AtenArgs, low: float | None, high: float | None) -> SSAValue:
@@ -98,6 +118,41 @@ def _clip(a: AtenArgs, low: float | None, high: float | None) -> SSAValue:
 @converts("torch.aten.clamp", args="self min max")
 def clamp(a: AtenArgs) -> SSAValue:
     return _clip(a, a.optional_float("min"), a.optional_float("max"))
+
+
+@converts("torch.aten.clamp_min", args="self min")
+def clamp_min(a: AtenArgs) -> SSAValue:
+    return _clip(a, a.float("min"), None)
+
+
+@converts("torch.aten.clamp_max", args="self max")
+def clamp_max(a: AtenArgs) -> SSAValue:
+    return _clip(a, None, a.float("max"))
+
+
+@converts("torch.aten.clamp.Tensor", args="self min max")
+def clamp_tensor(a: AtenArgs) -> SSAValue:
+    """Constant scalar bounds (ONNX Clip's inputs) make a clip; tensor bounds a max and a min."""
+    bounds = {name: None if a.is_none(name) else a.constant_scalar(name) for name in ("min", "max")}
+    if all(a.is_none(name) or bounds[name] is not None for name in bounds):
+        return _clip(a, bounds["min"], bounds["max"])
+    y = a.tensor_as("self", a.result_dtype())
+    for name, op_class in (("min", ew.MaxOp), ("max", ew.MinOp)):
+        if not a.is_none(name):
+            y = a.value(
+                op_class.build(operands=[y, a.tensor_as(name, a.result_dtype())], result_types=[a.result_type()])
+            )
+    return y
+
+
+@converts("torch.aten.clamp_min.Tensor", args="self min")
+def clamp_min_tensor(a: AtenArgs) -> SSAValue:
+    return _binary(a, ew.MaxOp, "self", "min")
+
+
+@converts("torch.aten.clamp_max.Tensor", args="self max")
+def clamp_max_tensor(a: AtenArgs) -> SSAValue:
+    return _binary(a, ew.MinOp, "self", "max")
 
 
 @converts("torch.aten.hardtanh", args="self min_val max_val")
@@ -146,14 +201,19 @@ def _binary(a: AtenArgs, op_class: type[ew.BinaryOp], lhs: str = "self", rhs: st
 
 
 def _common_type(a: AtenArgs, lhs: str, rhs: str) -> Attribute:
-    """Comparisons return i1; compare in the wider of the operands' element types."""
+    """Comparisons return i1; compare in the operands' float type if either has one (a float
+    scalar against an integer tensor compares as f64), else in the tensor's integer type."""
     types = [
         tensor_type(a.tensor(name)).get_element_type()
         for name in (lhs, rhs)
         if isinstance(a.values[name].type, TensorType | ValueTensorType)
     ]
     floats = [t for t in types if not isinstance(t, IntegerType)]
-    return floats[0] if floats else types[0]
+    if floats:
+        return floats[0]
+    if any(isinstance(a.values[name].type, FloatType) for name in (lhs, rhs)):
+        return f64
+    return max(types, key=lambda t: t.width.data if isinstance(t, IntegerType) else 0)
 
 
 def _scaled(a: AtenArgs, name: str, element_type: Attribute) -> SSAValue:
@@ -193,8 +253,9 @@ def rsub(a: AtenArgs) -> SSAValue:
 
 _BINARY: dict[str, type[ew.BinaryOp]] = {
     "mul.Tensor": ew.MulOp, "mul.Scalar": ew.MulOp, "div.Tensor": ew.DivOp, "div.Scalar": ew.DivOp,
-    "pow.Tensor_Tensor": ew.PowOp, "pow.Tensor_Scalar": ew.PowOp, "maximum": ew.MaxOp, "minimum": ew.MinOp,
+    "maximum": ew.MaxOp, "minimum": ew.MinOp,
     "remainder.Tensor": ew.RemOp, "remainder.Scalar": ew.RemOp, "logical_and": ew.AndOp, "logical_or": ew.OrOp,
+    "max.other": ew.MaxOp, "min.other": ew.MinOp,
     "eq.Tensor": ew.EqOp, "eq.Scalar": ew.EqOp, "ne.Tensor": ew.NeOp, "ne.Scalar": ew.NeOp,
     "lt.Tensor": ew.LtOp, "lt.Scalar": ew.LtOp, "le.Tensor": ew.LeOp, "le.Scalar": ew.LeOp,
     "gt.Tensor": ew.GtOp, "gt.Scalar": ew.GtOp, "ge.Tensor": ew.GeOp, "ge.Scalar": ew.GeOp,
@@ -212,8 +273,112 @@ for _name, _op in _BINARY.items():
     converts(f"torch.aten.{_name}", args="self other")(_binary_converter(_op))
 
 
-@converts("torch.aten.pow.Scalar", args="self exponent")
-def pow_scalar_base(a: AtenArgs) -> SSAValue:
+def _emit(a: AtenArgs, op_class: type[GraphOperation], *operands: SSAValue) -> SSAValue:
+    """An elementwise op over `operands`, typed by broadcasting them (comparisons give i1)."""
+    shapes = [tensor_type(v).get_shape() for v in operands]
+    element = tensor_type(operands[-1]).get_element_type()  # where's condition comes first
+    if issubclass(op_class, ew.CompareOp):
+        element = i1
+    shape = broadcast_shapes(shapes, op_class.name)
+    return a.value(op_class.build(operands=list(operands), result_types=[TensorType(element, shape)]))
+
+
+_LOGICAL: dict[str, type[ew.BinaryOp]] = {
+    "logical_xor": ew.NeOp, "bitwise_and.Tensor": ew.AndOp, "bitwise_or.Tensor": ew.OrOp, "bitwise_xor.Tensor": ew.NeOp,
+    "__and__.Tensor": ew.AndOp, "__or__.Tensor": ew.OrOp,
+}  # fmt: skip
+
+
+def _logical_converter(op_class: type[ew.BinaryOp]):
+    def convert(a: AtenArgs) -> SSAValue:
+        """Logical ops take any tensors as truth values; bitwise ops are logical on i1 only."""
+        if a.result_dtype() != i1:
+            raise NotConvertible("bitwise ops on integers")
+        x, y = a.tensor_as("self", i1), a.tensor_as("other", i1)
+        return a.value(op_class.build(operands=[x, y], result_types=[a.result_type()]))
+
+    return convert
+
+
+for _name, _op in _LOGICAL.items():
+    converts(f"torch.aten.{_name}", args="self other")(_logical_converter(_op))
+
+
+def _divide(a: AtenArgs, mode: str | None) -> SSAValue:
+    """Division rounded as torch's `rounding_mode` says: None (true division), trunc or floor."""
+    element = a.result_dtype()
+    x, y = _operand(a, "self", element), _operand(a, "other", element)
+    if not isinstance(element, IntegerType):
+        quotient = _emit(a, ew.DivOp, x, y)
+        if mode == "floor":
+            return _emit(a, ew.FloorOp, quotient)
+        if mode == "trunc":
+            return _emit(a, ew.MulOp, _emit(a, ew.SignOp, quotient), _emit(a, ew.FloorOp, _emit(a, ew.AbsOp, quotient)))
+        return quotient
+    if mode == "floor":  # graph.div truncates integers; x - x % y is a multiple of y, so exact
+        return _emit(a, ew.DivOp, _emit(a, ew.SubOp, x, _emit(a, ew.RemOp, x, y)), y)
+    return _emit(a, ew.DivOp, x, y)
+
+
+@converts("torch.aten.div.Tensor_mode", "torch.aten.div.Scalar_mode", args="self other rounding_mode")
+def div_mode(a: AtenArgs) -> SSAValue:
+    mode = None if a.is_none("rounding_mode") else a.str("rounding_mode")
+    if mode not in (None, "trunc", "floor"):
+        raise NotConvertible(f"rounding mode {mode!r}")
+    return _divide(a, mode)
+
+
+@converts("torch.aten.floor_divide", "torch.aten.floor_divide.Scalar", args="self other")
+def floor_divide(a: AtenArgs) -> SSAValue:
+    return _divide(a, "floor")
+
+
+@converts("torch.aten.trunc", args="self")
+def trunc(a: AtenArgs) -> SSAValue:
+    x = a.tensor("self")
+    if isinstance(tensor_type(x).get_element_type(), IntegerType):
+        return x
+    return _emit(a, ew.MulOp, _emit(a, ew.SignOp, x), _emit(a, ew.FloorOp, _emit(a, ew.AbsOp, x)))
+
+
+@converts("torch.aten.square", args="self")
+def square(a: AtenArgs) -> SSAValue:
+    x = a.tensor_as("self", a.result_dtype())
+    return _emit(a, ew.MulOp, x, x)
+
+
+@converts("torch.aten.log2", args="self")
+def log2(a: AtenArgs) -> SSAValue:
+    x = a.tensor_as("self", a.result_dtype())
+    return _emit(a, ew.DivOp, _emit(a, ew.LogOp, x), a.scalar_tensor(math.log(2.0), a.result_dtype()))
+
+
+@converts("torch.aten.exp2", args="self")
+def exp2(a: AtenArgs) -> SSAValue:
+    x = a.tensor_as("self", a.result_dtype())
+    return _emit(a, ew.PowOp, a.scalar_tensor(2.0, a.result_dtype()), x)
+
+
+@converts("torch.aten.threshold", args="self threshold value")
+def threshold(a: AtenArgs) -> SSAValue:
+    """x if x > threshold else value."""
+    x = a.tensor("self")
+    element = tensor_type(x).get_element_type()
+    above = _emit(a, ew.GtOp, x, a.scalar_tensor(a.float("threshold"), element))
+    return _emit(a, ew.WhereOp, above, x, a.scalar_tensor(a.float("value"), element))
+
+
+@converts("torch.aten.mish", args="self")
+def mish(a: AtenArgs) -> SSAValue:
+    """x * tanh(softplus(x))."""
+    x = a.tensor("self")
+    props = {"beta": f64_attr(1.0), "threshold": f64_attr(20.0)}
+    softplus = a.value(ew.SoftplusOp.build(operands=[x], properties=props, result_types=[tensor_type(x)]))
+    return _emit(a, ew.MulOp, x, _emit(a, ew.TanhOp, softplus))
+
+
+@converts("torch.aten.pow.Tensor_Tensor", "torch.aten.pow.Tensor_Scalar", "torch.aten.pow.Scalar", args="self exponent")
+def pow_(a: AtenArgs) -> SSAValue:
     return _binary(a, ew.PowOp, "self", "exponent")
 
 
@@ -265,6 +430,11 @@ def to_dtype(a: AtenArgs) -> SSAValue:
 @converts("torch.aten._to_copy", args="self dtype layout device pin_memory non_blocking memory_format")
 def to_copy(a: AtenArgs) -> SSAValue:
     return _cast(a)
+
+
+@converts("torch.prims.convert_element_type", args="a dtype")
+def convert_element_type(a: AtenArgs) -> SSAValue:
+    return a.cast(a.tensor("a"), a.result_dtype())
 
 
 @converts("torch.aten.type_as", args="self other")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from xdsl.ir import SSAValue
+
 from gnomon.dialects.graph.base import bool_attr, str_attr
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible
 from gnomon.passes.torch_to_graph.registry import converts
-from xdsl.ir import SSAValue
 
 _BAG_MODES = {0: "sum", 1: "mean", 2: "max"}
 
@@ -14,7 +15,9 @@ _BAG_MODES = {0: "sum", 1: "mean", 2: "max"}
 @converts("torch.aten.embedding", args="weight indices padding_idx scale_grad_by_freq sparse")
 def embedding(a: AtenArgs) -> SSAValue:
     # padding_idx only changes the gradient; the forward lookup is the same.
-    return a.value(EmbeddingOp.build(operands=[a.tensor("weight"), a.tensor("indices")], result_types=[a.result_type()]))
+    return a.value(
+        EmbeddingOp.build(operands=[a.tensor("weight"), a.tensor("indices")], result_types=[a.result_type()])
+    )
 
 
 def _embedding_bag(a: AtenArgs) -> list[SSAValue]:
@@ -29,7 +32,12 @@ def _embedding_bag(a: AtenArgs) -> list[SSAValue]:
     weights = a.optional_tensor("per_sample_weights")
     bag = a.value(
         EmbeddingBagOp.build(
-            operands=[a.tensor("weight"), a.tensor("indices"), a.tensor("offsets"), [weights] if weights is not None else []],
+            operands=[
+                a.tensor("weight"),
+                a.tensor("indices"),
+                a.tensor("offsets"),
+                [weights] if weights is not None else [],
+            ],
             properties={"mode": str_attr(mode), "include_last_offset": bool_attr(a.bool("include_last_offset"))},
             result_types=[a.result_type()],
         )

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import SSAValue
+
 from gnomon.dialects.graph.base import i64_array
 from gnomon.dialects.graph.elementwise import AddOp, MulOp
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
-from gnomon.dialects.graph.tensor import TransposeOp
+from gnomon.dialects.graph.tensor import ReshapeOp, TransposeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, tensor_type
 from gnomon.passes.torch_to_graph.registry import converts
-from xdsl.dialects.builtin import TensorType
-from xdsl.ir import SSAValue
 
 
 def _matmul(a: AtenArgs, lhs: str, rhs: str) -> SSAValue:
@@ -32,6 +33,22 @@ def matmul(a: AtenArgs) -> SSAValue:
 @converts("torch.aten.mv", args="self vec")
 def mv(a: AtenArgs) -> SSAValue:
     return _matmul(a, "self", "vec")
+
+
+@converts("torch.aten.dot", args="self tensor")
+def dot(a: AtenArgs) -> SSAValue:
+    return _matmul(a, "self", "tensor")
+
+
+@converts("torch.aten.outer", args="self vec2")
+def outer(a: AtenArgs) -> SSAValue:
+    """u vᵀ as a broadcasting product of a column and a row."""
+    element = a.result_dtype()
+    u, v = a.tensor_as("self", element), a.tensor_as("vec2", element)
+    (n,), (m,) = tensor_type(u).get_shape(), tensor_type(v).get_shape()
+    column = a.value(ReshapeOp.build(operands=[u], result_types=[TensorType(element, [n, 1])]))
+    row = a.value(ReshapeOp.build(operands=[v], result_types=[TensorType(element, [1, m])]))
+    return a.value(MulOp.build(operands=[column, row], result_types=[a.result_type()]))
 
 
 @converts("torch.aten.linear", args="input weight bias")
@@ -83,5 +100,9 @@ def t(a: AtenArgs) -> SSAValue:
         return x
     out = a.result_type()
     return a.value(
-        TransposeOp.build(operands=[x], properties={"permutation": i64_array([1, 0])}, result_types=[TensorType(out.get_element_type(), out.get_shape())])
+        TransposeOp.build(
+            operands=[x],
+            properties={"permutation": i64_array([1, 0])},
+            result_types=[TensorType(out.get_element_type(), out.get_shape())],
+        )
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from xdsl.ir import SSAValue
+
 from gnomon.dialects.graph.base import bool_attr, f64_attr, i64_array, i64_attr
 from gnomon.dialects.graph.nn import (
     AdaptiveAvgPoolOp,
@@ -14,6 +16,7 @@ from gnomon.dialects.graph.nn import (
     ConvOp,
     ConvTransposeOp,
     GlobalAvgPoolOp,
+    GlobalMaxPoolOp,
     GroupNormOp,
     InstanceNormOp,
     LayerNormOp,
@@ -23,58 +26,110 @@ from gnomon.dialects.graph.nn import (
 )
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
 from gnomon.passes.torch_to_graph.registry import converts
-from xdsl.ir import SSAValue
 
 
 def _spread(values: list[int], count: int) -> list[int]:
-    """torch lets one value stand for every spatial dim; torch-mlir's ONNX pooling may list extra
-    trailing strides, which torch's own lowering ignores too."""
-    return values * count if len(values) == 1 else values[:count]
+    """torch lets one value stand for every spatial dim."""
+    if len(values) == 1:
+        return values * count
+    if len(values) != count:
+        raise NotConvertible(f"a window argument lists {len(values)} values for {count} spatial dims")
+    return values
 
 
-def _symmetric_pads(padding: list[int], count: int) -> list[int]:
+def _spatial_dims(a: AtenArgs) -> int:
+    """The spatial dims of a windowed op's (N, C, *spatial) result."""
+    rank = len(a.result_type().get_shape())
+    if rank < 3:
+        raise NotConvertible("a windowed op on an unbatched input")
+    return rank - 2
+
+
+def _pads(padding: list[int], count: int) -> list[int]:
+    """Graph pads (all leading, then all trailing) from torch's symmetric padding; torch-mlir's ONNX
+    average pooling passes asymmetric pads as they are in ONNX, one entry per side."""
+    if len(padding) == 2 * count:
+        return padding
     padding = _spread(padding, count)
     return [*padding, *padding]
 
 
-@converts(
-    "torch.aten.convolution", "torch.aten._convolution",
-    args="input weight bias stride padding dilation transposed output_padding groups",
-)  # fmt: skip
+@converts("torch.aten.convolution", args="input weight bias stride padding dilation transposed output_padding groups")
 def convolution(a: AtenArgs) -> SSAValue:
-    x, w = a.tensor("input"), a.tensor("weight")
-    bias = a.optional_tensor("bias")
-    spatial = len(a.result_type().get_shape()) - 2
-    props = {
-        "strides": i64_array(_spread(a.ints("stride"), spatial)),
-        "pads": i64_array(_symmetric_pads(a.ints("padding"), spatial)),
-        "dilations": i64_array(_spread(a.ints("dilation"), spatial)),
-        "groups": i64_attr(a.int("groups")),
-    }
-    operands = [x, w, [bias] if bias is not None else []]
-    if a.bool("transposed"):
-        props["output_padding"] = i64_array(_spread(a.ints("output_padding"), spatial))
-        return a.value(ConvTransposeOp.build(operands=operands, properties=props, result_types=[a.result_type()]))
-    return a.value(ConvOp.build(operands=operands, properties=props, result_types=[a.result_type()]))
+    return _convolution(a)
 
 
-@converts("torch.aten.conv1d", "torch.aten.conv2d", "torch.aten.conv3d", args="input weight bias stride padding dilation groups")
-def conv_nd(a: AtenArgs) -> SSAValue:
-    spatial = len(a.result_type().get_shape()) - 2
+@converts(
+    "torch.aten._convolution",
+    args="input weight bias stride padding dilation transposed output_padding groups benchmark deterministic "
+    "cudnn_enabled allow_tf32",
+)  # fmt: skip
+def convolution_internal(a: AtenArgs) -> SSAValue:
+    return _convolution(a)
+
+
+def _convolution(a: AtenArgs) -> SSAValue:
+    output_padding = a.ints("output_padding") if a.bool("transposed") else None
+    return _conv(a, _pads(a.ints("padding"), _spatial_dims(a)), output_padding)
+
+
+def _conv(a: AtenArgs, pads: list[int], output_padding: list[int] | None = None) -> SSAValue:
+    """A convolution, or with `output_padding` a transposed one; torch's weight layouts are the graph's."""
+    spatial = _spatial_dims(a)
     props = {
         "strides": i64_array(_spread(a.ints("stride"), spatial)),
-        "pads": i64_array(_symmetric_pads(a.ints("padding"), spatial)),
+        "pads": i64_array(pads),
         "dilations": i64_array(_spread(a.ints("dilation"), spatial)),
         "groups": i64_attr(a.int("groups")),
     }
     bias = a.optional_tensor("bias")
     operands = [a.tensor("input"), a.tensor("weight"), [bias] if bias is not None else []]
+    if output_padding is not None:
+        props["output_padding"] = i64_array(_spread(output_padding, spatial))
+        return a.value(ConvTransposeOp.build(operands=operands, properties=props, result_types=[a.result_type()]))
     return a.value(ConvOp.build(operands=operands, properties=props, result_types=[a.result_type()]))
 
 
+@converts(
+    "torch.aten.conv1d",
+    "torch.aten.conv2d",
+    "torch.aten.conv3d",
+    args="input weight bias stride padding dilation groups",
+)
+def conv_nd(a: AtenArgs) -> SSAValue:
+    return _conv(a, _pads(a.ints("padding"), _spatial_dims(a)))
+
+
+@converts(
+    "torch.aten.conv1d.padding",
+    "torch.aten.conv2d.padding",
+    "torch.aten.conv3d.padding",
+    args="input weight bias stride padding dilation groups",
+)
+def conv_nd_padding(a: AtenArgs) -> SSAValue:
+    """`padding="valid"` is none; `"same"` pads dilation * (kernel - 1) per dim, the odd one at the end."""
+    spatial = _spatial_dims(a)
+    mode = a.str("padding")
+    if mode == "valid":
+        return _conv(a, [0] * 2 * spatial)
+    if mode != "same":
+        raise NotConvertible(f"convolution padding {mode!r}")
+    kernel = tensor_type(a.tensor("weight")).get_shape()[2:]
+    totals = [d * (k - 1) for d, k in zip(_spread(a.ints("dilation"), spatial), kernel, strict=True)]
+    return _conv(a, [t // 2 for t in totals] + [t - t // 2 for t in totals])
+
+
+@converts(
+    "torch.aten.conv_transpose1d",
+    "torch.aten.conv_transpose2d.input",
+    "torch.aten.conv_transpose3d.input",
+    args="input weight bias stride padding output_padding groups dilation",
+)
+def conv_transpose(a: AtenArgs) -> SSAValue:
+    return _conv(a, _pads(a.ints("padding"), _spatial_dims(a)), a.ints("output_padding"))
+
+
 def _batch_norm(a: AtenArgs) -> SSAValue:
-    if a.bool("training"):
-        raise NotConvertible("training-mode batch norm in an inference graph")
     x = a.tensor("input")
     channels = a.result_type().get_shape()[1]
     dtype = a.result_dtype()
@@ -92,27 +147,35 @@ def _batch_norm(a: AtenArgs) -> SSAValue:
     )
 
 
-@converts("torch.aten.batch_norm", args="input weight bias running_mean running_var training momentum eps cudnn_enabled")
+def _check_unused(a: AtenArgs, what: str) -> None:
+    """Multi-result ops convert to their main result only when nothing reads the others."""
+    if any(result.uses for result in a.op.results[1:]):
+        raise NotConvertible(f"{what} are used (a training graph)")
+
+
+@converts(
+    "torch.aten.batch_norm", args="input weight bias running_mean running_var training momentum eps cudnn_enabled"
+)
 def batch_norm(a: AtenArgs) -> SSAValue:
+    if a.bool("training"):
+        raise NotConvertible("training-mode batch norm in an inference graph")
     return _batch_norm(a)
 
 
-@converts("torch.aten._native_batch_norm_legit_no_training", args="input weight bias running_mean running_var momentum eps")
+@converts("torch.aten.native_batch_norm", args="input weight bias running_mean running_var training momentum eps")
+def native_batch_norm(a: AtenArgs) -> list[SSAValue]:
+    if a.bool("training"):
+        raise NotConvertible("training-mode batch norm in an inference graph")
+    _check_unused(a, "batch norm's saved mean and inverse std")
+    return [_batch_norm(a)] * len(a.op.results)
+
+
+@converts(
+    "torch.aten._native_batch_norm_legit_no_training", args="input weight bias running_mean running_var momentum eps"
+)
 def batch_norm_no_training(a: AtenArgs) -> list[SSAValue]:
-    x = a.tensor("input")
-    channels = a.result_type().get_shape()[1]
-    dtype = a.result_dtype()
-    scale = a.optional_tensor("weight") or a.splat_tensor(1.0, dtype, [channels])
-    bias = a.optional_tensor("bias") or a.splat_tensor(0.0, dtype, [channels])
-    y = a.value(
-        BatchNormOp.build(
-            operands=[x, scale, bias, a.tensor("running_mean"), a.tensor("running_var")],
-            properties={"epsilon": f64_attr(a.float("eps"))},
-            result_types=[a.result_type()],
-        )
-    )
-    # The saved statistics are empty in inference; nothing uses them once exported.
-    return [y, *(a.splat_tensor(0.0, a.result_dtype(i), list(a.result_type(i).get_shape())) for i in (1, 2))]
+    _check_unused(a, "batch norm's saved mean and inverse std")
+    return [_batch_norm(a)] * len(a.op.results)
 
 
 def _affine(a: AtenArgs, shape: list[int]) -> list[SSAValue]:
@@ -140,9 +203,7 @@ def layer_norm(a: AtenArgs) -> SSAValue:
 def native_layer_norm(a: AtenArgs) -> list[SSAValue]:
     normalized = a.ints("normalized_shape")
     rank = len(a.result_type().get_shape())
-    for index in (1, 2):
-        if a.op.results[index].uses:
-            raise NotConvertible("native_layer_norm's mean and rstd results are used (a training graph)")
+    _check_unused(a, "native_layer_norm's mean and rstd")
     y = a.value(
         LayerNormOp.build(
             operands=[a.tensor("input"), _affine(a, normalized)],
@@ -182,17 +243,40 @@ def group_norm(a: AtenArgs) -> SSAValue:
     )
 
 
+@converts("torch.aten.native_group_norm", args="input weight bias N C HxW group eps")
+def native_group_norm(a: AtenArgs) -> list[SSAValue]:
+    _check_unused(a, "native_group_norm's mean and rstd")
+    channels = a.result_type().get_shape()[1]
+    y = a.value(
+        GroupNormOp.build(
+            operands=[a.tensor("input"), _affine(a, [channels])],
+            properties={"num_groups": i64_attr(a.int("group")), "epsilon": f64_attr(a.float("eps"))},
+            result_types=[a.result_type()],
+        )
+    )
+    return [y] * len(a.op.results)
+
+
+def _is_global_window(x: SSAValue, kernel: list[int], pads: list[int]) -> bool:
+    """One unpadded window covering all spatial dims: the pool is a global pool."""
+    return list(tensor_type(x).get_shape()[2:]) == kernel and not any(pads)
+
+
 def _max_pool(a: AtenArgs) -> SSAValue:
-    kernel = a.ints("kernel_size")
-    spatial = len(kernel)
-    stride = a.ints("stride") or kernel
+    x = a.tensor("self")
+    spatial = _spatial_dims(a)
+    kernel = _spread(a.ints("kernel_size"), spatial)
+    stride = _spread(a.ints("stride") or kernel, spatial)
+    pads = _pads(a.ints("padding"), spatial)
+    if _is_global_window(x, kernel, pads):
+        return a.value(GlobalMaxPoolOp.build(operands=[x], result_types=[a.result_type()]))
     return a.value(
         MaxPoolOp.build(
-            operands=[a.tensor("self")],
+            operands=[x],
             properties={
                 "kernel": i64_array(kernel),
-                "strides": i64_array(_spread(stride, spatial)),
-                "pads": i64_array(_symmetric_pads(a.ints("padding"), spatial)),
+                "strides": i64_array(stride),
+                "pads": i64_array(pads),
                 "dilations": i64_array(_spread(a.ints("dilation"), spatial)),
                 "ceil_mode": bool_attr(a.bool("ceil_mode")),
             },
@@ -238,16 +322,25 @@ def avg_pool(a: AtenArgs) -> SSAValue:
 
 
 def _avg_pool(a: AtenArgs) -> SSAValue:
-    kernel = a.ints("kernel_size")
-    spatial = len(kernel)
+    x = a.tensor("self")
+    spatial = _spatial_dims(a)
+    kernel = _spread(a.ints("kernel_size"), spatial)
     stride = a.ints("stride") or kernel
+    if len(stride) == 2 * spatial:
+        # torch-mlir's ONNX lowering appends the dilations to the strides.
+        stride, dilations = stride[:spatial], stride[spatial:]
+        if any(d != 1 for d in dilations):
+            raise NotConvertible(f"average pooling with dilations {dilations}")
+    pads = _pads(a.ints("padding"), spatial)
+    if _is_global_window(x, kernel, pads):
+        return a.value(GlobalAvgPoolOp.build(operands=[x], result_types=[a.result_type()]))
     return a.value(
         AvgPoolOp.build(
-            operands=[a.tensor("self")],
+            operands=[x],
             properties={
-                "kernel": i64_array(_spread(kernel, spatial)),
+                "kernel": i64_array(kernel),
                 "strides": i64_array(_spread(stride, spatial)),
-                "pads": i64_array(_symmetric_pads(a.ints("padding"), spatial)),
+                "pads": i64_array(pads),
                 "ceil_mode": bool_attr(a.bool("ceil_mode")),
                 "count_include_pad": bool_attr(a.bool("count_include_pad")),
             },
@@ -263,11 +356,12 @@ def _avg_pool(a: AtenArgs) -> SSAValue:
 )  # fmt: skip
 def adaptive_avg_pool(a: AtenArgs) -> SSAValue:
     out = a.result_type()
-    if all(d == 1 for d in out.get_shape()[2:]):
+    output_size = _spread(a.ints("output_size"), len(out.get_shape()) - 2)
+    if all(d == 1 for d in output_size):
         return a.value(GlobalAvgPoolOp.build(operands=[a.tensor("self")], result_types=[out]))
     return a.value(
         AdaptiveAvgPoolOp.build(
-            operands=[a.tensor("self")], properties={"output_size": i64_array(out.get_shape()[2:])}, result_types=[out]
+            operands=[a.tensor("self")], properties={"output_size": i64_array(output_size)}, result_types=[out]
         )
     )
 
@@ -277,9 +371,10 @@ def adaptive_max_pool(a: AtenArgs) -> list[SSAValue]:
     if len(a.op.results) > 1 and a.op.results[1].uses:
         raise NotConvertible("adaptive max pool indices are used")
     out = a.result_type()
+    output_size = _spread(a.ints("output_size"), len(out.get_shape()) - 2)
     y = a.value(
         AdaptiveMaxPoolOp.build(
-            operands=[a.tensor("self")], properties={"output_size": i64_array(out.get_shape()[2:])}, result_types=[out]
+            operands=[a.tensor("self")], properties={"output_size": i64_array(output_size)}, result_types=[out]
         )
     )
     return [y] * len(a.op.results)

@@ -1,8 +1,13 @@
-"""Converters for reductions: sum, mean, amax/amin, max/min over a dim, argmax/argmin."""
+"""Converters for reductions: sum, mean, amax/amin, max/min over a dim, argmax/argmin, and the
+statistics built from them (variance, standard deviation, logsumexp, vector norms)."""
 
 from __future__ import annotations
 
-from gnomon.dialects.graph.base import bool_attr, i64_array, i64_attr
+from xdsl.dialects.builtin import TensorType, i64
+from xdsl.ir import SSAValue
+
+from gnomon.dialects.graph import elementwise as ew
+from gnomon.dialects.graph.base import DYN, bool_attr, i64_array, i64_attr, multiply_dims
 from gnomon.dialects.graph.reduce import (
     ArgmaxOp,
     ArgminOp,
@@ -13,9 +18,9 @@ from gnomon.dialects.graph.reduce import (
     ReduceProdOp,
     ReduceSumOp,
 )
-from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible
+from gnomon.dialects.graph.tensor import ReshapeOp
+from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
 from gnomon.passes.torch_to_graph.registry import converts
-from xdsl.ir import SSAValue
 
 
 def _reduce(a: AtenArgs, op: type[ReduceOp], axes: list[int], keepdims: bool) -> SSAValue:
@@ -49,6 +54,123 @@ def prod_dim(a: AtenArgs) -> SSAValue:
     return _reduce(a, ReduceProdOp, [a.int("dim")], a.bool("keepdim"))
 
 
+@converts("torch.aten.prod", args="self dtype")
+def prod_all(a: AtenArgs) -> SSAValue:
+    return _reduce(a, ReduceProdOp, [], False)
+
+
+def _reduced_type(x: SSAValue, axes: list[int], keepdim: bool) -> TensorType:
+    shape = tensor_type(x).get_shape()
+    reduced = {d % len(shape) for d in axes} if axes else set(range(len(shape)))
+    out = [1 if i in reduced else d for i, d in enumerate(shape) if keepdim or i not in reduced]
+    return TensorType(tensor_type(x).get_element_type(), out)
+
+
+def _reduce_value(x: SSAValue, op: type[ReduceOp], axes: list[int], keepdim: bool) -> ReduceOp:
+    props = {"axes": i64_array(axes), "keepdims": bool_attr(keepdim)}
+    return op.build(operands=[x], properties=props, result_types=[_reduced_type(x, axes, keepdim)])
+
+
+def _variance(a: AtenArgs, axes: list[int], correction: float, keepdim: bool) -> SSAValue:
+    """sum((x - mean)²) / (N - correction) over `axes`."""
+    x = a.tensor_as("self", a.result_dtype())
+    shape = tensor_type(x).get_shape()
+    count = multiply_dims([shape[d % len(shape)] for d in axes] if axes else shape)
+    if count == DYN:
+        raise NotConvertible("variance over dynamic dims")
+    mean = a.value(_reduce_value(x, ReduceMeanOp, axes, True))
+    centered = a.value(ew.SubOp.build(operands=[x, mean], result_types=[tensor_type(x)]))
+    squares = a.value(ew.MulOp.build(operands=[centered, centered], result_types=[tensor_type(x)]))
+    total = a.value(_reduce_value(squares, ReduceSumOp, axes, keepdim))
+    divisor = a.scalar_tensor(max(count - correction, 0), a.result_dtype())
+    return a.value(ew.DivOp.build(operands=[total, divisor], result_types=[tensor_type(total)]))
+
+
+def _correction(a: AtenArgs) -> float:
+    correction = a.optional_float("correction")
+    return 1.0 if correction is None else correction
+
+
+@converts("torch.aten.var.correction", args="self dim correction keepdim")
+def var_correction(a: AtenArgs) -> SSAValue:
+    return _variance(a, a.optional_ints("dim") or [], _correction(a), a.bool("keepdim"))
+
+
+@converts("torch.aten.var.dim", args="self dim unbiased keepdim")
+def var_dim(a: AtenArgs) -> SSAValue:
+    return _variance(a, a.optional_ints("dim") or [], float(a.bool("unbiased")), a.bool("keepdim"))
+
+
+@converts("torch.aten.var", args="self unbiased")
+def var_all(a: AtenArgs) -> SSAValue:
+    return _variance(a, [], float(a.bool("unbiased")), False)
+
+
+def _variance_and_mean(a: AtenArgs, axes: list[int], correction: float) -> list[SSAValue]:
+    keepdim = a.bool("keepdim")
+    x = a.tensor_as("self", a.result_dtype())
+    return [_variance(a, axes, correction, keepdim), a.value(_reduce_value(x, ReduceMeanOp, axes, keepdim))]
+
+
+@converts("torch.aten.var_mean.correction", args="self dim correction keepdim")
+def var_mean_correction(a: AtenArgs) -> list[SSAValue]:
+    return _variance_and_mean(a, a.optional_ints("dim") or [], _correction(a))
+
+
+@converts("torch.aten.var_mean.dim", args="self dim unbiased keepdim")
+def var_mean_dim(a: AtenArgs) -> list[SSAValue]:
+    return _variance_and_mean(a, a.optional_ints("dim") or [], float(a.bool("unbiased")))
+
+
+def _sqrt(a: AtenArgs, x: SSAValue) -> SSAValue:
+    return a.value(ew.SqrtOp.build(operands=[x], result_types=[tensor_type(x)]))
+
+
+@converts("torch.aten.std.correction", args="self dim correction keepdim")
+def std_correction(a: AtenArgs) -> SSAValue:
+    return _sqrt(a, _variance(a, a.optional_ints("dim") or [], _correction(a), a.bool("keepdim")))
+
+
+@converts("torch.aten.std.dim", args="self dim unbiased keepdim")
+def std_dim(a: AtenArgs) -> SSAValue:
+    return _sqrt(a, _variance(a, a.optional_ints("dim") or [], float(a.bool("unbiased")), a.bool("keepdim")))
+
+
+@converts("torch.aten.std", args="self unbiased")
+def std_all(a: AtenArgs) -> SSAValue:
+    return _sqrt(a, _variance(a, [], float(a.bool("unbiased")), False))
+
+
+@converts("torch.aten.logsumexp", args="self dim keepdim")
+def logsumexp(a: AtenArgs) -> SSAValue:
+    """max + log(sum(exp(x - max))), which cannot overflow."""
+    x = a.tensor_as("self", a.result_dtype())
+    axes, keepdim = a.ints("dim"), a.bool("keepdim")
+    peak = a.value(_reduce_value(x, ReduceMaxOp, axes, True))
+    shifted = a.value(ew.SubOp.build(operands=[x, peak], result_types=[tensor_type(x)]))
+    exp = a.value(ew.ExpOp.build(operands=[shifted], result_types=[tensor_type(x)]))
+    total = a.value(_reduce_value(exp, ReduceSumOp, axes, keepdim))
+    log = a.value(ew.LogOp.build(operands=[total], result_types=[tensor_type(total)]))
+    if not keepdim:
+        peak = a.value(ReshapeOp.build(operands=[peak], result_types=[tensor_type(log)]))
+    return a.value(ew.AddOp.build(operands=[log, peak], result_types=[a.result_type()]))
+
+
+@converts("torch.aten.linalg_vector_norm", args="self ord dim keepdim dtype")
+def vector_norm(a: AtenArgs) -> SSAValue:
+    """The 1-norm (sum of |x|) or the 2-norm (root of the sum of squares)."""
+    order = a.float("ord")
+    if order not in (1.0, 2.0):
+        raise NotConvertible(f"vector norm of order {order}")
+    x = a.tensor_as("self", a.result_dtype())
+    axes, keepdim = a.optional_ints("dim") or [], a.bool("keepdim")
+    if order == 1.0:
+        magnitude = a.value(ew.AbsOp.build(operands=[x], result_types=[tensor_type(x)]))
+        return a.value(_reduce_value(magnitude, ReduceSumOp, axes, keepdim))
+    squares = a.value(ew.MulOp.build(operands=[x, x], result_types=[tensor_type(x)]))
+    return _sqrt(a, a.value(_reduce_value(squares, ReduceSumOp, axes, keepdim)))
+
+
 @converts("torch.aten.amax", args="self dim keepdim")
 def amax(a: AtenArgs) -> SSAValue:
     return _reduce(a, ReduceMaxOp, a.ints("dim"), a.bool("keepdim"))
@@ -69,14 +191,24 @@ def min_all(a: AtenArgs) -> SSAValue:
     return _reduce(a, ReduceMinOp, [], False)
 
 
-def _value_and_index(a: AtenArgs, value_op: type[ReduceOp], index_op: type[ArgmaxOp] | type[ArgminOp]) -> list[SSAValue]:
+def _arg_reduce(
+    a: AtenArgs, op: type[ArgmaxOp] | type[ArgminOp], x: SSAValue, axis: int, keepdim: bool, result: int = 0
+) -> SSAValue:
+    """graph's arg-reductions give i64; torch-mlir's ONNX lowering may ask for i32."""
+    index_type = TensorType(i64, a.result_type(result).get_shape())
+    props = {"axis": i64_attr(axis), "keepdims": bool_attr(keepdim)}
+    index = a.value(op.build(operands=[x], properties=props, result_types=[index_type]))
+    return a.cast(index, a.result_dtype(result))
+
+
+def _value_and_index(
+    a: AtenArgs, value_op: type[ReduceOp], index_op: type[ArgmaxOp] | type[ArgminOp]
+) -> list[SSAValue]:
     dim, keep = a.int("dim"), a.bool("keepdim")
     values = _reduce(a, value_op, [dim], keep)
     if not a.op.results[1].uses:
         return [values, values]
-    props = {"axis": i64_attr(dim), "keepdims": bool_attr(keep)}
-    indices = a.value(index_op.build(operands=[a.tensor("self")], properties=props, result_types=[a.result_type(1)]))
-    return [values, indices]
+    return [values, _arg_reduce(a, index_op, a.tensor("self"), dim, keep, result=1)]
 
 
 @converts("torch.aten.max.dim", args="self dim keepdim")
@@ -90,11 +222,18 @@ def min_dim(a: AtenArgs) -> list[SSAValue]:
 
 
 def _arg(a: AtenArgs, op: type[ArgmaxOp] | type[ArgminOp]) -> SSAValue:
+    x = a.tensor("self")
     dim = a.optional_int("dim")
-    if dim is None:
-        raise NotConvertible("argmax/argmin over the flattened tensor")
-    props = {"axis": i64_attr(dim), "keepdims": bool_attr(a.bool("keepdim"))}
-    return a.value(op.build(operands=[a.tensor("self")], properties=props, result_types=[a.result_type()]))
+    if dim is not None:
+        return _arg_reduce(a, op, x, dim, a.bool("keepdim"))
+    # Over the flattened tensor: a 0-d index, shaped as the result (all ones with keepdim).
+    x_type = tensor_type(x)
+    flat_type = TensorType(x_type.get_element_type(), [multiply_dims(x_type.get_shape())])
+    flat = a.value(ReshapeOp.build(operands=[x], result_types=[flat_type]))
+    props = {"axis": i64_attr(0), "keepdims": bool_attr(False)}
+    index = a.value(op.build(operands=[flat], properties=props, result_types=[TensorType(i64, [])]))
+    shaped = a.value(ReshapeOp.build(operands=[index], result_types=[TensorType(i64, a.result_type().get_shape())]))
+    return a.cast(shaped, a.result_dtype())
 
 
 @converts("torch.aten.argmax", args="self dim keepdim")

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from gnomon.passes.torch_to_graph.args import AtenArgs
 from xdsl.ir import SSAValue
+
+from gnomon.passes.torch_to_graph.args import AtenArgs
 
 Converter = Callable[[AtenArgs], SSAValue | Sequence[SSAValue]]
 

@@ -1,0 +1,206 @@
+// RUN: gnomon-opt %s -p graph-canonicalize | filecheck %s
+// RUN: gnomon-opt %s -p graph-canonicalize --print-debuginfo | filecheck %s --check-prefix=LOC
+
+// Identity data movement disappears.
+
+// CHECK-LABEL: func.func @identity_reshape(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x3xf32>)
+// CHECK-NEXT:    func.return %[[X]] : tensor<2x3xf32>
+func.func @identity_reshape(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = graph.reshape %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %0 : tensor<2x3xf32>
+}
+
+// CHECK-LABEL: func.func @identity_expand(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x3xf32>)
+// CHECK-NEXT:    func.return %[[X]] : tensor<2x3xf32>
+func.func @identity_expand(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = graph.expand %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %0 : tensor<2x3xf32>
+}
+
+// CHECK-LABEL: func.func @identity_transpose(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x3x4xf32>)
+// CHECK-NEXT:    func.return %[[X]] : tensor<2x3x4xf32>
+func.func @identity_transpose(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %0 = graph.transpose %x {permutation = array<i64: 0, 1, 2>} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  func.return %0 : tensor<2x3x4xf32>
+}
+
+// A chain of reshapes is one reshape; one that ends where it started is none.
+
+// CHECK-LABEL: func.func @reshape_chain(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x3x4xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = graph.reshape %[[X]] : (tensor<2x3x4xf32>) -> tensor<4x6xf32>
+// CHECK-NEXT:    func.return %[[Y]] : tensor<4x6xf32>
+func.func @reshape_chain(%x: tensor<2x3x4xf32>) -> tensor<4x6xf32> {
+  %0 = graph.reshape %x : (tensor<2x3x4xf32>) -> tensor<6x4xf32>
+  %1 = graph.reshape %0 : (tensor<6x4xf32>) -> tensor<24xf32>
+  %2 = graph.reshape %1 : (tensor<24xf32>) -> tensor<4x6xf32>
+  func.return %2 : tensor<4x6xf32>
+}
+
+// CHECK-LABEL: func.func @reshape_round_trip(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x3xf32>)
+// CHECK-NEXT:    func.return %[[X]] : tensor<2x3xf32>
+func.func @reshape_round_trip(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = graph.reshape %x : (tensor<2x3xf32>) -> tensor<6xf32>
+  %1 = graph.reshape %0 : (tensor<6xf32>) -> tensor<2x3xf32>
+  func.return %1 : tensor<2x3xf32>
+}
+
+// Transposes compose: result dim i of the outer one is input dim p[q[i]].
+
+// CHECK-LABEL: func.func @transpose_chain(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x3x4xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = graph.transpose %[[X]] {permutation = array<i64: 1, 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+// CHECK-NEXT:    func.return %[[Y]] : tensor<3x2x4xf32>
+func.func @transpose_chain(%x: tensor<2x3x4xf32>) -> tensor<3x2x4xf32> {
+  %0 = graph.transpose %x {permutation = array<i64: 1, 2, 0>} : (tensor<2x3x4xf32>) -> tensor<3x4x2xf32>
+  %1 = graph.transpose %0 {permutation = array<i64: 0, 2, 1>} : (tensor<3x4x2xf32>) -> tensor<3x2x4xf32>
+  func.return %1 : tensor<3x2x4xf32>
+}
+
+// CHECK-LABEL: func.func @transpose_inverse(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x3xf32>)
+// CHECK-NEXT:    func.return %[[X]] : tensor<2x3xf32>
+func.func @transpose_inverse(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = graph.transpose %x {permutation = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %1 = graph.transpose %0 {permutation = array<i64: 1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
+  func.return %1 : tensor<2x3xf32>
+}
+
+// x @ wᵀ + b (ONNX Gemm with transB) is one linear layer, at the product's location; the bias may
+// be either operand of the add.
+
+// CHECK-LABEL: func.func @gemm(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x8xf32>, %[[W:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<4xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = graph.linear %[[X]], %[[W]], %[[B]] : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+// CHECK-NEXT:    func.return %[[Y]] : tensor<2x4xf32>
+// LOC-LABEL:   func.func @gemm(
+// LOC:           graph.linear {{.*}} loc("fc")
+func.func @gemm(%x: tensor<2x8xf32>, %w: tensor<4x8xf32>, %b: tensor<4xf32>) -> tensor<2x4xf32> {
+  %wt = graph.transpose %w {permutation = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32> loc("fc.transpose")
+  %0 = graph.matmul %x, %wt : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32> loc("fc")
+  %1 = graph.add %0, %b : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32> loc("fc.bias")
+  func.return %1 : tensor<2x4xf32>
+}
+
+// CHECK-LABEL: func.func @gemm_bias_first(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x8xf32>, %[[W:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<4xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = graph.linear %[[X]], %[[W]], %[[B]] : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+// CHECK-NEXT:    func.return %[[Y]] : tensor<2x4xf32>
+func.func @gemm_bias_first(%x: tensor<2x8xf32>, %w: tensor<4x8xf32>, %b: tensor<4xf32>) -> tensor<2x4xf32> {
+  %wt = graph.transpose %w {permutation = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %0 = graph.matmul %x, %wt : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %1 = graph.add %b, %0 : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  func.return %1 : tensor<2x4xf32>
+}
+
+// CHECK-LABEL: func.func @matmul_transposed_weight(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x8xf32>, %[[W:.*]]: tensor<4x8xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = graph.linear %[[X]], %[[W]] : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+// CHECK-NEXT:    func.return %[[Y]] : tensor<2x4xf32>
+func.func @matmul_transposed_weight(%x: tensor<2x8xf32>, %w: tensor<4x8xf32>) -> tensor<2x4xf32> {
+  %wt = graph.transpose %w {permutation = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %0 = graph.matmul %x, %wt : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  func.return %0 : tensor<2x4xf32>
+}
+
+// The product is used besides the add, so the add stays.
+
+// CHECK-LABEL: func.func @product_used_twice(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x8xf32>, %[[W:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<4xf32>)
+// CHECK-NEXT:    %[[P:.*]] = graph.linear %[[X]], %[[W]] : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+// CHECK-NEXT:    %[[S:.*]] = graph.add %[[P]], %[[B]] : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+// CHECK-NEXT:    func.return %[[P]], %[[S]] : tensor<2x4xf32>, tensor<2x4xf32>
+func.func @product_used_twice(%x: tensor<2x8xf32>, %w: tensor<4x8xf32>, %b: tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+  %wt = graph.transpose %w {permutation = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %0 = graph.matmul %x, %wt : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %1 = graph.add %0, %b : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  func.return %0, %1 : tensor<2x4xf32>, tensor<2x4xf32>
+}
+
+// CHECK-LABEL: func.func @plain_matmul(
+// CHECK-NEXT:    graph.matmul
+// CHECK-NEXT:    func.return
+func.func @plain_matmul(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>) -> tensor<2x4xf32> {
+  %0 = graph.matmul %x, %w : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  func.return %0 : tensor<2x4xf32>
+}
+
+// Small integer computations, the shape arithmetic ONNX exporters emit, fold to one constant at
+// the location of the op that produced it; the ops that fed it are dead and go.
+
+// CHECK-LABEL: func.func @shape_arithmetic(
+// CHECK-NEXT:    %[[C:.*]] = graph.constant {value = dense<[-7, -6]> : tensor<2xi64>} : () -> tensor<2xi64>
+// CHECK-NEXT:    func.return %[[C]] : tensor<2xi64>
+// LOC-LABEL:   func.func @shape_arithmetic(
+// LOC-NEXT:      graph.constant {{.*}} loc("shape.neg")
+func.func @shape_arithmetic() -> tensor<2xi64> {
+  %s = graph.constant {value = dense<[2, 3, 4]> : tensor<3xi64>} : () -> tensor<3xi64>
+  %i0 = graph.constant {value = dense<0> : tensor<1xi64>} : () -> tensor<1xi64>
+  %i1 = graph.constant {value = dense<1> : tensor<1xi64>} : () -> tensor<1xi64>
+  %i2 = graph.constant {value = dense<2> : tensor<1xi64>} : () -> tensor<1xi64>
+  %d0 = graph.gather %s, %i0 {axis = 0 : i64} : (tensor<3xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %d1 = graph.gather %s, %i1 {axis = 0 : i64} : (tensor<3xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %d2 = graph.gather %s, %i2 {axis = 0 : i64} : (tensor<3xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %m = graph.mul %d0, %d1 : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %shape = graph.concat %m, %d2 {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>) -> tensor<2xi64>
+  %tail = graph.slice %s {starts = array<i64: 1>, ends = array<i64: 3>, steps = array<i64: 1>} : (tensor<3xi64>) -> tensor<2xi64>
+  %sum = graph.add %shape, %tail : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+  %diff = graph.sub %sum, %i2 : (tensor<2xi64>, tensor<1xi64>) -> tensor<2xi64>
+  %neg = graph.neg %diff : (tensor<2xi64>) -> tensor<2xi64> loc("shape.neg")
+  func.return %neg : tensor<2xi64>
+}
+
+// Integer division truncates towards zero: [6, 7] / [-4, 2] = [-1, 3].
+
+// CHECK-LABEL: func.func @integer_division(
+// CHECK-NEXT:    %[[C:.*]] = graph.constant {value = dense<[3, 1]> : tensor<2xi64>} : () -> tensor<2xi64>
+// CHECK-NEXT:    func.return %[[C]] : tensor<2xi64>
+func.func @integer_division() -> tensor<2xi64> {
+  %a = graph.constant {value = dense<[6, 7]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %b = graph.constant {value = dense<[-4, 2]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %q = graph.div %a, %b : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+  %d = graph.sub %q, %b : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+  func.return %d : tensor<2xi64>
+}
+
+// CHECK-LABEL: func.func @integer_data_movement(
+// CHECK-NEXT:    %[[C:.*]] = graph.constant {value = dense<{{\[\[}}1], [2]]> : tensor<2x1xi32>} : () -> tensor<2x1xi32>
+// CHECK-NEXT:    %[[E:.*]] = graph.constant {value = dense<{{\[\[}}1, 1, 1], [2, 2, 2]]> : tensor<2x3xi64>} : () -> tensor<2x3xi64>
+// CHECK-NEXT:    func.return %[[C]], %[[E]] : tensor<2x1xi32>, tensor<2x3xi64>
+func.func @integer_data_movement() -> (tensor<2x1xi32>, tensor<2x3xi64>) {
+  %a = graph.constant {value = dense<[1, 2]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %r = graph.reshape %a : (tensor<2xi64>) -> tensor<1x2xi64>
+  %t = graph.transpose %r {permutation = array<i64: 1, 0>} : (tensor<1x2xi64>) -> tensor<2x1xi64>
+  %c = graph.cast %t : (tensor<2x1xi64>) -> tensor<2x1xi32>
+  %e = graph.expand %t : (tensor<2x1xi64>) -> tensor<2x3xi64>
+  func.return %c, %e : tensor<2x1xi32>, tensor<2x3xi64>
+}
+
+// Float computations are not folded (that would be folding weights).
+
+// CHECK-LABEL: func.func @float_constants(
+// CHECK-NEXT:    %[[A:.*]] = graph.constant {value = dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>} : () -> tensor<2xf32>
+// CHECK-NEXT:    %[[B:.*]] = graph.add %[[A]], %[[A]] : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+// CHECK-NEXT:    func.return %[[B]] : tensor<2xf32>
+func.func @float_constants() -> tensor<2xf32> {
+  %a = graph.constant {value = dense<[1.0, 2.0]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %b = graph.add %a, %a : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  func.return %b : tensor<2xf32>
+}
+
+// Ops whose results are unused are erased.
+
+// CHECK-LABEL: func.func @dead_code(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x3xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = graph.sigmoid %[[X]] : (tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    func.return %[[Y]] : tensor<2x3xf32>
+func.func @dead_code(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = graph.relu %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = graph.exp %0 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %2 = graph.sigmoid %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %2 : tensor<2x3xf32>
+}

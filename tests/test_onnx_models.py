@@ -1,0 +1,200 @@
+"""Real ONNX networks through the import pipeline: the light networks, and the 117 models of onnx's
+`pytorch-converted` and `pytorch-operator` backend tests, which import or fail with the ops they lack."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import onnx
+import pytest
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+
+from gnomon.bundled import light_models, model_path, onnx_test_data_dir
+from gnomon.dialects.graph.base import ints
+from gnomon.dialects.graph.nn import AvgPoolOp, ConvOp, MaxPoolOp
+from gnomon.dialects.graph.tensor import PadOp
+from gnomon.errors import UnsupportedOpsError
+from gnomon.locations import location_name
+from gnomon.pipeline import load
+
+BACKEND_MODELS = sorted(
+    path
+    for suite in ("pytorch-converted", "pytorch-operator")
+    for path in (onnx_test_data_dir() / suite).glob("*/model.onnx")
+)
+
+IMPORTED_AT_LEAST = 117
+"""How many of the backend models import today; fewer is a regression."""
+
+UNSUPPORTED_LINE = re.compile(r"^unsupported op \S+ at node '.*' in \S+")
+
+# The ops each light network must have (counts of the ONNX nodes they come from) and its output type.
+LIGHT_NETWORKS: dict[str, tuple[dict[str, int], str]] = {
+    "light_bvlc_alexnet": (
+        {"graph.conv": 5, "graph.linear": 3, "graph.max_pool": 3, "graph.softmax": 1},
+        "tensor<1x1000xf32>",
+    ),
+    "light_densenet121": (
+        {"graph.conv": 121, "graph.batch_norm": 121, "graph.concat": 58, "graph.global_avg_pool": 1},
+        "tensor<1x1000x1x1xf32>",
+    ),
+    "light_inception_v1": (
+        {"graph.conv": 57, "graph.max_pool": 13, "graph.concat": 9, "graph.linear": 1, "graph.softmax": 1},
+        "tensor<1x1000xf32>",
+    ),
+    "light_inception_v2": (
+        {"graph.conv": 69, "graph.batch_norm": 69, "graph.max_pool": 5, "graph.concat": 10, "graph.linear": 1},
+        "tensor<1x1000xf32>",
+    ),
+    "light_resnet50": (
+        {"graph.conv": 53, "graph.batch_norm": 53, "graph.add": 16, "graph.global_avg_pool": 1, "graph.linear": 1},
+        "tensor<1x1000xf32>",
+    ),
+    "light_shufflenet": (
+        {"graph.conv": 49, "graph.batch_norm": 49, "graph.transpose": 16, "graph.linear": 1},
+        "tensor<1x1000xf32>",
+    ),
+    "light_squeezenet": (
+        {"graph.conv": 26, "graph.concat": 8, "graph.max_pool": 3, "graph.global_avg_pool": 1},
+        "tensor<1x1000x1x1xf32>",
+    ),
+    "light_vgg19": (
+        {"graph.conv": 16, "graph.linear": 3, "graph.max_pool": 5, "graph.softmax": 1},
+        "tensor<1x1000xf32>",
+    ),
+    "light_zfnet512": (
+        {"graph.conv": 5, "graph.linear": 3, "graph.max_pool": 3, "graph.softmax": 1},
+        "tensor<1x1000xf32>",
+    ),
+}
+
+
+@cache
+def imported(path: Path) -> ModuleOp | UnsupportedOpsError:
+    try:
+        return load(path)
+    except UnsupportedOpsError as error:
+        return error
+
+
+def graph_ops(module: ModuleOp) -> Iterator[Operation]:
+    return (op for op in module.walk() if op.name.startswith("graph."))
+
+
+def function(module: ModuleOp) -> func.FuncOp:
+    return next(op for op in module.walk() if isinstance(op, func.FuncOp))
+
+
+def test_every_light_network_is_listed() -> None:
+    assert sorted(LIGHT_NETWORKS) == [path.stem for path in light_models()]
+
+
+@pytest.mark.parametrize("name", sorted(LIGHT_NETWORKS))
+def test_light_network_imports(name: str) -> None:
+    module = imported(model_path(name))
+    assert isinstance(module, ModuleOp), str(module)
+    module.verify()
+    expected_ops, output_type = LIGHT_NETWORKS[name]
+    counts = Counter(op.name for op in graph_ops(module))
+    assert {op: counts[op] for op in expected_ops} == expected_ops
+    outputs = function(module).function_type.outputs.data
+    assert [str(t) for t in outputs] == [output_type]
+    assert not [op for op in module.walk() if op.dialect_name() in ("torch", "builtin") and op.name != "builtin.module"]
+
+
+def test_backend_models_import_or_name_their_unsupported_ops() -> None:
+    assert len(BACKEND_MODELS) == 117
+    failures: dict[str, list[str]] = {}
+    for path in BACKEND_MODELS:
+        result = imported(path)
+        if isinstance(result, UnsupportedOpsError):
+            lines = str(result).splitlines()
+            assert lines, path
+            assert all(UNSUPPORTED_LINE.match(line) for line in lines), lines
+            failures[path.parent.name] = lines
+            continue
+        result.verify()
+    assert len(BACKEND_MODELS) - len(failures) >= IMPORTED_AT_LEAST, failures
+
+
+def backend_model(name: str) -> ModuleOp:
+    module = imported(next(path for path in BACKEND_MODELS if path.parent.name == name))
+    assert isinstance(module, ModuleOp), str(module)
+    return module
+
+
+def computations(module: ModuleOp) -> list[str]:
+    return [op.name for op in graph_ops(module) if op.name != "graph.constant"]
+
+
+@pytest.mark.parametrize(
+    ("name", "ops"),
+    [
+        ("test_operator_flatten", ["graph.reshape"]),  # Flatten
+        ("test_operator_view", ["graph.reshape"]),  # Flatten
+        ("test_operator_index", ["graph.reshape"]),  # Slice + Squeeze of a 1x1 tensor
+        ("test_AvgPool1d", ["graph.reshape", "graph.avg_pool", "graph.reshape"]),  # Unsqueeze, 2-d pool, Squeeze
+        ("test_Linear", ["graph.linear"]),  # Gemm
+        ("test_SELU", ["graph.selu"]),
+        ("test_operator_clip", ["graph.clip"]),
+        ("test_GLU", ["graph.slice", "graph.slice", "graph.sigmoid", "graph.mul"]),
+    ],
+)
+def test_onnx_ops_become_their_graph_ops(name: str, ops: list[str]) -> None:
+    assert computations(backend_model(name)) == ops
+
+
+def _nodes(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
+    """ONNX nodes by the names the frontend gives them (`OpType_<index>` for anonymous nodes)."""
+    return {node.name or f"{node.op_type}_{index}": node for index, node in enumerate(model.graph.node)}
+
+
+def _attributes(node: onnx.NodeProto) -> dict[str, object]:
+    return {attr.name: onnx.helper.get_attribute_value(attr) for attr in node.attribute}
+
+
+def _effective_pads(op: ConvOp | MaxPoolOp | AvgPoolOp) -> list[int]:
+    """The op's pads plus those of a zero `graph.pad` in front of it (how torch-mlir lowers asymmetric pads)."""
+    pads = list(ints(op.pads))
+    spatial = len(pads) // 2
+    producer = op.input.owner
+    if isinstance(producer, PadOp) and producer.mode.data == "constant":
+        outer = ints(producer.pads)
+        rank = len(outer) // 2
+        assert not any(outer[:2]), "padding of batch or channel dims"
+        assert not any(outer[rank : rank + 2]), "padding of batch or channel dims"
+        pads = [p + outer[2 + i % spatial + (rank if i >= spatial else 0)] for i, p in enumerate(pads)]
+    return pads
+
+
+@pytest.mark.parametrize("path", BACKEND_MODELS, ids=lambda p: p.parent.name)
+def test_window_attributes_match_the_onnx_nodes(path: Path) -> None:
+    """Each graph.conv / pooling op has the strides, pads, dilations and groups of the ONNX node it came from."""
+    module = imported(path)
+    if not isinstance(module, ModuleOp):
+        pytest.skip("does not import")
+    nodes = _nodes(onnx.load(path))
+    for op in graph_ops(module):
+        if not isinstance(op, ConvOp | MaxPoolOp | AvgPoolOp):
+            continue
+        node = nodes[location_name(op.location)]
+        attrs = _attributes(node)
+        spatial = len(ints(op.strides))
+        if (
+            node.op_type not in ("Conv", "MaxPool", "AveragePool")
+            or len(attrs.get("kernel_shape", [0] * spatial)) != spatial
+        ):
+            continue  # a lowering of another op (1-d pooling runs as 2-d)
+        assert list(ints(op.strides)) == list(attrs.get("strides", [1] * spatial)), node.name
+        assert _effective_pads(op) == list(attrs.get("pads", [0] * 2 * spatial)), node.name
+        if isinstance(op, ConvOp):
+            assert list(ints(op.dilations)) == list(attrs.get("dilations", [1] * spatial)), node.name
+            assert op.groups.value.data == attrs.get("group", 1), node.name
+        else:
+            assert list(ints(op.kernel)) == list(attrs["kernel_shape"]), node.name
