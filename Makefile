@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint clean .typecheck
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,9 +20,16 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 	$(BIN)/lit -sv filecheck/
 
-lint: $(STAMP)
+lint: .typecheck
 	$(BIN)/ruff check compiler dialects passes runtime tests bench
 	$(BIN)/pyright
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .typecheck
+
+# pyright cannot follow setuptools' package-dir mapping of an editable install, so lint type-checks
+# a tree of symlinks laid out as the installed package is.
+.typecheck: $(STAMP)
+	rm -rf .typecheck && mkdir -p .typecheck/gnomon
+	for f in compiler/*; do ln -s ../../$$f .typecheck/gnomon/; done
+	for d in dialects passes runtime; do ln -s ../../$$d .typecheck/gnomon/$$d; done

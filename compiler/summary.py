@@ -21,13 +21,15 @@ class GraphSummary:
     ops_by_kind: Counter[str] = field(default_factory=Counter[str])
     parameters: int = 0
     parameter_bytes: int = 0
+    constants: int = 0
 
     def render(self) -> str:
         lines = [f"model {self.name}"]
         lines += [f"  input  {name}: {ty}" for name, ty in self.inputs]
         lines += [f"  output {name}: {ty}" for name, ty in self.outputs]
         total = sum(self.ops_by_kind.values())
-        lines.append(f"  {total} ops, {self.parameters:,} parameters ({self.parameter_bytes / 2**20:.1f} MiB)")
+        size = self.parameter_bytes / 2**20
+        lines.append(f"  {total} ops; {self.parameters:,} parameters in {self.constants} constants ({size:.1f} MiB)")
         width = max((len(k) for k in self.ops_by_kind), default=0)
         for kind, count in sorted(self.ops_by_kind.items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"    {kind:<{width}}  {count}")
@@ -50,6 +52,7 @@ def summarize(module: ModuleOp, input_names: list[str], output_names: list[str])
             ty = op.result.type
             assert isinstance(ty, TensorType)
             count = prod(ty.get_shape())
+            summary.constants += 1
             summary.parameters += count
             summary.parameter_bytes += count * _element_bytes(ty)
             continue
