@@ -51,10 +51,10 @@ def _cmd_import(args: argparse.Namespace) -> None:
 
     module = load(args.model, input_shapes=_input_shapes(args.input_shape))
     if args.output is None:
-        print_module(module, sys.stdout, elide_weights=args.elide_weights)
+        print_module(module, sys.stdout, elide_weights=args.elide_weights, locations=args.print_debuginfo)
         return
     with open(args.output, "w") as stream:
-        print_module(module, stream, elide_weights=args.elide_weights)
+        print_module(module, stream, elide_weights=args.elide_weights, locations=args.print_debuginfo)
 
 
 def _cmd_summary(args: argparse.Namespace) -> None:
@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_arguments(importer)
     importer.add_argument("-o", "--output", type=Path, help="write the program here instead of stdout")
     importer.add_argument("--elide-weights", action="store_true", help="print large constants as __elided__")
+    importer.add_argument(
+        "--print-debuginfo", action="store_true", help="print each op's location (its ONNX node or torch module path)"
+    )
     importer.set_defaults(run=_cmd_import)
 
     summary = verbs.add_parser("summary", help="import a model and summarize its graph")

@@ -15,8 +15,10 @@ class ElidingPrinter(Printer):
     large_elements_limit: int = 16
 
 
-def print_module(module: ModuleOp, stream: IO[str], elide_weights: bool = False) -> None:
-    printer = ElidingPrinter(stream=stream) if elide_weights else Printer(stream=stream)
+def print_module(module: ModuleOp, stream: IO[str], elide_weights: bool = False, locations: bool = False) -> None:
+    """Print in the graph dialect's custom form; `locations` adds each op's `loc(...)` (its source node)."""
+    printer_type = ElidingPrinter if elide_weights else Printer
+    printer = printer_type(stream=stream, print_debuginfo=locations)
     printer.print_op(module)
     stream.write("\n")
     if not elide_weights:
