@@ -5,7 +5,7 @@ and no download is needed. `example_inputs(batch)` gives inputs of the shapes th
 expects; the models are returned in eval mode, as an inference compiler sees them.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: torch.jit.script reads these annotations at run time.
 
 import itertools
 
@@ -145,9 +145,11 @@ class DLRM(nn.Module):
 
     def forward(self, dense: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
         x = self.bottom(dense)
-        pooled = [bag(indices[i], offsets[i]) for i, bag in enumerate(self.embeddings)]
-        features = torch.stack([x, *pooled], dim=1)
-        dots = torch.bmm(features, features.transpose(1, 2))
+        features = [x]  # written so that torch.jit.script accepts it too
+        for i, bag in enumerate(self.embeddings):
+            features.append(bag(indices[i], offsets[i]))
+        stacked = torch.stack(features, dim=1)
+        dots = torch.bmm(stacked, stacked.transpose(1, 2))
         interactions = dots[:, self.triu[0], self.triu[1]]
         return self.top(torch.cat([x, interactions], dim=1))
 

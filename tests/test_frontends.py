@@ -264,6 +264,26 @@ def test_torchscript_file(tmp_path: Path, cnn: models.SmallCNN):
     assert "!torch.vtensor<[1,3,32,32],f32>" in str(function.properties["function_type"])
 
 
+@pytest.mark.parametrize("name", ["SmallCNN", "MLP"])
+def test_scripted_torchscript_file(tmp_path: Path, name: str):
+    model = getattr(models, name)()
+    path = tmp_path / f"{name}.pt"
+    torch.jit.save(torch.jit.script(model), path)
+    imported = import_model(path, example_inputs=model.example_inputs())
+    assert imported.kind == "torchscript"
+    assert "torch.aten.linear" in op_counts(imported.module) or "torch.aten.addmm" in op_counts(imported.module)
+
+
+def test_scripted_control_flow_is_a_clear_error(tmp_path: Path):
+    """EmbeddingBag's scripted forward branches (prim::If), which torch's TorchScript converter rejects."""
+    model = models.DLRM()
+    path = tmp_path / "dlrm.pt"
+    torch.jit.save(torch.jit.script(model), path)
+    with pytest.raises(ModelLoadError) as error:
+        import_model(path, example_inputs=model.example_inputs())
+    assert str(error.value) == f"{path}: cannot convert TorchScript to torch.export: TS2EPConverter failed for node prim::If"
+
+
 @pytest.mark.parametrize("suffix", [".pt2", ".pt"])
 def test_exported_program_file(tmp_path: Path, cnn: models.SmallCNN, suffix: str):
     path = tmp_path / f"cnn{suffix}"
