@@ -20,11 +20,11 @@ import torch  # noqa: E402, F401
 import torch_mlir.ir  # noqa: E402, F401
 import xdsl.parser  # noqa: E402, F401
 
+from gnomon.bundled import light_models  # noqa: E402
 from gnomon.dialects.graph.base import GraphOperation  # noqa: E402
 from gnomon.dialects.graph.tensor import ConstantOp  # noqa: E402
 from gnomon.errors import GnomonError  # noqa: E402
 from gnomon.frontends import import_model  # noqa: E402
-from gnomon.bundled import light_models  # noqa: E402
 from gnomon.pipeline import to_graph  # noqa: E402
 
 LOAD_SECONDS = time.perf_counter() - T0
@@ -60,7 +60,8 @@ def main() -> None:
         passes = statistics.median(r[1] for r in runs)
         ops = runs[0][2]
         total = frontend + passes
-        print(f"{name:<24}{ops:>10}{frontend:>12.3f}{passes:>10.3f}{total:>9.3f}{ops / total:>8.0f}{1000 * total / ops:>7.2f}")
+        timings = f"{frontend:>12.3f}{passes:>10.3f}{total:>9.3f}"
+        print(f"{name:<24}{ops:>10}{timings}{ops / total:>8.0f}{1000 * total / ops:>7.2f}")
 
 
 if __name__ == "__main__":

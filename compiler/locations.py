@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import CallSiteLoc, FileLineColLoc, FusedLoc, NameLoc, UnknownLoc
+from typing import cast
+
+from xdsl.dialects.builtin import ArrayAttr, CallSiteLoc, FileLineColLoc, FusedLoc, NameLoc, UnknownLoc
 from xdsl.ir import Attribute
 
 
@@ -14,7 +16,9 @@ def location_name(loc: Attribute) -> str:
         case FileLineColLoc():
             return f"{loc.filename.data}:{loc.line.data}"
         case FusedLoc():
-            names = [location_name(inner) for inner in loc.locations.data]
+            # xDSL declares `locations` as Attribute; its constraint makes it an ArrayAttr.
+            locations = cast(ArrayAttr[Attribute], loc.locations)
+            names = [location_name(inner) for inner in locations.data]
             return next((n for n in names if n != "?"), "?")
         case CallSiteLoc():
             return location_name(loc.callee)

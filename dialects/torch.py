@@ -245,13 +245,13 @@ _SHORT_TYPES: dict[str, type[ParametrizedAttribute]] = {
 def _parse_torch_type_short(parser: AttrParser) -> Attribute:
     """Inside `list<…>` torch-mlir drops the `!torch.` prefix of nested torch types."""
     if parser.parse_optional_keyword("vtensor") is not None:
-        return ValueTensorType(*ValueTensorType.parse_parameters(parser))
+        return ValueTensorType.new(ValueTensorType.parse_parameters(parser))
     if parser.parse_optional_keyword("list") is not None:
-        return ListType(*ListType.parse_parameters(parser))
+        return ListType.new(ListType.parse_parameters(parser))
     if parser.parse_optional_keyword("optional") is not None:
-        return OptionalType(*OptionalType.parse_parameters(parser))
+        return OptionalType.new(OptionalType.parse_parameters(parser))
     if parser.parse_optional_keyword("tuple") is not None:
-        return TupleType(*TupleType.parse_parameters(parser))
+        return TupleType.new(TupleType.parse_parameters(parser))
     keyword = parser.parse_optional_keyword_in(_SHORT_TYPES.keys())
     if keyword is not None:
         return _SHORT_TYPES[keyword]()

@@ -198,3 +198,73 @@ def test_window_attributes_match_the_onnx_nodes(path: Path) -> None:
             assert op.groups.value.data == attrs.get("group", 1), node.name
         else:
             assert list(ints(op.kernel)) == list(attrs["kernel_shape"]), node.name
+
+
+# ---- ONNX ops that torch-mlir leaves or lowers in ways the conversion must know about ----
+
+
+def save_model(
+    path: Path,
+    nodes: list[onnx.NodeProto],
+    inputs: dict[str, tuple[int, list[int]]],
+    outputs: dict[str, tuple[int, list[int]]],
+    opset: int = 23,
+) -> Path:
+    def values(specs: dict[str, tuple[int, list[int]]]) -> list[onnx.ValueInfoProto]:
+        return [onnx.helper.make_tensor_value_info(name, dtype, shape) for name, (dtype, shape) in specs.items()]
+
+    graph = onnx.helper.make_graph(nodes, "g", values(inputs), values(outputs))
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)]), path)
+    return path
+
+
+F32 = onnx.TensorProto.FLOAT
+
+
+def test_onnx_attention_with_grouped_heads_becomes_graph_attention(tmp_path: Path) -> None:
+    node = onnx.helper.make_node("Attention", ["q", "k", "v"], ["y"], name="attn", q_num_heads=4, kv_num_heads=2)
+    path = save_model(
+        tmp_path / "attention.onnx",
+        [node],
+        {"q": (F32, [2, 5, 32]), "k": (F32, [2, 7, 16]), "v": (F32, [2, 7, 16])},
+        {"y": (F32, [2, 5, 32])},
+    )
+    module = load(path)
+    (attention,) = [op for op in module.walk() if op.name == "graph.attention"]
+    assert [str(o.type) for o in attention.operands] == ["tensor<2x4x5x8xf32>", *["tensor<2x4x7x8xf32>"] * 2]
+    assert attention.properties["scale"].value.data == pytest.approx(8**-0.5)  # type: ignore[union-attr]
+    assert [str(t) for t in function(module).function_type.outputs.data] == ["tensor<2x5x32xf32>"]
+
+
+def test_onnx_attention_with_a_kv_cache_is_unsupported(tmp_path: Path) -> None:
+    node = onnx.helper.make_node("Attention", ["q", "k", "v", "", "pk", "pv"], ["y", "pk2", "pv2"], name="attn")
+    shapes = {"q": [1, 2, 3, 8], "k": [1, 2, 3, 8], "v": [1, 2, 3, 8], "pk": [1, 2, 4, 8], "pv": [1, 2, 4, 8]}
+    path = save_model(
+        tmp_path / "model.onnx",
+        [node],
+        {name: (F32, shape) for name, shape in shapes.items()},
+        {"y": (F32, [1, 2, 3, 8]), "pk2": (F32, [1, 2, 7, 8]), "pv2": (F32, [1, 2, 7, 8])},
+    )
+    with pytest.raises(UnsupportedOpsError, match=r"^unsupported op onnx\.Attention at node 'attn' in model\.onnx \("):
+        load(path)
+
+
+def test_onnx_functions_are_inlined_into_one_graph(tmp_path: Path) -> None:
+    """torch-mlir imports ops that ONNX defines as functions (MeanVarianceNormalization) as a private
+    func.func that the graph calls."""
+    node = onnx.helper.make_node("MeanVarianceNormalization", ["x"], ["y"], name="mvn")
+    path = save_model(tmp_path / "mvn.onnx", [node], {"x": (F32, [2, 3, 4, 4])}, {"y": (F32, [2, 3, 4, 4])}, 17)
+    module = load(path)
+    assert len([op for op in module.walk() if isinstance(op, func.FuncOp)]) == 1
+    assert {"graph.reduce_mean", "graph.sqrt", "graph.div"} <= set(computations(module))
+
+
+def test_onnx_prelu_slope_broadcasts_along_the_last_dim(tmp_path: Path) -> None:
+    """ONNX PRelu broadcasts its slope NumPy-style; torch-mlir hands it over as aten.prelu, whose torch
+    meaning is channel-wise."""
+    node = onnx.helper.make_node("PRelu", ["x", "slope"], ["y"], name="prelu")
+    path = save_model(
+        tmp_path / "p.onnx", [node], {"x": (F32, [3, 4, 5]), "slope": (F32, [5])}, {"y": (F32, [3, 4, 5])}, 17
+    )
+    (prelu,) = [op for op in load(path).walk() if op.name == "graph.prelu"]
+    assert str(prelu.operands[1].type) == "tensor<5xf32>"

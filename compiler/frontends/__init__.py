@@ -9,31 +9,16 @@ frontends are imported lazily: torch and onnx are slow to import.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gnomon.errors import ModelLoadError
-from xdsl.dialects.builtin import ModuleOp
+from gnomon.frontends.imported import ImportedModel
+
+__all__ = ["ImportedModel", "import_model"]
 
 if TYPE_CHECKING:
     import torch
-
-
-@dataclass
-class ImportedModel:
-    """A model in the torch dialect, with what error messages and the CLI need to name it."""
-
-    module: ModuleOp
-    """One `func.func` over value tensors, in the torch dialect."""
-    source: str
-    """The file name (or class name of a live module) to show in messages, e.g. `model.onnx`."""
-    input_names: list[str]
-    """The model's inputs, in the order of the function's arguments."""
-    output_names: list[str]
-    """The model's outputs, in the order of the function's results."""
-    kind: str
-    """`onnx`, `torchscript` or `torch`."""
 
 
 def import_model(

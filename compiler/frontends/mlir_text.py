@@ -14,7 +14,9 @@ Large splat literals are rewritten to `torch.aten.full` before printing (see SPL
 from __future__ import annotations
 
 import math
+import re
 
+import numpy as np
 from torch_mlir import ir
 from torch_mlir.dialects import torch as torch_d
 from xdsl.context import Context
@@ -97,9 +99,37 @@ def parse_torch_mlir(text: str) -> ModuleOp:
     ctx = Context(allow_unregistered=True)
     for dialect in (builtin, Func, Torch):
         ctx.load_dialect(dialect)
-    module = Parser(ctx, text).parse_module()
+    module = Parser(ctx, _quote_hex_floats(text)).parse_module()
     _intern_resources(module, private)
     return module
+
+
+_HEX_DENSE = re.compile(r"dense<(?P<body>\[[^\"<>]*\]|0x[0-9A-Fa-f]+)>(?P<suffix> : tensor<(?P<type>[^>]*)>)")
+_FLOAT_BYTES = {"f16": np.dtype("<f2"), "f32": np.dtype("<f4"), "f64": np.dtype("<f8"), "bf16": None}
+_ELEMENT = re.compile(r"0x[0-9A-Fa-f]+|[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?")
+
+
+def _quote_hex_floats(text: str) -> str:
+    """MLIR prints non-finite floats in `dense<...>` as bare bit patterns (`dense<0xFF800000> : tensor<f32>`
+    is -inf), which xDSL 0.75 misreads as integers. Rewrite them to the quoted raw-data form
+    (`dense<"0x000080FF">`), which xDSL reads correctly."""
+
+    def quote(match: re.Match[str]) -> str:
+        body, element = match["body"], match["type"].rsplit("x", 1)[-1]
+        if "0x" not in body or element not in _FLOAT_BYTES:
+            return match[0]
+        size = 2 if element in ("f16", "bf16") else int(element[1:]) // 8
+        data = bytearray()
+        for token in _ELEMENT.findall(body):
+            if token.startswith("0x"):
+                data += int(token, 16).to_bytes(size, "little")
+            elif (dtype := _FLOAT_BYTES[element]) is not None:
+                data += np.array(float(token), dtype=dtype).tobytes()
+            else:  # bf16: the upper half of the f32 pattern
+                data += np.array(float(token), dtype="<f4").tobytes()[2:]
+        return f'dense<"0x{data.hex().upper()}">{match["suffix"]}'
+
+    return _HEX_DENSE.sub(quote, text)
 
 
 def _intern_resources(module: ModuleOp, private: OpAsmDialectInterface) -> None:

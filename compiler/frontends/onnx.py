@@ -19,15 +19,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import onnx
-from gnomon.errors import InputShapeError, ModelLoadError
-from gnomon.frontends import ImportedModel
-from gnomon.frontends.mlir_text import to_xdsl
 from google.protobuf.message import DecodeError
 from onnx import shape_inference, version_converter
 from torch_mlir import ir
 from torch_mlir.dialects import torch as torch_d
 from torch_mlir.extras import onnx_importer
 from torch_mlir.passmanager import PassManager
+
+from gnomon.errors import InputShapeError, ModelLoadError
+from gnomon.frontends.imported import ImportedModel
+from gnomon.frontends.mlir_text import to_xdsl
 
 MIN_OPSET = 17
 """Older default-domain opsets are upgraded to this one before import."""

@@ -23,16 +23,18 @@ from typing import Any
 
 import torch
 import torch.fx
-from gnomon.errors import InputShapeError, ModelLoadError
-from gnomon.frontends import ImportedModel
-from gnomon.frontends.mlir_text import to_xdsl
 from torch._export.converter import TS2EPConverter
 from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
 from torch.utils import _pytree as pytree
 from torch_mlir import ir
 from torch_mlir.dialects import torch as torch_d
 from torch_mlir.extras.fx_importer import ContextCache, FxImporter
 from torch_mlir.passmanager import PassManager
+
+from gnomon.errors import InputShapeError, ModelLoadError
+from gnomon.frontends.imported import ImportedModel
+from gnomon.frontends.mlir_text import to_xdsl
 
 _NO_MODULE = ("", "_empty_nn_module_stack_from_metadata_hook")
 """Module paths that name no module: the root, and the placeholder torch.export's passes add."""
@@ -170,7 +172,7 @@ def _import_program(
     return ImportedModel(
         module=to_xdsl(importer.module),
         source=source,
-        input_names=input_names if input_names is not None else list(program.graph_signature.user_inputs),
+        input_names=input_names if input_names is not None else _input_names(program),
         output_names=_output_names(program),
         kind=kind,
     )
@@ -191,6 +193,12 @@ class _ModulePathImporter(FxImporter):
     def __init__(self, context: ir.Context) -> None:
         super().__init__(context=context)
         self._cc = _ModulePathLocations(context, py_attr_tracker=self._py_attr_tracker)
+
+
+def _input_names(program: ExportedProgram) -> list[str]:
+    """The names of the program's inputs; `user_inputs` would give a constant input's value instead."""
+    specs = program.graph_signature.input_specs
+    return [spec.arg.name for spec in specs if spec.kind == InputKind.USER_INPUT]
 
 
 def _output_names(program: ExportedProgram) -> list[str]:

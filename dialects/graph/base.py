@@ -17,16 +17,18 @@ matches any size); `graph-shape-inference` uses the same rule to refine `?` dims
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    AnyFloat,
     ArrayAttr,
     BoolAttr,
     DenseArrayBase,
     FloatAttr,
     IntAttr,
     IntegerAttr,
+    IntegerType,
     StringAttr,
     TensorType,
     f64,
@@ -207,7 +209,10 @@ def i64_array(values: Sequence[int]) -> DenseArrayBase:
 
 
 def ints(attr: DenseArrayBase) -> tuple[int, ...]:
-    return tuple(int(v) for v in attr.get_values())
+    # `get_values` is overloaded per element kind; pyright binds it on a union of arrays, not on
+    # an array of a union of element types.
+    values = cast("DenseArrayBase[IntegerType] | DenseArrayBase[AnyFloat]", attr).get_values()
+    return tuple(int(v) for v in values)
 
 
 def i64_attr(value: int) -> IntegerAttr:

@@ -15,7 +15,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph.base import GraphOperation, i64_array, ints
+from gnomon.dialects.graph.base import i64_array, ints
 from gnomon.dialects.graph.constant_values import dense_to_numpy, numpy_to_dense
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
 from gnomon.dialects.graph.tensor import (
@@ -49,7 +49,9 @@ class CollapseReshapeChain(RewritePattern):
         inner = op.input.owner
         if not isinstance(inner, ReshapeOp):
             return
-        rewriter.replace(op, ReshapeOp.build(operands=[inner.input], result_types=[op.result.type]))
+        reshape = ReshapeOp.build(operands=[inner.input], result_types=[op.result.type])
+        reshape.location = op.location
+        rewriter.replace(op, reshape)
 
 
 class RemoveIdentityTranspose(RewritePattern):
@@ -73,12 +75,11 @@ class ComposeTransposes(RewritePattern):
             return
         inner_perm, outer_perm = ints(inner.permutation), ints(op.permutation)
         composed = [inner_perm[p] for p in outer_perm]
-        rewriter.replace(
-            op,
-            TransposeOp.build(
-                operands=[inner.input], properties={"permutation": i64_array(composed)}, result_types=[op.result.type]
-            ),
+        transpose = TransposeOp.build(
+            operands=[inner.input], properties={"permutation": i64_array(composed)}, result_types=[op.result.type]
         )
+        transpose.location = op.location
+        rewriter.replace(op, transpose)
 
 
 def _single_use(value: SSAValue) -> bool:
@@ -99,7 +100,7 @@ class MatmulTransposeToLinear(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: MatmulOp, rewriter: PatternRewriter) -> None:
         weight = _transposed_matrix(op.rhs)
-        if weight is None or len(op.lhs.type.get_shape()) < 1:  # type: ignore[union-attr]
+        if weight is None or not isinstance(op.lhs.type, TensorType) or len(op.lhs.type.get_shape()) < 1:
             return
         bias, replaced = _bias_add(op)
         operands = [op.lhs, weight, [bias] if bias is not None else []]
@@ -118,7 +119,7 @@ def _bias_add(op: MatmulOp) -> tuple[SSAValue | None, Operation]:
     if not isinstance(user, ew.AddOp) or user.result.type != op.result.type:
         return None, op
     other = user.rhs if user.lhs is op.result else user.lhs
-    out_features = op.result.type.get_shape()[-1]  # type: ignore[union-attr]
+    out_features = op.result.type.get_shape()[-1]
     if not isinstance(other.type, TensorType) or other.type.get_shape() != (out_features,):
         return None, op
     return other, user
@@ -133,25 +134,72 @@ def _constant_array(value: SSAValue) -> np.ndarray | None:
     return dense_to_numpy(owner.value)
 
 
+# ---- folders: an op's NumPy meaning, called with the op and its operands' values ----
+
+
+def _add(op: Operation, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a + b
+
+
+def _sub(op: Operation, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a - b
+
+
+def _mul(op: Operation, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a * b
+
+
+def _div(op: Operation, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.trunc(a / b).astype(a.dtype) if a.dtype.kind in "iu" else a / b
+
+
+def _cast(op: Operation, a: np.ndarray) -> np.ndarray:
+    return a
+
+
+def _neg(op: Operation, a: np.ndarray) -> np.ndarray:
+    return -a
+
+
+def _concat(op: ConcatOp, *xs: np.ndarray) -> np.ndarray:
+    return np.concatenate(xs, axis=op.axis.value.data)
+
+
+def _gather(op: GatherOp, x: np.ndarray, i: np.ndarray) -> np.ndarray:
+    return np.take(x, i, axis=op.axis.value.data)
+
+
+def _reshape(op: ReshapeOp, x: np.ndarray) -> np.ndarray:
+    return x.reshape(op.result.type.get_shape())
+
+
 def _slice(op: SliceOp, x: np.ndarray) -> np.ndarray:
     bounds = zip(ints(op.starts), ints(op.ends), ints(op.steps), strict=True)
     index = tuple(slice(s, None if e < 0 else e, st) for s, e, st in bounds)
     return x[index]
 
 
-_FOLDERS: dict[type[GraphOperation], Callable[..., np.ndarray]] = {
-    ew.AddOp: lambda op, a, b: a + b,
-    ew.SubOp: lambda op, a, b: a - b,
-    ew.MulOp: lambda op, a, b: a * b,
-    ew.DivOp: lambda op, a, b: np.trunc(a / b).astype(a.dtype) if a.dtype.kind in "iu" else a / b,
-    ew.CastOp: lambda op, a: a,
-    ew.NegOp: lambda op, a: -a,
-    ConcatOp: lambda op, *xs: np.concatenate(xs, axis=op.axis.value.data),
-    GatherOp: lambda op, x, i: np.take(x, i, axis=op.axis.value.data),
-    ReshapeOp: lambda op, x: x.reshape(op.result.type.get_shape()),
+def _transpose(op: TransposeOp, x: np.ndarray) -> np.ndarray:
+    return x.transpose(ints(op.permutation))
+
+
+def _expand(op: ExpandOp, x: np.ndarray) -> np.ndarray:
+    return np.broadcast_to(x, op.result.type.get_shape())
+
+
+_FOLDERS: dict[type[Operation], Callable[..., np.ndarray]] = {
+    ew.AddOp: _add,
+    ew.SubOp: _sub,
+    ew.MulOp: _mul,
+    ew.DivOp: _div,
+    ew.CastOp: _cast,
+    ew.NegOp: _neg,
+    ConcatOp: _concat,
+    GatherOp: _gather,
+    ReshapeOp: _reshape,
     SliceOp: _slice,
-    TransposeOp: lambda op, x: x.transpose(ints(op.permutation)),
-    ExpandOp: lambda op, x: np.broadcast_to(x, op.result.type.get_shape()),
+    TransposeOp: _transpose,
+    ExpandOp: _expand,
 }
 
 
@@ -159,7 +207,7 @@ class FoldIntegerConstants(RewritePattern):
     """Evaluate an op whose operands are all small integer constants (shape arithmetic)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        folder = _FOLDERS.get(type(op))  # type: ignore[arg-type]
+        folder = _FOLDERS.get(type(op))
         if folder is None or len(op.results) != 1 or not op.operands:
             return
         result_type = op.results[0].type

@@ -15,6 +15,7 @@ import struct
 import numpy as np
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
 from xdsl.dialects.builtin import (
+    AnyFloat,
     BFloat16Type,
     Builtin,
     BytesAttr,
@@ -62,6 +63,7 @@ def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray | None:
 def numpy_to_dense(array: np.ndarray, element_type: Attribute) -> DenseIntOrFPElementsAttr:
     dtype = numpy_dtype(element_type)
     assert dtype is not None, f"no NumPy dtype for {element_type}"
+    assert isinstance(element_type, IntegerType | AnyFloat)  # the only types numpy_dtype knows
     # xDSL stores an i1 `true` as the normalized signless value -1.
     data = np.where(array, -1, 0).astype(np.int8) if dtype == np.bool_ else np.ascontiguousarray(array.astype(dtype))
     return DenseIntOrFPElementsAttr(TensorType(element_type, array.shape), BytesAttr(data.tobytes()))
@@ -93,7 +95,7 @@ def dense_to_resource(attr: DenseIntOrFPElementsAttr, name_hint: str) -> DenseRe
     """Move an inline constant's bytes into a blob, as MLIR keeps weights out of the op text."""
     alignment = max(1, attr.get_element_type().compile_time_size)
     blob = "0x" + struct.pack("<I", alignment).hex() + attr.data.data.hex()
-    return DenseResourceAttr.from_params(register_blob(name_hint, blob), attr.get_type())
+    return DenseResourceAttr.from_params(register_blob(name_hint, blob), attr.type)
 
 
 def resource_to_numpy(attr: DenseResourceAttr) -> np.ndarray:

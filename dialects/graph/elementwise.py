@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import FloatAttr, IntegerType, StringAttr, TensorType, i1
+from xdsl.ir import Attribute
 from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, traits_def
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
@@ -188,7 +189,7 @@ class BinaryOp(GraphOperation):
     result = result_def(TensorType)
     traits = traits_def(Pure())
 
-    def result_element_type(self) -> object:
+    def result_element_type(self) -> Attribute:
         return dtype_of(self.lhs, f"{self.name} lhs")
 
     def infer_result_types(self) -> Sequence[TensorT]:
@@ -217,7 +218,7 @@ def _binary(op_name: str, doc: str, base: type[BinaryOp] = BinaryOp) -> type[Bin
 class CompareOp(BinaryOp):
     """A broadcasting comparison; the result is an i1 tensor."""
 
-    def result_element_type(self) -> object:
+    def result_element_type(self) -> Attribute:
         return i1
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import BoolAttr, IntegerType, StringAttr, TensorType
+from xdsl.ir import SSAValue
 from xdsl.irdl import irdl_op_definition, operand_def, opt_operand_def, prop_def, result_def, traits_def
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
@@ -21,14 +22,14 @@ from gnomon.dialects.graph.base import (
 )
 
 
-def _check_integer(op: str, value: object, what: str) -> None:
-    dtype = dtype_of(value, f"{op} {what}")  # type: ignore[arg-type]
+def _check_integer(op: str, value: SSAValue, what: str) -> None:
+    dtype = dtype_of(value, f"{op} {what}")
     if not isinstance(dtype, IntegerType) or dtype.width.data not in (32, 64):
         raise VerifyException(f"{op}: {what} must be i32 or i64, got {dtype}")
 
 
-def _table_shape(op: str, value: object) -> tuple[int, ...]:
-    table = shape_of(value, f"{op} table")  # type: ignore[arg-type]
+def _table_shape(op: str, value: SSAValue) -> tuple[int, ...]:
+    table = shape_of(value, f"{op} table")
     if len(table) != 2:
         raise VerifyException(f"{op}: table must be 2-D (rows, dim), got shape {shape_str(table)}")
     return table

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, FloatAttr, IntegerAttr, TensorType
+from xdsl.ir import SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
@@ -84,8 +85,8 @@ def _check_bias(op: str, bias: Shape, channels: int) -> None:
         raise VerifyException(f"{op}: bias shape {shape_str(bias)} is not [{dim_str(channels)}]")
 
 
-def _activation_shape(op: str, value: object, what: str = "input") -> Shape:
-    shape = shape_of(value, f"{op} {what}")  # type: ignore[arg-type]
+def _activation_shape(op: str, value: SSAValue, what: str = "input") -> Shape:
+    shape = shape_of(value, f"{op} {what}")
     if len(shape) < 3:
         raise VerifyException(f"{op}: {what} must have rank >= 3 (N, C, spatial...), got shape {shape_str(shape)}")
     return shape
@@ -320,9 +321,9 @@ class AdaptiveMaxPoolOp(AdaptivePoolOp):
     name = "graph.adaptive_max_pool"
 
 
-def _check_channel_vectors(op: str, x: Shape, vectors: Sequence[tuple[str, object]]) -> None:
+def _check_channel_vectors(op: str, x: Shape, vectors: Sequence[tuple[str, SSAValue]]) -> None:
     for what, value in vectors:
-        shape = shape_of(value, f"{op} {what}")  # type: ignore[arg-type]
+        shape = shape_of(value, f"{op} {what}")
         if len(shape) != 1 or not dims_compatible(shape[0], x[1]):
             raise VerifyException(
                 f"{op}: {what} shape {shape_str(shape)} does not match {dim_str(x[1])} channels of input"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
+    AnyFloat,
     BytesAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
@@ -16,6 +18,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
 )
+from xdsl.ir import SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
@@ -65,7 +68,12 @@ class ConstantOp(GraphOperation):
         value = self.value
         limit: int | None = getattr(printer, "large_elements_limit", None)
         splat = _splat_element(value) if isinstance(value, DenseIntOrFPElementsAttr) else None
-        if splat is not None:
+        if isinstance(value, DenseIntOrFPElementsAttr) and _has_bare_non_finite(splat or value):
+            # xDSL prints ±inf and nan as bare bit patterns, which its parser reads back as integers;
+            # the quoted raw-data form round-trips (one element's bytes stand for a splat).
+            printer.print_string(f'dense<"0x{(splat or value).data.data.hex().upper()}"> : ')
+            printer.print_attribute(value.get_type())
+        elif splat is not None:
             # xDSL's splat check unpacks every element: too slow for the weights of a real network.
             splat.print_without_type(printer)
             printer.print_string(" : ")
@@ -79,6 +87,13 @@ class ConstantOp(GraphOperation):
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : () -> ")
         printer.print_attribute(self.result.type)
+
+
+def _has_bare_non_finite(value: DenseIntOrFPElementsAttr) -> bool:
+    """Whether xDSL would print `value` with bare hex floats: a short float list with inf or nan."""
+    if len(value) > 100 or not isinstance(value.get_element_type(), AnyFloat):
+        return False
+    return not all(math.isfinite(v) for v in value.get_values())  # type: ignore[arg-type]
 
 
 def _splat_element(value: DenseIntOrFPElementsAttr) -> DenseIntOrFPElementsAttr | None:
@@ -255,8 +270,8 @@ class SliceOp(GraphOperation):
         return [TensorType(dtype_of(self.input, "input"), out)]
 
 
-def _check_indices(op: str, value: object) -> None:
-    dtype = dtype_of(value, f"{op} indices")  # type: ignore[arg-type]
+def _check_indices(op: str, value: SSAValue) -> None:
+    dtype = dtype_of(value, f"{op} indices")
     if not isinstance(dtype, IntegerType) or dtype.width.data not in (32, 64):
         raise VerifyException(f"{op}: indices must be i32 or i64, got {dtype}")
 

@@ -46,9 +46,6 @@ from gnomon.passes.torch_to_graph.registry import CONVERTERS
 # The converter modules register themselves on import.
 _CONVERTER_MODULES = (elementwise, embedding, linalg, nn, reduce, tensor)
 
-_COMPUTATIONS = ("torch.aten.", "torch.prims.", "torch.operator", "onnx.")
-"""Name prefixes of the ops that need a converter (the rest are constants, lists and tuples)."""
-
 SOURCE_ATTR = "gnomon.source"
 """Module attribute naming the model file, so that errors can say where an op came from."""
 
@@ -72,7 +69,7 @@ class ConvertTorchOp(RewritePattern):
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         name = torch_op_name(op)
-        if not name.startswith(_COMPUTATIONS):
+        if not _is_computation(op):
             return
         entry = CONVERTERS.get(name)
         if entry is None:
@@ -189,6 +186,12 @@ def _finish_signature(function: func.FuncOp) -> None:
     function.function_type = FunctionType.from_lists([a.type for a in block.args], [v.type for v in outputs])
 
 
+def _is_computation(op: Operation) -> bool:
+    """A torch op that needs a converter: any `torch.*` op torch-mlir prints generically (aten, prims,
+    torchvision, ONNX ops left as `torch.operator`), not the typed constants, lists and literals."""
+    return op.dialect_name() != "torch" and torch_op_name(op).startswith(("torch.", "onnx."))
+
+
 def _is_torch_op(op: Operation) -> bool:
     """Typed torch ops and the unregistered ones (`torch.aten.*`, `torch.prim.tolist`, ...) alike."""
     return op.dialect_name() == "torch" or torch_op_name(op).startswith(("torch.", "onnx."))
@@ -204,7 +207,7 @@ def _erase_dead_torch_ops(module: ModuleOp) -> None:
 def _check_fully_converted(module: ModuleOp) -> Sequence[Operation]:
     """Torch ops still in use after conversion: the computations among them, else whatever is left."""
     leftover = [op for op in module.walk() if isinstance(op, UnrealizedConversionCastOp) or _is_torch_op(op)]
-    computations = [op for op in leftover if torch_op_name(op).startswith(_COMPUTATIONS)]
+    computations = [op for op in leftover if _is_computation(op)]
     return computations or leftover[:1]
 
 

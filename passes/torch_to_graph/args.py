@@ -7,11 +7,20 @@ compile-time constant raises `NotConvertible`, which the pass reports as an unsu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import operator
+from collections.abc import Callable, Sequence
 
+import numpy as np
+from xdsl.dialects import func
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    BytesAttr,
     DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
     IntegerType,
+    StringAttr,
     TensorType,
     UnrealizedConversionCastOp,
 )
@@ -19,10 +28,11 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
-from gnomon.dialects.graph.base import TensorT
-from gnomon.dialects.graph.constant_values import dense_to_numpy
+from gnomon.dialects.graph import elementwise as ew
+from gnomon.dialects.graph.base import TensorT, ints
+from gnomon.dialects.graph.constant_values import dense_to_numpy, numpy_dtype, numpy_to_dense
 from gnomon.dialects.graph.elementwise import CastOp
-from gnomon.dialects.graph.tensor import ConstantOp
+from gnomon.dialects.graph.tensor import ConcatOp, ConstantOp, ExpandOp, GatherOp, ReshapeOp, SliceOp, TransposeOp
 from gnomon.dialects.torch import (
     ConstantBoolOp,
     ConstantFloatOp,
@@ -41,13 +51,18 @@ class NotConvertible(Exception):
 
 
 class AtenArgs:
-    """The operands of one torch op, named by its signature, plus a place to emit graph ops."""
+    """The operands of one torch op, named by its signature, plus a place to emit graph ops.
+
+    A name ending in `?` is an optional trailing operand (ONNX ops omit absent inputs at the end);
+    an absent one reads as None.
+    """
 
     def __init__(self, op: Operation, names: Sequence[str], rewriter: PatternRewriter) -> None:
-        if len(op.operands) != len(names):
+        required = [n for n in names if not n.endswith("?")]
+        if not len(required) <= len(op.operands) <= len(names):
             raise NotConvertible(f"expected {len(names)} operands ({' '.join(names)}), got {len(op.operands)}")
         self.op = op
-        self.values = dict(zip(names, op.operands, strict=True))
+        self.values = dict(zip((n.removesuffix("?") for n in names), op.operands, strict=False))
         self.rewriter = rewriter
 
     # ---- emitting ----
@@ -61,6 +76,14 @@ class AtenArgs:
     def value(self, op: Operation) -> SSAValue:
         """Emit a single-result op and return its result."""
         return self.emit(op).results[0]
+
+    def from_onnx(self) -> bool:
+        """Whether the op comes from torch-mlir's ONNX lowering (its function carries `torch.onnx_meta.*`):
+        the few aten ops it uses with ONNX rather than torch semantics need to know."""
+        function = self.op.parent_op()
+        while function is not None and not isinstance(function, func.FuncOp):
+            function = function.parent_op()
+        return function is not None and any(name.startswith("torch.onnx_meta.") for name in function.attributes)
 
     # ---- tensors ----
 
@@ -103,17 +126,24 @@ class AtenArgs:
             CastOp.build(operands=[value], result_types=[TensorType(element_type, value_type.get_shape())])
         )
 
+    def constant(self, array: np.ndarray, element_type: Attribute) -> SSAValue:
+        """A graph.constant holding `array`, converted to `element_type`."""
+        attr = numpy_to_dense(np.asarray(array), element_type)
+        return self.value(ConstantOp.build(properties={"value": attr}, result_types=[attr.get_type()]))
+
+    def splat(self, value: float, tensor: TensorT) -> SSAValue:
+        """A constant of type `tensor` filled with `value` (one element's bytes, repeated: xDSL stores them all)."""
+        element = numpy_to_dense(np.asarray(value), tensor.get_element_type()).data.data
+        attr = DenseIntOrFPElementsAttr(tensor, BytesAttr(element * math.prod(tensor.get_shape())))
+        return self.value(ConstantOp.build(properties={"value": attr}, result_types=[tensor]))
+
     def scalar_tensor(self, value: float | int, element_type: Attribute) -> SSAValue:
         """A 0-d constant, for torch's tensor-scalar op forms."""
-        if isinstance(element_type, IntegerType):
-            value = int(value)
-        attr = DenseIntOrFPElementsAttr.from_list(TensorType(element_type, []), [value])
-        return self.value(ConstantOp.build(properties={"value": attr}, result_types=[attr.get_type()]))
+        return self.constant(np.asarray(value), element_type)
 
     def splat_tensor(self, value: float, element_type: Attribute, shape: Sequence[int]) -> SSAValue:
         """A constant filled with one value, for defaults torch leaves implicit (a missing bias)."""
-        attr = DenseIntOrFPElementsAttr.from_list(TensorType(element_type, shape), [value])
-        return self.value(ConstantOp.build(properties={"value": attr}, result_types=[attr.get_type()]))
+        return self.splat(value, TensorType(element_type, shape))
 
     def result_type(self, index: int = 0) -> TensorT:
         torch_type = self.op.results[index].type
@@ -128,7 +158,30 @@ class AtenArgs:
     # ---- scalars and lists ----
 
     def is_none(self, name: str) -> bool:
-        return isinstance(self.values[name].type, NoneType)
+        return name not in self.values or isinstance(self.values[name].type, NoneType)
+
+    def onnx_attr(self, name: str) -> Attribute | None:
+        """An attribute of an ONNX op that torch-mlir left as `torch.operator` (`torch.onnx.<name>`)."""
+        return self.op.attributes.get(f"torch.onnx.{name}")
+
+    def onnx_attributes(self) -> list[str]:
+        return [name.removeprefix("torch.onnx.") for name in self.op.attributes if name.startswith("torch.onnx.")]
+
+    def onnx_int(self, name: str, default: int) -> int:
+        attr = self.onnx_attr(name)
+        if attr is None:
+            return default
+        if not isinstance(attr, IntegerAttr):
+            raise NotConvertible(f"ONNX attribute '{name}' is not an int ({attr})")
+        return attr.value.data
+
+    def onnx_float(self, name: str, default: float) -> float:
+        attr = self.onnx_attr(name)
+        if attr is None:
+            return default
+        if not isinstance(attr, FloatAttr | IntegerAttr):
+            raise NotConvertible(f"ONNX attribute '{name}' is not a number ({attr})")
+        return float(attr.value.data)
 
     def int(self, name: str) -> int:
         return _const_int(self.values[name], name)
@@ -138,12 +191,10 @@ class AtenArgs:
 
     def float(self, name: str) -> float:
         """A float argument; torch passes ints where floats are allowed."""
-        owner = self.values[name].owner
-        if isinstance(owner, ConstantFloatOp):
-            return owner.value.value.data
-        if isinstance(owner, ConstantIntOp):
-            return float(owner.value.value.data)
-        raise NotConvertible(f"argument '{name}' is not a constant number")
+        folded = fold_scalar(self.values[name])
+        if folded is None:
+            raise NotConvertible(f"argument '{name}' is not a constant number")
+        return float(folded)
 
     def optional_float(self, name: str) -> float | None:
         return None if self.is_none(name) else self.float(name)
@@ -191,11 +242,125 @@ def tensor_type(value: SSAValue) -> TensorT:
 
 
 def _const_int(value: SSAValue, name: str) -> int:
-    owner = value.owner
-    if isinstance(owner, ConstantIntOp):
-        return owner.value.value.data
-    if isinstance(owner, ConstantBoolOp):
-        return int(owner.value.value.data)
-    if isinstance(owner, ConstantNoneOp):
+    folded = fold_scalar(value)
+    if folded is not None:
+        return int(folded)
+    if isinstance(value.owner, ConstantNoneOp):
         raise NotConvertible(f"argument '{name}' is None where an int is needed")
     raise NotConvertible(f"argument '{name}' is not a constant int (dynamic shapes are not supported yet)")
+
+
+FOLD_LIMIT = 1024
+"""Fold only tensors this small: the shape arithmetic of exported models, not data."""
+
+_SCALAR_ARITHMETIC: dict[str, Callable[[int, int], int]] = {
+    "torch.aten.add.int": operator.add, "torch.aten.sub.int": operator.sub, "torch.aten.mul.int": operator.mul,
+    "torch.aten.floordiv.int": operator.floordiv, "torch.aten.remainder.int": operator.mod,
+}  # fmt: skip
+
+
+def fold_scalar(value: SSAValue, depth: int = 0) -> int | float | None:
+    """The value of a scalar known at compile time: a constant, the `aten.item` of a small constant
+    tensor (ONNX shape arithmetic), a static `aten.size.int`, or integer arithmetic on those."""
+    owner = value.owner
+    if isinstance(owner, ConstantIntOp | ConstantBoolOp):
+        return int(owner.value.value.data)
+    if isinstance(owner, ConstantFloatOp):
+        return owner.value.value.data
+    if not isinstance(owner, Operation) or depth > 64:
+        return None
+    name = owner.attributes.get("op_name__")
+    name = name.data if isinstance(name, StringAttr) else owner.name
+    if name in ("torch.aten.item", "torch.aten.Int.Tensor", "torch.aten.Float.Tensor"):
+        array = fold_tensor(owner.operands[0], depth + 1)
+        return array.reshape(-1)[0].item() if array is not None and array.size == 1 else None
+    if name == "torch.aten.size.int":
+        shape = _shape_of(owner.operands[0])
+        dim = fold_scalar(owner.operands[1], depth + 1)
+        if shape is None or dim is None or shape[int(dim)] == DYNAMIC_INDEX:
+            return None
+        return shape[int(dim)]
+    if name == "torch.aten.neg.int":
+        operand = fold_scalar(owner.operands[0], depth + 1)
+        return None if operand is None else -int(operand)
+    arithmetic = _SCALAR_ARITHMETIC.get(name)
+    if arithmetic is None:
+        return None
+    lhs, rhs = (fold_scalar(v, depth + 1) for v in owner.operands)
+    if lhs is None or rhs is None or (name in ("torch.aten.floordiv.int", "torch.aten.remainder.int") and rhs == 0):
+        return None
+    return arithmetic(int(lhs), int(rhs))
+
+
+def _shape_of(value: SSAValue) -> tuple[int, ...] | None:
+    if isinstance(value.type, TensorType):
+        return value.type.get_shape()
+    if isinstance(value.type, ValueTensorType):
+        return value.type.shape()
+    return None
+
+
+_BINARY_FOLDS: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    ew.AddOp: np.add, ew.SubOp: np.subtract, ew.MulOp: np.multiply, ew.RemOp: np.mod, ew.MaxOp: np.maximum,
+    ew.MinOp: np.minimum, ew.EqOp: np.equal, ew.NeOp: np.not_equal, ew.LtOp: np.less, ew.LeOp: np.less_equal,
+    ew.GtOp: np.greater, ew.GeOp: np.greater_equal, ew.AndOp: np.logical_and, ew.OrOp: np.logical_or,
+}  # fmt: skip
+"""Integer graph ops with NumPy's meaning (graph.rem takes the divisor's sign, as np.mod does)."""
+
+
+def _fold_op(op: Operation, xs: list[np.ndarray]) -> np.ndarray | None:
+    """`op` evaluated on constant operands, for the ops shape arithmetic uses."""
+    if isinstance(op, ew.DivOp | ew.RemOp) and not np.all(xs[1]):
+        return None  # a division by zero is for run time to report
+    binary = _BINARY_FOLDS.get(type(op))
+    if binary is not None:
+        return binary(xs[0], xs[1])
+    match op:
+        case ew.DivOp():
+            return np.trunc(xs[0] / xs[1])  # graph.div truncates integers
+        case ew.NegOp():
+            return -xs[0]
+        case ew.NotOp():
+            return np.logical_not(xs[0])
+        case ew.WhereOp():
+            return np.where(xs[0], xs[1], xs[2])
+        case CastOp():
+            return xs[0]
+        case ConcatOp():
+            return np.concatenate(xs, axis=op.axis.value.data)
+        case ReshapeOp() | ExpandOp():
+            shape = tensor_type(op.result).get_shape()
+            return xs[0].reshape(shape) if isinstance(op, ReshapeOp) else np.broadcast_to(xs[0], shape)
+        case TransposeOp():
+            return xs[0].transpose(ints(op.permutation))
+        case GatherOp():
+            return np.take(xs[0], xs[1], axis=op.axis.value.data)
+        case SliceOp():
+            bounds = zip(ints(op.starts), ints(op.ends), ints(op.steps), strict=True)
+            return xs[0][tuple(slice(b, None if e < 0 else e, st) for b, e, st in bounds)]
+        case _:
+            return None
+
+
+def fold_tensor(value: SSAValue, depth: int = 0) -> np.ndarray | None:
+    """The value of a small integer (or i1) tensor computed from constants, or None."""
+    if not isinstance(value.type, TensorType | ValueTensorType):
+        return None
+    element = value.type.get_element_type() if isinstance(value.type, TensorType) else value.type.dtype
+    dtype = numpy_dtype(element) if isinstance(element, IntegerType) else None
+    if dtype is None:
+        return None
+    owner = value.owner
+    if isinstance(owner, ConstantOp | ValueTensorLiteralOp):
+        attr = owner.value
+        if not isinstance(attr, DenseIntOrFPElementsAttr) or len(attr) > FOLD_LIMIT:
+            return None
+        return dense_to_numpy(attr)
+    if not isinstance(owner, Operation) or depth > 64:
+        return None
+    operands = [fold_tensor(v, depth + 1) for v in owner.operands]
+    known = [o for o in operands if o is not None]
+    if len(known) != len(operands):
+        return None
+    folded = _fold_op(owner, known)
+    return None if folded is None else np.asarray(folded).astype(dtype)

@@ -213,7 +213,8 @@ def _common_type(a: AtenArgs, lhs: str, rhs: str) -> Attribute:
         return floats[0]
     if any(isinstance(a.values[name].type, FloatType) for name in (lhs, rhs)):
         return f64
-    return max(types, key=lambda t: t.width.data if isinstance(t, IntegerType) else 0)
+    widths = [t.width.data if isinstance(t, IntegerType) else 0 for t in types]
+    return types[widths.index(max(widths))]
 
 
 def _scaled(a: AtenArgs, name: str, element_type: Attribute) -> SSAValue:
@@ -359,6 +360,27 @@ def exp2(a: AtenArgs) -> SSAValue:
     return _emit(a, ew.PowOp, a.scalar_tensor(2.0, a.result_dtype()), x)
 
 
+@converts("torch.aten.tan", args="self")
+def tan(a: AtenArgs) -> SSAValue:
+    x = a.tensor_as("self", a.result_dtype())
+    return _emit(a, ew.DivOp, _emit(a, ew.SinOp, x), _emit(a, ew.CosOp, x))
+
+
+@converts("torch.aten.cosh", args="self")
+def cosh(a: AtenArgs) -> SSAValue:
+    """(e^x + e^-x) / 2."""
+    x = a.tensor_as("self", a.result_dtype())
+    both = _emit(a, ew.AddOp, _emit(a, ew.ExpOp, x), _emit(a, ew.ExpOp, _emit(a, ew.NegOp, x)))
+    return _emit(a, ew.DivOp, both, a.scalar_tensor(2.0, a.result_dtype()))
+
+
+@converts("torch.aten.isnan", args="self")
+def isnan(a: AtenArgs) -> SSAValue:
+    """NaN is the only value that differs from itself."""
+    x = a.tensor("self")
+    return _emit(a, ew.NeOp, x, x)
+
+
 @converts("torch.aten.threshold", args="self threshold value")
 def threshold(a: AtenArgs) -> SSAValue:
     """x if x > threshold else value."""
@@ -384,12 +406,17 @@ def pow_(a: AtenArgs) -> SSAValue:
 
 @converts("torch.aten.prelu", args="self weight")
 def prelu(a: AtenArgs) -> SSAValue:
-    """torch's slope vector runs along the channel dim (1), not the last dim as NumPy broadcasting would."""
+    """torch's slope vector runs along the channel dim (1). torch-mlir lowers ONNX PRelu, whose slope
+    broadcasts NumPy-style (along the last dims), to the same op; but a 1-d slope that only fits the
+    channels comes from an old opset (<= 6: channel-wise slopes) that the opset upgrade kept."""
     x, slope = a.tensor("self"), a.tensor("weight")
-    rank = len(a.result_type().get_shape())
-    slope_shape = tensor_type(slope).get_shape()
-    if len(slope_shape) == 1 and rank >= 2:
-        shaped = TensorType(tensor_type(slope).get_element_type(), [slope_shape[0], *([1] * (rank - 2))])
+    shape = list(a.result_type().get_shape())
+    slope_shape = list(tensor_type(slope).get_shape())
+    channelwise = len(slope_shape) == 1 and len(shape) >= 2
+    if channelwise and a.from_onnx():
+        channelwise = slope_shape[0] not in (1, shape[-1]) and slope_shape[0] == shape[1]
+    if channelwise:
+        shaped = TensorType(tensor_type(slope).get_element_type(), [*slope_shape, *([1] * (len(shape) - 2))])
         slope = a.value(ReshapeOp.build(operands=[slope], result_types=[shaped]))
     return a.value(ew.PreluOp.build(operands=[x, slope], result_types=[a.result_type()]))
 

@@ -158,12 +158,20 @@ def logsumexp(a: AtenArgs) -> SSAValue:
 
 @converts("torch.aten.linalg_vector_norm", args="self ord dim keepdim dtype")
 def vector_norm(a: AtenArgs) -> SSAValue:
+    return _norm(a, a.float("ord"), a.optional_ints("dim") or [], a.bool("keepdim"))
+
+
+@converts("torch.aten.norm.ScalarOpt_dim", args="self p dim keepdim")
+def norm_dim(a: AtenArgs) -> SSAValue:
+    order = a.optional_float("p")
+    return _norm(a, 2.0 if order is None else order, a.optional_ints("dim") or [], a.bool("keepdim"))
+
+
+def _norm(a: AtenArgs, order: float, axes: list[int], keepdim: bool) -> SSAValue:
     """The 1-norm (sum of |x|) or the 2-norm (root of the sum of squares)."""
-    order = a.float("ord")
     if order not in (1.0, 2.0):
         raise NotConvertible(f"vector norm of order {order}")
     x = a.tensor_as("self", a.result_dtype())
-    axes, keepdim = a.optional_ints("dim") or [], a.bool("keepdim")
     if order == 1.0:
         magnitude = a.value(ew.AbsOp.build(operands=[x], result_types=[tensor_type(x)]))
         return a.value(_reduce_value(magnitude, ReduceSumOp, axes, keepdim))

@@ -5,14 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerType, TensorType, i1, i64
+import numpy as np
+from xdsl.dialects.builtin import IntegerType, TensorType, i1, i64
 from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import DYN, broadcast_shapes, f64_attr, i64_array, i64_attr, str_attr
 from gnomon.dialects.graph.tensor import (
     ConcatOp,
-    ConstantOp,
     ExpandOp,
     GatherElementsOp,
     GatherOp,
@@ -28,9 +28,16 @@ from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_t
 from gnomon.passes.torch_to_graph.registry import converts
 
 
-def _reshape(a: AtenArgs, name: str = "self") -> SSAValue:
+def _reshape(a: AtenArgs, name: str = "self", sizes: str | None = None) -> SSAValue:
     x = a.tensor(name)
-    out = _static_reshape_type(tensor_type(x), a.result_type())
+    out = a.result_type()
+    if sizes is not None and DYN in out.get_shape():
+        # Sizes computed from the input's shape (ONNX Shape → Gather → Concat) fold to constants.
+        try:
+            out = TensorType(out.get_element_type(), [DYN if d == -1 else d for d in a.ints(sizes)])
+        except NotConvertible:
+            pass
+    out = _static_reshape_type(tensor_type(x), out)
     if tensor_type(x).get_shape() == out.get_shape():
         return x
     return a.value(ReshapeOp.build(operands=[x], result_types=[out]))
@@ -39,6 +46,8 @@ def _reshape(a: AtenArgs, name: str = "self") -> SSAValue:
 def _static_reshape_type(source: TensorType, result: TensorType) -> TensorType:
     """torch-mlir leaves a `-1` size of a view as `?` even when the input is static: solve for it."""
     shape = list(result.get_shape())
+    if shape.count(DYN) > 1:
+        raise NotConvertible(f"a reshape to {shape.count(DYN)} dims of unknown size")
     if shape.count(DYN) != 1 or DYN in source.get_shape():
         return result
     known = math.prod(d for d in shape if d != DYN)
@@ -51,17 +60,17 @@ def _static_reshape_type(source: TensorType, result: TensorType) -> TensorType:
 
 @converts("torch.aten.view", "torch.aten._unsafe_view", args="self size")
 def view(a: AtenArgs) -> SSAValue:
-    return _reshape(a)
+    return _reshape(a, sizes="size")
 
 
 @converts("torch.aten.reshape", args="self shape")
 def reshape(a: AtenArgs) -> SSAValue:
-    return _reshape(a)
+    return _reshape(a, sizes="shape")
 
 
 @converts("torch.aten._reshape_alias", args="self size stride")
 def reshape_alias(a: AtenArgs) -> SSAValue:
-    return _reshape(a)
+    return _reshape(a, sizes="size")
 
 
 @converts("torch.aten.flatten.using_ints", args="self start_dim end_dim")
@@ -87,6 +96,12 @@ def prims_squeeze(a: AtenArgs) -> SSAValue:
 @converts("torch.prims.split_dim", args="a dim outer_length")
 def split_dim(a: AtenArgs) -> SSAValue:
     return _reshape(a, "a")
+
+
+@converts("torch.tensor_static_info_cast", args="operand")
+def static_info_cast(a: AtenArgs) -> SSAValue:
+    """A cast that only adds or drops static shape information: the value itself."""
+    return a.tensor("operand")
 
 
 @converts("torch.prims.view_of", args="a")
@@ -434,17 +449,33 @@ def replication_pad(a: AtenArgs) -> SSAValue:
     return _pad(a, a.ints("padding"), "replicate", 0.0)
 
 
+def _expand(a: AtenArgs) -> SSAValue:
+    """Broadcast to `size` (-1 keeps the input's dim); sizes from shape arithmetic fold to constants."""
+    x = a.tensor("self")
+    out = a.result_type()
+    if DYN in out.get_shape():
+        try:
+            sizes = a.ints("size")
+        except NotConvertible:
+            sizes = None
+        if sizes is not None:
+            shape = tensor_type(x).get_shape()
+            lead = len(sizes) - len(shape)
+            dims = [shape[i - lead] if d == -1 else d for i, d in enumerate(sizes)]
+            out = TensorType(out.get_element_type(), dims)
+    if tensor_type(x).get_shape() == out.get_shape():
+        return x
+    return a.value(ExpandOp.build(operands=[x], result_types=[out]))
+
+
 @converts("torch.aten.expand", args="self size implicit")
 def expand(a: AtenArgs) -> SSAValue:
-    x = a.tensor("self")
-    if tensor_type(x).get_shape() == a.result_type().get_shape():
-        return x
-    return a.value(ExpandOp.build(operands=[x], result_types=[a.result_type()]))
+    return _expand(a)
 
 
 @converts("torch.aten.broadcast_to", args="self size")
 def broadcast_to(a: AtenArgs) -> SSAValue:
-    return a.value(ExpandOp.build(operands=[a.tensor("self")], result_types=[a.result_type()]))
+    return _expand(a)
 
 
 def _tile(a: AtenArgs, repeats: list[int]) -> SSAValue:
@@ -475,9 +506,7 @@ def _fill(a: AtenArgs, value: float) -> SSAValue:
     out = a.result_type()
     if DYN in out.get_shape():
         raise NotConvertible("a fill of dynamic shape")
-    fill = int(value) if isinstance(out.get_element_type(), IntegerType) else value
-    attr = DenseIntOrFPElementsAttr.from_list(out, [fill])
-    return a.value(ConstantOp.build(properties={"value": attr}, result_types=[out]))
+    return a.splat(value, out)
 
 
 @converts("torch.aten.full", args="size fill_value dtype layout device pin_memory")
@@ -526,6 +555,31 @@ def new_full(a: AtenArgs) -> SSAValue:
     return _fill(a, a.float("fill_value"))
 
 
+def _scalar(a: AtenArgs, name: str) -> SSAValue:
+    """A 0-d (or one-element) tensor holding a scalar known at compile time."""
+    out = a.result_type()
+    if math.prod(out.get_shape()) != 1:
+        raise NotConvertible("a tensor of a scalar with more than one element")
+    return _fill(a, a.float(name))
+
+
+@converts("torch.prim.NumToTensor.Scalar", args="a")
+def num_to_tensor(a: AtenArgs) -> SSAValue:
+    return _scalar(a, "a")
+
+
+@converts("torch.aten.scalar_tensor", args="s dtype layout device pin_memory")
+def scalar_tensor(a: AtenArgs) -> SSAValue:
+    return _scalar(a, "s")
+
+
+@converts(
+    "torch.aten.tensor.int", "torch.aten.tensor.float", "torch.aten.tensor.bool", args="t dtype device requires_grad"
+)
+def tensor_of_scalar(a: AtenArgs) -> SSAValue:
+    return _scalar(a, "t")
+
+
 @converts("torch.aten.fill.Scalar", args="self value")
 def fill(a: AtenArgs) -> SSAValue:
     return _fill(a, a.float("value"))
@@ -548,11 +602,7 @@ def full_like(a: AtenArgs) -> SSAValue:
 def _arange(a: AtenArgs, start: float, end: float, step: float) -> SSAValue:
     out = a.result_type()
     count = len(range(0, max(0, int(-(-(end - start) // step)))))
-    values = [start + i * step for i in range(count)]
-    if isinstance(out.get_element_type(), IntegerType):
-        values = [int(v) for v in values]
-    attr = DenseIntOrFPElementsAttr.from_list(TensorType(out.get_element_type(), [count]), values)
-    return a.value(ConstantOp.build(properties={"value": attr}, result_types=[attr.get_type()]))
+    return a.constant(np.array([start + i * step for i in range(count)]), out.get_element_type())
 
 
 @converts("torch.aten.arange", args="end dtype layout device pin_memory")
@@ -575,9 +625,26 @@ def triu_indices(a: AtenArgs) -> SSAValue:
     """The (2, N) coordinates of the upper triangle: a constant, as DLRM's interaction uses it."""
     rows, cols, offset = a.int("row"), a.int("col"), a.int("offset")
     pairs = [(i, j) for i in range(rows) for j in range(cols) if j - i >= offset]
+    coordinates = np.array([[i for i, _ in pairs], [j for _, j in pairs]]).reshape(2, len(pairs))
+    return a.constant(coordinates, a.result_dtype())
+
+
+@converts("torch.aten.eye", args="n dtype layout device pin_memory")
+def eye(a: AtenArgs) -> SSAValue:
+    return _identity_matrix(a)
+
+
+@converts("torch.aten.eye.m", args="n m dtype layout device pin_memory")
+def eye_m(a: AtenArgs) -> SSAValue:
+    return _identity_matrix(a)
+
+
+def _identity_matrix(a: AtenArgs) -> SSAValue:
     out = a.result_type()
-    attr = DenseIntOrFPElementsAttr.from_list(out, [i for i, _ in pairs] + [j for _, j in pairs])
-    return a.value(ConstantOp.build(properties={"value": attr}, result_types=[out]))
+    rows, cols = out.get_shape()
+    if DYN in (rows, cols):
+        raise NotConvertible("an identity matrix of dynamic size")
+    return a.constant(np.eye(rows, cols), out.get_element_type())
 
 
 @converts("torch.aten.flip", args="self dims")
@@ -603,9 +670,7 @@ def _triangle(a: AtenArgs, keep: Callable[[int, int], bool]) -> SSAValue:
     rows, cols = x_type.get_shape()[-2:]
     if DYN in (rows, cols):
         raise NotConvertible("a triangle of a dynamic matrix")
-    mask_type = TensorType(i1, [rows, cols])
-    mask = DenseIntOrFPElementsAttr.from_list(mask_type, [keep(i, j) for i in range(rows) for j in range(cols)])
-    condition = a.value(ConstantOp.build(properties={"value": mask}, result_types=[mask_type]))
+    condition = a.constant(np.array([[keep(i, j) for j in range(cols)] for i in range(rows)]), i1)
     zero = a.scalar_tensor(0, x_type.get_element_type())
     return a.value(ew.WhereOp.build(operands=[condition, x, zero], result_types=[x_type]))
 
@@ -653,9 +718,7 @@ def one_hot(a: AtenArgs) -> SSAValue:
         raise NotConvertible("one_hot with the class count taken from the data")
     shape = tensor_type(x).get_shape()
     column = a.value(ReshapeOp.build(operands=[x], result_types=[TensorType(i64, [*shape, 1])]))
-    arange_type = TensorType(i64, [classes])
-    values = DenseIntOrFPElementsAttr.from_list(arange_type, list(range(classes)))
-    labels = a.value(ConstantOp.build(properties={"value": values}, result_types=[arange_type]))
+    labels = a.constant(np.arange(classes), i64)
     hot = a.value(ew.EqOp.build(operands=[column, labels], result_types=[TensorType(i1, [*shape, classes])]))
     return a.cast(hot, a.result_dtype())
 
