@@ -69,6 +69,19 @@ def numpy_to_dense(array: np.ndarray, element_type: Attribute) -> DenseIntOrFPEl
     return DenseIntOrFPElementsAttr(TensorType(element_type, array.shape), BytesAttr(data.tobytes()))
 
 
+def splat_bytes(attr: DenseIntOrFPElementsAttr) -> bytes | None:
+    """The bytes of the one element a splat repeats, or None (also for a single element).
+
+    Checked without unpacking or copying: n non-overlapping occurrences of an element-sized
+    chunk in n elements' bytes must tile them. xDSL's own check unpacks every element.
+    """
+    data = attr.data.data
+    size = attr.get_element_type().compile_time_size
+    if len(data) <= size or data.count(data[:size]) != len(data) // size:
+        return None
+    return data[:size]
+
+
 # ---- dense_resource blobs ----
 
 

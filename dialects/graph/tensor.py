@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from xdsl.dialects.builtin import (
     AnyFloat,
@@ -46,6 +46,7 @@ from gnomon.dialects.graph.base import (
     shape_str,
     tensor_type,
 )
+from gnomon.dialects.graph.constant_values import splat_bytes
 
 
 @irdl_op_definition
@@ -93,16 +94,17 @@ def _has_bare_non_finite(value: DenseIntOrFPElementsAttr) -> bool:
     """Whether xDSL would print `value` with bare hex floats: a short float list with inf or nan."""
     if len(value) > 100 or not isinstance(value.get_element_type(), AnyFloat):
         return False
-    return not all(math.isfinite(v) for v in value.get_values())  # type: ignore[arg-type]
+    # The element-type check above does not narrow the attribute's type parameter for pyright.
+    floats = cast("DenseIntOrFPElementsAttr[AnyFloat]", value)
+    return not all(math.isfinite(v) for v in floats.get_values())
 
 
 def _splat_element(value: DenseIntOrFPElementsAttr) -> DenseIntOrFPElementsAttr | None:
     """The single repeated element of a splat (as a 0-d attribute), or None."""
-    data = value.data.data
-    size = value.get_element_type().compile_time_size
-    if len(data) <= size or data != data[:size] * (len(data) // size):
+    element = splat_bytes(value)
+    if element is None:
         return None
-    return DenseIntOrFPElementsAttr(TensorType(value.get_element_type(), []), BytesAttr(data[:size]))
+    return DenseIntOrFPElementsAttr(TensorType(value.get_element_type(), []), BytesAttr(element))
 
 
 @irdl_op_definition

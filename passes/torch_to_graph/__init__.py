@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
+    AnyFloat,
     DenseIntOrFPElementsAttr,
     DenseResourceAttr,
     FunctionType,
+    IntegerType,
     ModuleOp,
     StringAttr,
     TensorType,
@@ -34,13 +36,13 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import VerifyException
 
-from gnomon.dialects.graph.constant_values import dense_to_resource
+from gnomon.dialects.graph.constant_values import dense_to_resource, splat_bytes
 from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.dialects.torch import PrimTupleConstructOp, ValueTensorLiteralOp, ValueTensorType
 from gnomon.errors import UnsupportedOp, UnsupportedOpsError
 from gnomon.locations import location_name
 from gnomon.passes.torch_to_graph import elementwise, embedding, linalg, nn, reduce, tensor
-from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible
+from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, torch_op_name
 from gnomon.passes.torch_to_graph.registry import CONVERTERS
 
 # The converter modules register themselves on import.
@@ -48,17 +50,6 @@ _CONVERTER_MODULES = (elementwise, embedding, linalg, nn, reduce, tensor)
 
 SOURCE_ATTR = "gnomon.source"
 """Module attribute naming the model file, so that errors can say where an op came from."""
-
-
-def torch_op_name(op: Operation) -> str:
-    """`torch.aten.conv2d` for parsed aten ops; `onnx.Foo` for ONNX ops torch-mlir left as `torch.operator`."""
-    name = op.attributes.get("op_name__")
-    name = name.data if isinstance(name, StringAttr) else op.name
-    if name == "torch.operator":
-        inner = op.properties.get("name") or op.attributes.get("name")
-        if isinstance(inner, StringAttr):
-            return inner.data
-    return name
 
 
 @dataclass
@@ -110,19 +101,16 @@ class ConvertLiteral(RewritePattern):
             new_value: Attribute = DenseResourceAttr.from_params(value.resource_handle, result_type)
         elif value.get_type() == result_type:
             new_value = value
-        else:
-            new_value = DenseIntOrFPElementsAttr(result_type, value.data)
+        else:  # torch's si64 becomes the graph dialect's signless i64: same bytes, new type
+            element = result_type.get_element_type()
+            assert isinstance(element, IntegerType | AnyFloat), f"unexpected literal element type {element}"
+            new_value = DenseIntOrFPElementsAttr(TensorType(element, result_type.get_shape()), value.data)
         if isinstance(new_value, DenseIntOrFPElementsAttr) and len(new_value) > INLINE_ELEMENT_LIMIT:
-            if not _is_splat(new_value):
+            if splat_bytes(new_value) is None:
                 new_value = dense_to_resource(new_value, location_name(op.location))
         constant = ConstantOp.build(properties={"value": new_value}, result_types=[result_type])
         constant.location = op.location
         rewriter.replace(op, constant)
-
-
-def _is_splat(value: DenseIntOrFPElementsAttr) -> bool:
-    data, size = value.data.data, value.get_element_type().compile_time_size
-    return data == data[:size] * (len(data) // size)
 
 
 def _inline_calls(module: ModuleOp) -> None:
@@ -131,11 +119,11 @@ def _inline_calls(module: ModuleOp) -> None:
     functions = {f.sym_name.data: f for f in module.ops if isinstance(f, func.FuncOp)}
     for _ in range(len(functions)):  # each round inlines one level of nesting
         calls = [op for op in module.walk() if isinstance(op, func.CallOp)]
-        inlinable = [c for c in calls if _single_block_callee(functions, c) is not None]
+        inlinable = [(c, callee) for c in calls if (callee := _single_block_callee(functions, c)) is not None]
         if not inlinable:
             break
-        for call in inlinable:
-            _inline(call, _single_block_callee(functions, call))  # type: ignore[arg-type]
+        for call, callee in inlinable:
+            _inline(call, callee)
     called = {c.callee.root_reference.data for c in module.walk() if isinstance(c, func.CallOp)}
     for name, function in functions.items():
         if function.sym_visibility is not None and function.sym_visibility.data == "private" and name not in called:

@@ -46,6 +46,17 @@ from gnomon.dialects.torch import (
 )
 
 
+def torch_op_name(op: Operation) -> str:
+    """`torch.aten.conv2d` for parsed aten ops; `onnx.Foo` for ONNX ops torch-mlir left as `torch.operator`."""
+    name = op.attributes.get("op_name__")
+    name = name.data if isinstance(name, StringAttr) else op.name
+    if name == "torch.operator":
+        inner = op.properties.get("name") or op.attributes.get("name")
+        if isinstance(inner, StringAttr):
+            return inner.data
+    return name
+
+
 class NotConvertible(Exception):
     """The op cannot be expressed in the graph dialect (its message says why)."""
 
@@ -133,8 +144,11 @@ class AtenArgs:
 
     def splat(self, value: float, tensor: TensorT) -> SSAValue:
         """A constant of type `tensor` filled with `value` (one element's bytes, repeated: xDSL stores them all)."""
-        element = numpy_to_dense(np.asarray(value), tensor.get_element_type()).data.data
-        attr = DenseIntOrFPElementsAttr(tensor, BytesAttr(element * math.prod(tensor.get_shape())))
+        element = numpy_to_dense(np.asarray(value), tensor.get_element_type())
+        attr = DenseIntOrFPElementsAttr(
+            TensorType(element.get_element_type(), tensor.get_shape()),
+            BytesAttr(element.data.data * math.prod(tensor.get_shape())),
+        )
         return self.value(ConstantOp.build(properties={"value": attr}, result_types=[tensor]))
 
     def scalar_tensor(self, value: float | int, element_type: Attribute) -> SSAValue:
@@ -269,8 +283,7 @@ def fold_scalar(value: SSAValue, depth: int = 0) -> int | float | None:
         return owner.value.value.data
     if not isinstance(owner, Operation) or depth > 64:
         return None
-    name = owner.attributes.get("op_name__")
-    name = name.data if isinstance(name, StringAttr) else owner.name
+    name = torch_op_name(owner)
     if name in ("torch.aten.item", "torch.aten.Int.Tensor", "torch.aten.Float.Tensor"):
         array = fold_tensor(owner.operands[0], depth + 1)
         return array.reshape(-1)[0].item() if array is not None and array.size == 1 else None

@@ -24,7 +24,7 @@ from gnomon.dialects.graph.tensor import (
     TransposeOp,
 )
 from gnomon.dialects.torch import NoneType, PrimListUnpackOp, ValueTensorType
-from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
+from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type, torch_op_name
 from gnomon.passes.torch_to_graph.registry import converts
 
 
@@ -124,7 +124,7 @@ def squeeze(a: AtenArgs) -> SSAValue:
 def view_as(a: AtenArgs) -> SSAValue:
     x = a.tensor("self")
     out = a.result_type()
-    if "expand" in a.op.attributes["op_name__"].data:  # type: ignore[union-attr]
+    if torch_op_name(a.op) == "torch.aten.expand_as":
         return a.value(ExpandOp.build(operands=[x], result_types=[out]))
     return _reshape(a)
 
