@@ -268,3 +268,22 @@ def test_onnx_prelu_slope_broadcasts_along_the_last_dim(tmp_path: Path) -> None:
     )
     (prelu,) = [op for op in load(path).walk() if op.name == "graph.prelu"]
     assert str(prelu.operands[1].type) == "tensor<5xf32>"
+
+
+def test_splat_weights_are_stored_once() -> None:
+    """VGG-19's generated fc6 weight is a 4096x25088 splat: one element in memory, the full value when read."""
+    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+
+    from gnomon.dialects.graph.constant_values import dense_to_numpy
+    from gnomon.dialects.graph.tensor import ConstantOp
+
+    module = load(model_path("light_vgg19"))
+    constants = [op for op in module.walk() if isinstance(op, ConstantOp) and isinstance(op.result.type, TensorType)]
+    fc6 = next(op for op in constants if op.result.type.get_shape() == (4096, 25088))
+    assert isinstance(fc6.value, DenseIntOrFPElementsAttr)
+    assert len(fc6.value.data.data) == 4
+    value = dense_to_numpy(fc6.value)
+    assert value is not None
+    assert value.shape == (4096, 25088)
+    assert float(value[4095, 25087]) == pytest.approx(float(value[0, 0]))
+    assert "dense<2.000000e-02> : tensor<4096x25088xf32>" in str(fc6)

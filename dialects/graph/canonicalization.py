@@ -16,7 +16,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import i64_array, ints
-from gnomon.dialects.graph.constant_values import dense_to_numpy, numpy_to_dense
+from gnomon.dialects.graph.constant_values import dense_to_numpy, element_count, numpy_to_dense
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
 from gnomon.dialects.graph.tensor import (
     ConcatOp,
@@ -129,7 +129,7 @@ def _constant_array(value: SSAValue) -> np.ndarray | None:
     owner = value.owner
     if not isinstance(owner, ConstantOp) or not isinstance(owner.value, DenseIntOrFPElementsAttr):
         return None
-    if len(owner.value) > FOLD_ELEMENT_LIMIT:
+    if element_count(owner.value) > FOLD_ELEMENT_LIMIT:
         return None
     return dense_to_numpy(owner.value)
 

@@ -9,6 +9,7 @@ An MLIR blob is `0x`, a 4-byte little-endian alignment, then the raw little-endi
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import struct
 
@@ -53,11 +54,29 @@ def numpy_dtype(element_type: Attribute) -> np.dtype | None:
 
 
 def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray | None:
+    """The constant's value; a compact splat (see `compact_splat`) comes back as a read-only broadcast view."""
     dtype = numpy_dtype(attr.get_element_type())
     if dtype is None:
         return None
     flat = np.frombuffer(attr.data.data, dtype=dtype if dtype != np.bool_ else np.int8).astype(dtype)
+    if flat.size == 1:
+        return np.broadcast_to(flat.reshape(()), attr.get_shape())
     return flat.reshape(attr.get_shape())
+
+
+def element_count(attr: DenseIntOrFPElementsAttr) -> int:
+    """How many elements the constant's type has (a compact splat stores only one)."""
+    return math.prod(attr.get_shape())
+
+
+def compact_splat(value: float | int, tensor: TensorType[Attribute]) -> DenseIntOrFPElementsAttr:
+    """A splat that stores its one element only.
+
+    xDSL's own splats store every element (a 4096x25088 fill takes 411 MB); its printer and
+    verifier accept a one-element payload for any shape, which prints as the same `dense<v>`.
+    """
+    element = numpy_to_dense(np.asarray(value), tensor.get_element_type())
+    return DenseIntOrFPElementsAttr(TensorType(element.get_element_type(), tensor.get_shape()), element.data)
 
 
 def numpy_to_dense(array: np.ndarray, element_type: Attribute) -> DenseIntOrFPElementsAttr:

@@ -51,7 +51,10 @@ from gnomon.dialects.graph.constant_values import splat_bytes
 
 @irdl_op_definition
 class ConstantOp(GraphOperation):
-    """A tensor constant: weights are `dense_resource` blobs, small values inline `dense`.
+    """A tensor constant: weights are `dense_resource` blobs, small values and splats inline `dense`.
+
+    A splat may store just its one element (`constant_values.compact_splat`); read values with
+    `constant_values.dense_to_numpy`, which broadcasts it.
 
     `%w = graph.constant {value = dense_resource<conv1_w> : tensor<64x3x7x7xf32>} : () -> tensor<64x3x7x7xf32>`
     """

@@ -7,7 +7,6 @@ compile-time constant raises `NotConvertible`, which the pass reports as an unsu
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Callable, Sequence
 
@@ -15,7 +14,6 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
-    BytesAttr,
     DenseIntOrFPElementsAttr,
     FloatAttr,
     IntegerAttr,
@@ -30,7 +28,13 @@ from xdsl.rewriter import InsertPoint
 
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import TensorT, ints
-from gnomon.dialects.graph.constant_values import dense_to_numpy, numpy_dtype, numpy_to_dense
+from gnomon.dialects.graph.constant_values import (
+    compact_splat,
+    dense_to_numpy,
+    element_count,
+    numpy_dtype,
+    numpy_to_dense,
+)
 from gnomon.dialects.graph.elementwise import CastOp
 from gnomon.dialects.graph.tensor import ConcatOp, ConstantOp, ExpandOp, GatherOp, ReshapeOp, SliceOp, TransposeOp
 from gnomon.dialects.torch import (
@@ -143,12 +147,8 @@ class AtenArgs:
         return self.value(ConstantOp.build(properties={"value": attr}, result_types=[attr.get_type()]))
 
     def splat(self, value: float, tensor: TensorT) -> SSAValue:
-        """A constant of type `tensor` filled with `value` (one element's bytes, repeated: xDSL stores them all)."""
-        element = numpy_to_dense(np.asarray(value), tensor.get_element_type())
-        attr = DenseIntOrFPElementsAttr(
-            TensorType(element.get_element_type(), tensor.get_shape()),
-            BytesAttr(element.data.data * math.prod(tensor.get_shape())),
-        )
+        """A constant of type `tensor` filled with `value`, stored as one element."""
+        attr = compact_splat(value, tensor)
         return self.value(ConstantOp.build(properties={"value": attr}, result_types=[tensor]))
 
     def scalar_tensor(self, value: float | int, element_type: Attribute) -> SSAValue:
@@ -366,7 +366,7 @@ def fold_tensor(value: SSAValue, depth: int = 0) -> np.ndarray | None:
     owner = value.owner
     if isinstance(owner, ConstantOp | ValueTensorLiteralOp):
         attr = owner.value
-        if not isinstance(attr, DenseIntOrFPElementsAttr) or len(attr) > FOLD_LIMIT:
+        if not isinstance(attr, DenseIntOrFPElementsAttr) or element_count(attr) > FOLD_LIMIT:
             return None
         return dense_to_numpy(attr)
     if not isinstance(owner, Operation) or depth > 64:
