@@ -18,7 +18,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
-	$(BIN)/lit -sv filecheck/
+	$(BIN)/lit -v filecheck/
 
 lint: .typecheck
 	$(BIN)/ruff check compiler dialects passes runtime tests bench
