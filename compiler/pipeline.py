@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DYNAMIC_INDEX, ArrayAttr, FunctionType, ModuleOp, StringAttr, TensorType
 from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import VerifyException
 
 from gnomon.context import gnomon_context
+from gnomon.dialects.graph.base import SymbolicDim, tensor_of
 from gnomon.errors import GnomonError
 from gnomon.frontends import ImportedModel, import_model
 from gnomon.passes.graph_canonicalize import GraphCanonicalizePass
@@ -32,7 +35,26 @@ def to_graph(imported: ImportedModel) -> ModuleOp:
     for graph_pass in IMPORT_PASSES:
         graph_pass.apply(ctx, module)
         _verify(module, imported.source, graph_pass.name)
+        if isinstance(graph_pass, TorchToGraphPass):
+            _name_input_dims(module, imported.input_dim_names)  # graph-shape-inference carries them on
     return module
+
+
+def _name_input_dims(module: ModuleOp, names: Sequence[tuple[str, ...]]) -> None:
+    """Give the function's dynamic input dims the names the model file has for them."""
+    function = next((op for op in module.ops if isinstance(op, func.FuncOp)), None)
+    if function is None or not names:
+        return
+    for arg, arg_names in zip(function.args, names, strict=False):
+        if not isinstance(arg.type, TensorType) or len(arg_names) != arg.type.get_num_dims():
+            continue
+        dims = zip(arg.type.get_shape(), arg_names, strict=True)
+        shape = [SymbolicDim(n) if d == DYNAMIC_INDEX and n else d for d, n in dims]
+        named = tensor_of(arg.type.get_element_type(), shape)
+        if named != arg.type:
+            Rewriter.replace_value_with_new_type(arg, named)
+    outputs = function.function_type.outputs.data
+    function.function_type = FunctionType.from_lists([a.type for a in function.args], outputs)
 
 
 def _verify(module: ModuleOp, source: str, after: str) -> None:

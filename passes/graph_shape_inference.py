@@ -1,4 +1,4 @@
-"""`graph-shape-inference`: refine `?` dims of op results from each op's shape rule.
+"""`graph-shape-inference`: refine `?` dims of op results from each op's shape rule, sizes and names.
 
 The rules are the ops' own (`infer_result_types`, which the verifier also checks), so there is
 one source of truth per op. Results are refined in program order, and the function signature
@@ -16,20 +16,26 @@ from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
-from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.base import GraphOperation, SymbolicDim, dim_names, tensor_of
 
 
 def _refined(current: Attribute, inferred: Attribute) -> TensorType | None:
-    """`current` with each `?` that `inferred` knows filled in, or None when nothing changes."""
+    """`current` with each `?` that `inferred` knows filled in (a size, or a name), or None if nothing changes."""
     if not isinstance(current, TensorType) or not isinstance(inferred, TensorType):
         return None
     a, b = current.get_shape(), inferred.get_shape()
     if len(a) != len(b) or current.get_element_type() != inferred.get_element_type():
         return None
-    merged = [y if x == DYNAMIC_INDEX else x for x, y in zip(a, b, strict=True)]
-    if tuple(merged) == a:
-        return None
-    return TensorType(current.get_element_type(), merged)
+    merged: list[int] = []
+    for x, y, name, inferred_name in zip(a, b, dim_names(current), dim_names(inferred), strict=True):
+        if x != DYNAMIC_INDEX:
+            merged.append(x)
+        elif y != DYNAMIC_INDEX:
+            merged.append(y)  # a size beats a name
+        else:
+            merged.append(SymbolicDim(name or inferred_name) if name or inferred_name else x)
+    refined = tensor_of(current.get_element_type(), merged)
+    return None if refined == current else refined
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ the frontends can name it without importing their own package's `__init__`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import ModuleOp
 
@@ -25,3 +25,5 @@ class ImportedModel:
     """The model's outputs, in the order of the function's results."""
     kind: str
     """`onnx`, `torchscript` or `torch`."""
+    input_dim_names: list[tuple[str, ...]] = field(default_factory=list[tuple[str, ...]])
+    """Per input, the name of each dynamic dim ("" for none), e.g. ONNX's `dim_param` "N"; may be empty."""

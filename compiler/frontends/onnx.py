@@ -57,7 +57,14 @@ def import_onnx(path: Path, input_shapes: Mapping[str, Sequence[int]] | None = N
         input_names=[value.name for value in inputs],
         output_names=[value.name for value in model.graph.output],
         kind="onnx",
+        input_dim_names=[_dim_params(value) for value in inputs],
     )
+
+
+def _dim_params(value: onnx.ValueInfoProto) -> tuple[str, ...]:
+    """The symbolic name of each dim of an input (`dim_param`, e.g. "batch"); "" for a sized dim."""
+    dims = value.type.tensor_type.shape.dim
+    return tuple(d.dim_param if d.HasField("dim_param") else "" for d in dims)
 
 
 def _load(path: Path) -> onnx.ModelProto:

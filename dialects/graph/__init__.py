@@ -6,7 +6,7 @@ holds the shared textual form and shape-rule machinery.
 
 from xdsl.ir import Dialect
 
-from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.base import GraphOperation, SymbolicDimsAttr
 from gnomon.dialects.graph.elementwise import ELEMENTWISE_OPS
 from gnomon.dialects.graph.embedding import EMBEDDING_OPS
 from gnomon.dialects.graph.linalg import LINALG_OPS
@@ -14,7 +14,7 @@ from gnomon.dialects.graph.nn import NN_OPS
 from gnomon.dialects.graph.reduce import REDUCE_OPS
 from gnomon.dialects.graph.tensor import TENSOR_OPS
 
-__all__ = ["Graph", "GraphOperation"]
+__all__ = ["Graph", "GraphOperation", "SymbolicDimsAttr"]
 
 Graph = Dialect(
     "graph",
@@ -22,5 +22,5 @@ Graph = Dialect(
         [*ELEMENTWISE_OPS, *EMBEDDING_OPS, *LINALG_OPS, *NN_OPS, *REDUCE_OPS, *TENSOR_OPS],
         key=lambda op: op.name,
     ),
-    [],
+    [SymbolicDimsAttr],
 )

@@ -12,6 +12,13 @@ Shape rule: every op implements `infer_result_types`, which validates its operan
 `VerifyException` with the operand names and values involved) and returns the result types it
 implies. The verifier requires the declared results to be compatible with them (a `?` dim
 matches any size); `graph-shape-inference` uses the same rule to refine `?` dims.
+
+Symbolic dims: a `?` dim may carry a name, in the tensor type's encoding:
+`tensor<?x3x224x224xf32, #graph.dims<["N", "", "", ""]>>` (one entry per dim, "" for none).
+`shape_of` hands a named `?` to the rules as a `SymbolicDim`, an int equal to `?` that keeps its
+name, so every rule that passes a dim through (batch dims, broadcasting, permutations) carries
+the name to `tensor_of`, which writes it back into the result type. Arithmetic on a `?` gives an
+unnamed `?`.
 """
 
 from __future__ import annotations
@@ -35,8 +42,8 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, SSAValue
-from xdsl.irdl import IRDLOperation, OperandOrResultDef, VariadicDef
+from xdsl.ir import Attribute, ParametrizedAttribute, SSAValue
+from xdsl.irdl import IRDLOperation, OperandOrResultDef, VariadicDef, irdl_attr_definition
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
@@ -126,6 +133,52 @@ def _group(
 # ---- types and shapes ----
 
 
+@irdl_attr_definition
+class SymbolicDimsAttr(ParametrizedAttribute):
+    """Names of a tensor's dynamic dims, as its encoding: `#graph.dims<["N", "", "", ""]>`.
+
+    One entry per dim; "" for a static or unnamed dim. A name says which `?` dims are equal.
+    """
+
+    name = "graph.dims"
+
+    names: ArrayAttr[StringAttr]
+
+    def verify(self) -> None:
+        if all(not n.data for n in self.names.data):
+            raise VerifyException("#graph.dims names no dim: drop the encoding instead")
+
+
+class SymbolicDim(int):
+    """A `?` dim with a name: equal to DYNAMIC_INDEX, so shape rules treat it as any other `?`."""
+
+    symbol: str
+
+    def __new__(cls, symbol: str) -> SymbolicDim:
+        dim = super().__new__(cls, DYN)
+        dim.symbol = symbol
+        return dim
+
+    def __repr__(self) -> str:
+        return self.symbol
+
+
+def dim_names(tensor: TensorT) -> tuple[str, ...]:
+    """The name of each dim of `tensor` ("" where it has none)."""
+    encoding = tensor.encoding
+    if isinstance(encoding, SymbolicDimsAttr) and len(encoding.names) == tensor.get_num_dims():
+        return tuple(n.data for n in encoding.names.data)
+    return ("",) * tensor.get_num_dims()
+
+
+def tensor_of(element_type: Attribute, shape: Sequence[int]) -> TensorT:
+    """The tensor type of a rule's result: `?` dims that are `SymbolicDim`s keep their names."""
+    names = [d.symbol if isinstance(d, SymbolicDim) else "" for d in shape]
+    if not any(names):
+        return TensorType(element_type, [int(d) for d in shape])
+    return TensorType(element_type, [int(d) for d in shape], SymbolicDimsAttr(ArrayAttr(StringAttr(n) for n in names)))
+
+
 def tensor_type(value: SSAValue | Attribute, what: str) -> TensorT:
     """The value's tensor type, or a VerifyException naming it."""
     attr = value.type if isinstance(value, SSAValue) else value
@@ -135,7 +188,13 @@ def tensor_type(value: SSAValue | Attribute, what: str) -> TensorT:
 
 
 def shape_of(value: SSAValue, what: str) -> Shape:
-    return tensor_type(value, what).get_shape()
+    """The value's dims; named `?` dims come as `SymbolicDim`s."""
+    tensor = tensor_type(value, what)
+    shape = tensor.get_shape()
+    names = dim_names(tensor)
+    if not any(names):
+        return shape
+    return tuple(SymbolicDim(n) if d == DYN and n else d for d, n in zip(shape, names, strict=True))
 
 
 def dtype_of(value: SSAValue, what: str) -> Attribute:
@@ -153,7 +212,9 @@ def types_compatible(actual: Attribute, expected: Attribute) -> bool:
 
 
 def dim_str(d: int) -> str:
-    """A dim as messages show it: its size, or `?`."""
+    """A dim as messages show it: its size, its name, or `?`."""
+    if isinstance(d, SymbolicDim):
+        return d.symbol
     return "?" if d == DYN else str(d)
 
 
@@ -179,7 +240,7 @@ def broadcast_shapes(shapes: Sequence[Shape], what: str) -> Shape:
         if known:
             out.append(known.pop())
         elif DYN in dims:
-            out.append(DYN)
+            out.append(next((d for d in dims if isinstance(d, SymbolicDim)), DYN))
         else:
             out.append(1)
     return tuple(out)

@@ -17,6 +17,7 @@ from gnomon.dialects.graph.base import (
     broadcast_shapes,
     dtype_of,
     shape_of,
+    tensor_of,
     tensor_type,
 )
 
@@ -178,7 +179,7 @@ class CastOp(GraphOperation):
 
     def infer_result_types(self) -> Sequence[TensorT]:
         shape = shape_of(self.input, "graph.cast input")
-        return [TensorType(tensor_type(self.result, "graph.cast result").get_element_type(), shape)]
+        return [tensor_of(tensor_type(self.result, "graph.cast result").get_element_type(), shape)]
 
 
 class BinaryOp(GraphOperation):
@@ -199,7 +200,7 @@ class BinaryOp(GraphOperation):
                 f"{self.name}: lhs element type {lhs_type} differs from rhs element type {rhs_type}"
             )
         shape = broadcast_shapes([shape_of(self.lhs, "lhs"), shape_of(self.rhs, "rhs")], self.name)
-        return [TensorType(self.result_element_type(), shape)]
+        return [tensor_of(self.result_element_type(), shape)]
 
 
 def _binary(op_name: str, doc: str, base: type[BinaryOp] = BinaryOp) -> type[BinaryOp]:
@@ -274,7 +275,7 @@ class WhereOp(GraphOperation):
                 (self.on_false, "on_false"),
             )
         ]
-        return [TensorType(true_type, broadcast_shapes(shapes, "graph.where"))]
+        return [tensor_of(true_type, broadcast_shapes(shapes, "graph.where"))]
 
 
 ELEMENTWISE_OPS = [

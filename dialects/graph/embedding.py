@@ -19,6 +19,7 @@ from gnomon.dialects.graph.base import (
     dtype_of,
     shape_of,
     shape_str,
+    tensor_of,
 )
 
 
@@ -51,7 +52,7 @@ class EmbeddingOp(GraphOperation):
     def infer_result_types(self) -> Sequence[TensorT]:
         table = _table_shape(self.name, self.table)
         _check_integer(self.name, self.indices, "indices")
-        return [TensorType(dtype_of(self.table, "table"), [*shape_of(self.indices, "indices"), table[1]])]
+        return [tensor_of(dtype_of(self.table, "table"), [*shape_of(self.indices, "indices"), table[1]])]
 
 
 @irdl_op_definition
@@ -103,7 +104,7 @@ class EmbeddingBagOp(GraphOperation):
         bags = (
             offsets[0] if offsets[0] == DYN else offsets[0] - int(bool(self.include_last_offset.value.data))
         )
-        return [TensorType(dtype_of(self.table, "table"), [bags, table[1]])]
+        return [tensor_of(dtype_of(self.table, "table"), [bags, table[1]])]
 
 
 EMBEDDING_OPS = [EmbeddingBagOp, EmbeddingOp]

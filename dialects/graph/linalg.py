@@ -17,6 +17,7 @@ from gnomon.dialects.graph.base import (
     dtype_of,
     shape_of,
     shape_str,
+    tensor_of,
 )
 
 
@@ -48,7 +49,7 @@ class MatmulOp(GraphOperation):
             raise VerifyException(f"graph.matmul: contracting dims differ: lhs {shape_str(a)} and rhs {shape_str(b)}")
         batch = broadcast_shapes([a2[:-2], b2[:-2]], "graph.matmul batch dims")
         out = [*batch, *([a2[-2]] if len(a) > 1 else []), *([b2[-1]] if len(b) > 1 else [])]
-        return [TensorType(dtype_of(self.lhs, "lhs"), out)]
+        return [tensor_of(dtype_of(self.lhs, "lhs"), out)]
 
 
 @irdl_op_definition
@@ -81,7 +82,7 @@ class LinearOp(GraphOperation):
             bias = shape_of(self.bias, "graph.linear bias")
             if len(bias) != 1 or not dims_compatible(bias[0], w[0]):
                 raise VerifyException(f"graph.linear: bias shape {shape_str(bias)} is not [{w[0]}]")
-        return [TensorType(dtype_of(self.input, "input"), [*x[:-1], w[0]])]
+        return [tensor_of(dtype_of(self.input, "input"), [*x[:-1], w[0]])]
 
 
 LINALG_OPS = [LinearOp, MatmulOp]

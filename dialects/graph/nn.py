@@ -35,6 +35,7 @@ from gnomon.dialects.graph.base import (
     normalize_axis,
     shape_of,
     shape_str,
+    tensor_of,
     tensor_type,
 )
 
@@ -128,7 +129,7 @@ class ConvOp(GraphOperation):
         spatial = _spatial_output(
             self.name, x, w[2:], ints(self.strides), ints(self.pads), ints(self.dilations)
         )
-        return [TensorType(dtype_of(self.input, "input"), [x[0], w[0], *spatial])]
+        return [tensor_of(dtype_of(self.input, "input"), [x[0], w[0], *spatial])]
 
 
 @irdl_op_definition
@@ -193,7 +194,7 @@ class ConvTransposeOp(GraphOperation):
             raise VerifyException(
                 f"graph.conv_transpose: output spatial dims {sizes} of input {shape_str(x)} are too small"
             )
-        return [TensorType(dtype_of(self.input, "input"), [x[0], out_channels, *sizes])]
+        return [tensor_of(dtype_of(self.input, "input"), [x[0], out_channels, *sizes])]
 
 
 @irdl_op_definition
@@ -222,7 +223,7 @@ class MaxPoolOp(GraphOperation):
         spatial = _spatial_output(
             self.name, x, kernel, ints(self.strides), ints(self.pads), ints(self.dilations), ceil_mode
         )
-        return [TensorType(dtype_of(self.input, "input"), [x[0], x[1], *spatial])]
+        return [tensor_of(dtype_of(self.input, "input"), [x[0], x[1], *spatial])]
 
 
 @irdl_op_definition
@@ -250,7 +251,7 @@ class AvgPoolOp(GraphOperation):
         ones = [1] * len(kernel)
         ceil_mode = bool(self.ceil_mode.value.data)
         spatial = _spatial_output(self.name, x, kernel, ints(self.strides), ints(self.pads), ones, ceil_mode)
-        return [TensorType(dtype_of(self.input, "input"), [x[0], x[1], *spatial])]
+        return [tensor_of(dtype_of(self.input, "input"), [x[0], x[1], *spatial])]
 
 
 class GlobalPoolOp(GraphOperation):
@@ -262,7 +263,7 @@ class GlobalPoolOp(GraphOperation):
 
     def infer_result_types(self) -> Sequence[TensorT]:
         x = _activation_shape(self.name, self.input)
-        return [TensorType(dtype_of(self.input, "input"), [x[0], x[1], *([1] * (len(x) - 2))])]
+        return [tensor_of(dtype_of(self.input, "input"), [x[0], x[1], *([1] * (len(x) - 2))])]
 
 
 @irdl_op_definition
@@ -297,7 +298,7 @@ class AdaptivePoolOp(GraphOperation):
         x = _activation_shape(self.name, self.input)
         output_size = ints(self.output_size)
         _check_spatial(self.name, "output_size", output_size, len(x) - 2)
-        return [TensorType(dtype_of(self.input, "input"), [x[0], x[1], *output_size])]
+        return [tensor_of(dtype_of(self.input, "input"), [x[0], x[1], *output_size])]
 
 
 @irdl_op_definition
@@ -390,7 +391,7 @@ class BatchNormTrainOp(GraphOperation):
             raise VerifyException(f"graph.batch_norm_train: input must have rank >= 2, got shape {shape_str(x)}")
         _check_channel_vectors(self.name, x, [("scale", self.scale), ("bias", self.bias)])
         dtype = dtype_of(self.input, "input")
-        return [tensor_type(self.input, "input"), TensorType(dtype, [x[1]]), TensorType(dtype, [x[1]])]
+        return [tensor_type(self.input, "input"), tensor_of(dtype, [x[1]]), tensor_of(dtype, [x[1]])]
 
 
 class AffineNormOp(GraphOperation):
@@ -563,7 +564,7 @@ class AttentionOp(GraphOperation):
             )
         if not dims_compatible(k[-2], v[-2]):
             raise VerifyException(f"graph.attention: key length {k[-2]} differs from value length {v[-2]}")
-        return [TensorType(dtype_of(self.query, "query"), [*q[:-1], v[-1]])]
+        return [tensor_of(dtype_of(self.query, "query"), [*q[:-1], v[-1]])]
 
 
 NN_OPS = [

@@ -9,7 +9,7 @@ from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, tra
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from gnomon.dialects.graph.base import GraphOperation, TensorT, dtype_of, ints, normalize_axis, shape_of
+from gnomon.dialects.graph.base import GraphOperation, TensorT, dtype_of, ints, normalize_axis, shape_of, tensor_of
 
 
 class ReduceOp(GraphOperation):
@@ -34,7 +34,7 @@ class ReduceOp(GraphOperation):
         axes = self.reduced_axes()
         keep = bool(self.keepdims.value.data)
         out = [1 if i in axes else d for i, d in enumerate(x) if keep or i not in axes]
-        return [TensorType(dtype_of(self.input, "input"), out)]
+        return [tensor_of(dtype_of(self.input, "input"), out)]
 
 
 def _reduce(op_name: str, doc: str) -> type[ReduceOp]:
@@ -71,7 +71,7 @@ class ArgReduceOp(GraphOperation):
         axis = normalize_axis(self.axis.value.data, len(x), self.name)
         keep = bool(self.keepdims.value.data)
         out = [1 if i == axis else d for i, d in enumerate(x) if keep or i != axis]
-        return [TensorType(i64, out)]
+        return [tensor_of(i64, out)]
 
 
 @irdl_op_definition

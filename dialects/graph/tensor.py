@@ -44,6 +44,7 @@ from gnomon.dialects.graph.base import (
     normalize_axis,
     shape_of,
     shape_str,
+    tensor_of,
     tensor_type,
 )
 from gnomon.dialects.graph.constant_values import splat_bytes
@@ -141,6 +142,11 @@ class ReshapeOp(GraphOperation):
         if shape.count(DYN) > 1:
             raise VerifyException(f"graph.reshape: result {shape_str(shape)} has more than one dynamic dim")
         known = multiply_dims([d for d in shape if d != DYN])
+        dynamic_in = [d for d in shape_of(self.input, "input") if d == DYN]
+        if len(dynamic_in) == 1 and DYN in shape and multiply_dims([d for d in x.get_shape() if d != DYN]) == known:
+            # ? * k elements reshaped to ? * k: the same dim, so it keeps its name (a flatten of [N, C, 1, 1]).
+            shape[shape.index(DYN)] = dynamic_in[0]
+            return [tensor_of(out.get_element_type(), shape)]
         if count_in == DYN or DYN not in shape or known == 0:
             return [out]
         if count_in % known:
@@ -149,7 +155,7 @@ class ReshapeOp(GraphOperation):
                 f" not a multiple of the {known} of result {shape_str(shape)}"
             )
         shape[shape.index(DYN)] = count_in // known
-        return [TensorType(out.get_element_type(), shape)]
+        return [tensor_of(out.get_element_type(), shape)]
 
 
 @irdl_op_definition
@@ -172,7 +178,7 @@ class TransposeOp(GraphOperation):
             raise VerifyException(
                 f"graph.transpose: permutation {list(perm)} is not a permutation of {len(x)} dims"
             )
-        return [TensorType(dtype_of(self.input, "input"), [x[p] for p in perm])]
+        return [tensor_of(dtype_of(self.input, "input"), [x[p] for p in perm])]
 
 
 @irdl_op_definition
@@ -206,7 +212,7 @@ class ConcatOp(GraphOperation):
                     f" does not match {shape_str(shapes[0])} off axis {axis}"
                 )
         out[axis] = DYN if any(s[axis] == DYN for s in shapes) else sum(s[axis] for s in shapes)
-        return [TensorType(dtype_of(self.inputs[0], "input"), out)]
+        return [tensor_of(dtype_of(self.inputs[0], "input"), out)]
 
 
 @irdl_op_definition
@@ -233,7 +239,7 @@ class SplitOp(GraphOperation):
                 f"graph.split: sizes {list(sizes)} do not add up to dim {axis} of input {shape_str(x)}"
             )
         dtype = dtype_of(self.input, "input")
-        return [TensorType(dtype, [size if i == axis else d for i, d in enumerate(x)]) for size in sizes]
+        return [tensor_of(dtype, [size if i == axis else d for i, d in enumerate(x)]) for size in sizes]
 
 
 def _slice_length(start: int, end: int, step: int) -> int:
@@ -272,7 +278,7 @@ class SliceOp(GraphOperation):
             DYN if d == DYN else _slice_length(s, e, st)
             for d, s, e, st in zip(x, starts, ends, steps, strict=True)
         ]
-        return [TensorType(dtype_of(self.input, "input"), out)]
+        return [tensor_of(dtype_of(self.input, "input"), out)]
 
 
 def _check_indices(op: str, value: SSAValue) -> None:
@@ -301,7 +307,7 @@ class GatherOp(GraphOperation):
         x, idx = shape_of(self.input, "graph.gather input"), shape_of(self.indices, "graph.gather indices")
         _check_indices(self.name, self.indices)
         axis = normalize_axis(self.axis.value.data, len(x), self.name)
-        return [TensorType(dtype_of(self.input, "input"), [*x[:axis], *idx, *x[axis + 1 :]])]
+        return [tensor_of(dtype_of(self.input, "input"), [*x[:axis], *idx, *x[axis + 1 :]])]
 
 
 @irdl_op_definition
@@ -326,7 +332,7 @@ class GatherElementsOp(GraphOperation):
                 f"graph.gather_elements: indices rank {len(idx)} differs from input rank {len(x)}"
             )
         normalize_axis(self.axis.value.data, len(x), self.name)
-        return [TensorType(dtype_of(self.input, "input"), idx)]
+        return [tensor_of(dtype_of(self.input, "input"), idx)]
 
 
 @irdl_op_definition
@@ -362,7 +368,7 @@ class PadOp(GraphOperation):
         out = [DYN if d == DYN else d + pads[i] + pads[i + rank] for i, d in enumerate(x)]
         if any(d != DYN and d < 0 for d in out):
             raise VerifyException(f"graph.pad: pads {list(pads)} remove more than input {shape_str(x)} has")
-        return [TensorType(dtype_of(self.input, "input"), out)]
+        return [tensor_of(dtype_of(self.input, "input"), out)]
 
 
 @irdl_op_definition
@@ -387,7 +393,7 @@ class ExpandOp(GraphOperation):
             raise VerifyException(
                 f"graph.expand: input {shape_str(x)} does not broadcast to {shape_str(out.get_shape())}"
             )
-        return [TensorType(dtype_of(self.input, "input"), out.get_shape())]
+        return [tensor_of(dtype_of(self.input, "input"), out.get_shape())]
 
 
 @irdl_op_definition
@@ -409,7 +415,7 @@ class TileOp(GraphOperation):
         if len(repeats) != len(x):
             raise VerifyException(f"graph.tile: repeats has {len(repeats)} entries, expected {len(x)}")
         return [
-            TensorType(
+            tensor_of(
                 dtype_of(self.input, "input"),
                 [DYN if d == DYN else d * r for d, r in zip(x, repeats, strict=True)],
             )

@@ -68,3 +68,25 @@ func.func @already_static(%x: tensor<4x10xf32>, %i: tensor<2x3xi64>) -> tensor<4
   %g = graph.gather %x, %i {axis = 1 : i64} : (tensor<4x10xf32>, tensor<2x3xi64>) -> tensor<4x2x3xf32>
   func.return %g : tensor<4x2x3xf32>
 }
+
+// Named `?` dims (#graph.dims) travel by name: through pass-through dims, broadcasting, a
+// permutation and a flatten whose static parts agree; arithmetic on a `?` (a pooled size) drops it.
+
+// CHECK-LABEL: func.func @named_dims(
+// CHECK-SAME:    -> tensor<?x10xf32, #graph.dims<["N", ""]>>
+func.func @named_dims(%x: tensor<?x3x?x8xf32, #graph.dims<["N", "", "H", ""]>>, %w: tensor<4x3x3x3xf32>, %fc: tensor<10x96xf32>) -> tensor<?x10xf32> {
+  // CHECK-NEXT: graph.conv {{.*}} -> tensor<?x4x?x6xf32, #graph.dims<["N", "", "", ""]>>
+  %c = graph.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<?x3x?x8xf32, #graph.dims<["N", "", "H", ""]>>, tensor<4x3x3x3xf32>) -> tensor<?x4x?x6xf32>
+  // CHECK-NEXT: graph.relu {{.*}} -> tensor<?x4x?x6xf32, #graph.dims<["N", "", "", ""]>>
+  %r = graph.relu %c : (tensor<?x4x?x6xf32>) -> tensor<?x4x?x6xf32>
+  // CHECK-NEXT: graph.transpose {{.*}} -> tensor<4x?x?x6xf32, #graph.dims<["", "N", "", ""]>>
+  %t = graph.transpose %r {permutation = array<i64: 1, 0, 2, 3>} : (tensor<?x4x?x6xf32>) -> tensor<4x?x?x6xf32>
+  // CHECK-NEXT: graph.adaptive_avg_pool {{.*}} -> tensor<?x4x4x6xf32, #graph.dims<["N", "", "", ""]>>
+  %p = graph.adaptive_avg_pool %r {output_size = array<i64: 4, 6>} : (tensor<?x4x?x6xf32>) -> tensor<?x4x4x6xf32>
+  // CHECK-NEXT: graph.reshape {{.*}} -> tensor<?x96xf32, #graph.dims<["N", ""]>>
+  %f = graph.reshape %p : (tensor<?x4x4x6xf32>) -> tensor<?x96xf32>
+  // CHECK-NEXT: graph.linear {{.*}} -> tensor<?x10xf32, #graph.dims<["N", ""]>>
+  %y = graph.linear %f, %fc : (tensor<?x96xf32>, tensor<10x96xf32>) -> tensor<?x10xf32>
+  // CHECK-NEXT: func.return {{.*}} : tensor<?x10xf32, #graph.dims<["N", ""]>>
+  func.return %y : tensor<?x10xf32>
+}

@@ -536,3 +536,10 @@ func.func @tile_repeats(%x: tensor<3x4xf32>) {
   %0 = graph.tile %x {repeats = array<i64: 2>} : (tensor<3x4xf32>) -> tensor<6x4xf32>
   func.return
 }
+
+// -----
+
+func.func @dims_without_names(%x: tensor<?x4xf32, #graph.dims<["", ""]>>) {
+  // CHECK: #graph.dims names no dim: drop the encoding instead
+  func.return
+}

@@ -6,6 +6,13 @@
 // generic form parses back to it. Covers `?` dims, optional operands present and absent, and the
 // variadic ops (concat, split, the affine pair of the normalizations).
 
+func.func @named_dims(%x: tensor<?x4xf32, #graph.dims<["N", ""]>>) {
+  // CHECK-LABEL: func.func @named_dims(
+  %r = graph.relu %x : (tensor<?x4xf32, #graph.dims<["N", ""]>>) -> tensor<?x4xf32, #graph.dims<["N", ""]>>
+  // CHECK-NEXT: %{{.*}} = graph.relu %{{.*}} : (tensor<?x4xf32, #graph.dims<["N", ""]>>) -> tensor<?x4xf32, #graph.dims<["N", ""]>>
+  func.return
+}
+
 func.func @unary(%x: tensor<?x4xf32>, %b: tensor<4xi1>) {
   // CHECK-LABEL: func.func @unary(
   %abs = graph.abs %x : (tensor<?x4xf32>) -> tensor<?x4xf32>

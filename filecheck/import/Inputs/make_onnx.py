@@ -30,6 +30,14 @@ def conv_block() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def dynamic_batch() -> onnx.ModelProto:
+    """conv_block with a symbolic batch dim named "N"."""
+    model = conv_block()
+    for value in (model.graph.input[0], model.graph.output[0]):
+        value.type.tensor_type.shape.dim[0].dim_param = "N"
+    return model
+
+
 def unsupported() -> onnx.ModelProto:
     """Two ops torch-mlir cannot lower, from a custom domain, and one it can."""
     nodes = [
@@ -51,4 +59,4 @@ def unsupported() -> onnx.ModelProto:
 
 if __name__ == "__main__":
     kind, out = sys.argv[1], sys.argv[2]
-    onnx.save({"conv_block": conv_block, "unsupported": unsupported}[kind](), out)
+    onnx.save({"conv_block": conv_block, "dynamic_batch": dynamic_batch, "unsupported": unsupported}[kind](), out)
