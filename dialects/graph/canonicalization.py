@@ -7,24 +7,20 @@ and small integer computations (the shape arithmetic ONNX exporters emit) fold t
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerType, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph.base import i64_array, ints
+from gnomon.dialects.graph.base import GraphOperation, i64_array, ints
 from gnomon.dialects.graph.constant_values import dense_to_numpy, element_count, numpy_to_dense
+from gnomon.dialects.graph.integer_folding import fold_integer_op
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
 from gnomon.dialects.graph.tensor import (
-    ConcatOp,
     ConstantOp,
     ExpandOp,
-    GatherOp,
     ReshapeOp,
-    SliceOp,
     TransposeOp,
 )
 
@@ -134,90 +130,20 @@ def _constant_array(value: SSAValue) -> np.ndarray | None:
     return dense_to_numpy(owner.value)
 
 
-# ---- folders: an op's NumPy meaning, called with the op and its operands' values ----
-
-
-def _add(op: Operation, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a + b
-
-
-def _sub(op: Operation, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a - b
-
-
-def _mul(op: Operation, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a * b
-
-
-def _div(op: Operation, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.trunc(a / b).astype(a.dtype) if a.dtype.kind in "iu" else a / b
-
-
-def _cast(op: Operation, a: np.ndarray) -> np.ndarray:
-    return a
-
-
-def _neg(op: Operation, a: np.ndarray) -> np.ndarray:
-    return -a
-
-
-def _concat(op: ConcatOp, *xs: np.ndarray) -> np.ndarray:
-    return np.concatenate(xs, axis=op.axis.value.data)
-
-
-def _gather(op: GatherOp, x: np.ndarray, i: np.ndarray) -> np.ndarray:
-    return np.take(x, i, axis=op.axis.value.data)
-
-
-def _reshape(op: ReshapeOp, x: np.ndarray) -> np.ndarray:
-    return x.reshape(op.result.type.get_shape())
-
-
-def _slice(op: SliceOp, x: np.ndarray) -> np.ndarray:
-    bounds = zip(ints(op.starts), ints(op.ends), ints(op.steps), strict=True)
-    index = tuple(slice(s, None if e < 0 else e, st) for s, e, st in bounds)
-    return x[index]
-
-
-def _transpose(op: TransposeOp, x: np.ndarray) -> np.ndarray:
-    return x.transpose(ints(op.permutation))
-
-
-def _expand(op: ExpandOp, x: np.ndarray) -> np.ndarray:
-    return np.broadcast_to(x, op.result.type.get_shape())
-
-
-_FOLDERS: dict[type[Operation], Callable[..., np.ndarray]] = {
-    ew.AddOp: _add,
-    ew.SubOp: _sub,
-    ew.MulOp: _mul,
-    ew.DivOp: _div,
-    ew.CastOp: _cast,
-    ew.NegOp: _neg,
-    ConcatOp: _concat,
-    GatherOp: _gather,
-    ReshapeOp: _reshape,
-    SliceOp: _slice,
-    TransposeOp: _transpose,
-    ExpandOp: _expand,
-}
-
-
 class FoldIntegerConstants(RewritePattern):
     """Evaluate an op whose operands are all small integer constants (shape arithmetic)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        folder = _FOLDERS.get(type(op))
-        if folder is None or len(op.results) != 1 or not op.operands:
+        if not isinstance(op, GraphOperation) or len(op.results) != 1 or not op.operands:
             return
         result_type = op.results[0].type
         if not isinstance(result_type, TensorType) or not isinstance(result_type.get_element_type(), IntegerType):
             return
         arrays = [_constant_array(v) for v in op.operands]
-        if any(a is None for a in arrays):
+        known = [a for a in arrays if a is not None]
+        if len(known) != len(arrays) or (folded := fold_integer_op(op, known)) is None:
             return
-        folded = np.asarray(folder(op, *arrays)).reshape(result_type.get_shape())
-        value = numpy_to_dense(folded, result_type.get_element_type())
+        value = numpy_to_dense(np.asarray(folded).reshape(result_type.get_shape()), result_type.get_element_type())
         constant = ConstantOp.build(properties={"value": value}, result_types=[result_type])
         constant.location = op.location
         rewriter.replace(op, constant)

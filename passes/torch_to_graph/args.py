@@ -26,8 +26,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
-from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph.base import TensorT, ints
+from gnomon.dialects.graph.base import TensorT
 from gnomon.dialects.graph.constant_values import (
     compact_splat,
     dense_to_numpy,
@@ -36,7 +35,8 @@ from gnomon.dialects.graph.constant_values import (
     numpy_to_dense,
 )
 from gnomon.dialects.graph.elementwise import CastOp
-from gnomon.dialects.graph.tensor import ConcatOp, ConstantOp, ExpandOp, GatherOp, ReshapeOp, SliceOp, TransposeOp
+from gnomon.dialects.graph.integer_folding import fold_integer_op
+from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.dialects.torch import (
     ConstantBoolOp,
     ConstantFloatOp,
@@ -313,48 +313,6 @@ def _shape_of(value: SSAValue) -> tuple[int, ...] | None:
     return None
 
 
-_BINARY_FOLDS: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    ew.AddOp: np.add, ew.SubOp: np.subtract, ew.MulOp: np.multiply, ew.RemOp: np.mod, ew.MaxOp: np.maximum,
-    ew.MinOp: np.minimum, ew.EqOp: np.equal, ew.NeOp: np.not_equal, ew.LtOp: np.less, ew.LeOp: np.less_equal,
-    ew.GtOp: np.greater, ew.GeOp: np.greater_equal, ew.AndOp: np.logical_and, ew.OrOp: np.logical_or,
-}  # fmt: skip
-"""Integer graph ops with NumPy's meaning (graph.rem takes the divisor's sign, as np.mod does)."""
-
-
-def _fold_op(op: Operation, xs: list[np.ndarray]) -> np.ndarray | None:
-    """`op` evaluated on constant operands, for the ops shape arithmetic uses."""
-    if isinstance(op, ew.DivOp | ew.RemOp) and not np.all(xs[1]):
-        return None  # a division by zero is for run time to report
-    binary = _BINARY_FOLDS.get(type(op))
-    if binary is not None:
-        return binary(xs[0], xs[1])
-    match op:
-        case ew.DivOp():
-            return np.trunc(xs[0] / xs[1])  # graph.div truncates integers
-        case ew.NegOp():
-            return -xs[0]
-        case ew.NotOp():
-            return np.logical_not(xs[0])
-        case ew.WhereOp():
-            return np.where(xs[0], xs[1], xs[2])
-        case CastOp():
-            return xs[0]
-        case ConcatOp():
-            return np.concatenate(xs, axis=op.axis.value.data)
-        case ReshapeOp() | ExpandOp():
-            shape = tensor_type(op.result).get_shape()
-            return xs[0].reshape(shape) if isinstance(op, ReshapeOp) else np.broadcast_to(xs[0], shape)
-        case TransposeOp():
-            return xs[0].transpose(ints(op.permutation))
-        case GatherOp():
-            return np.take(xs[0], xs[1], axis=op.axis.value.data)
-        case SliceOp():
-            bounds = zip(ints(op.starts), ints(op.ends), ints(op.steps), strict=True)
-            return xs[0][tuple(slice(b, None if e < 0 else e, st) for b, e, st in bounds)]
-        case _:
-            return None
-
-
 def fold_tensor(value: SSAValue, depth: int = 0) -> np.ndarray | None:
     """The value of a small integer (or i1) tensor computed from constants, or None."""
     if not isinstance(value.type, TensorType | ValueTensorType):
@@ -375,5 +333,5 @@ def fold_tensor(value: SSAValue, depth: int = 0) -> np.ndarray | None:
     known = [o for o in operands if o is not None]
     if len(known) != len(operands):
         return None
-    folded = _fold_op(owner, known)
+    folded = fold_integer_op(owner, known)
     return None if folded is None else np.asarray(folded).astype(dtype)
