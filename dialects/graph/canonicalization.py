@@ -7,14 +7,16 @@ and small integer computations (the shape arithmetic ONNX exporters emit) fold t
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerType, TensorType
+from xdsl.dialects.builtin import DenseResourceAttr, IntegerType, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import GraphOperation, i64_array, ints
-from gnomon.dialects.graph.constant_values import dense_to_numpy, element_count, numpy_to_dense
+from gnomon.dialects.graph.constant_values import dense_to_numpy, numpy_to_dense, resource_to_numpy
 from gnomon.dialects.graph.integer_folding import fold_integer_op
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
 from gnomon.dialects.graph.tensor import (
@@ -123,10 +125,12 @@ def _bias_add(op: MatmulOp) -> tuple[SSAValue | None, Operation]:
 
 def _constant_array(value: SSAValue) -> np.ndarray | None:
     owner = value.owner
-    if not isinstance(owner, ConstantOp) or not isinstance(owner.value, DenseIntOrFPElementsAttr):
+    if not isinstance(owner, ConstantOp) or not isinstance(value.type, TensorType):
         return None
-    if element_count(owner.value) > FOLD_ELEMENT_LIMIT:
+    if math.prod(value.type.get_shape()) > FOLD_ELEMENT_LIMIT:
         return None
+    if isinstance(owner.value, DenseResourceAttr):  # a small buffer of the model, such as DLRM's index pairs
+        return resource_to_numpy(owner.value)
     return dense_to_numpy(owner.value)
 
 
