@@ -21,8 +21,12 @@ def load(
     model: Any,
     example_inputs: Sequence[Any] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    dynamic_shapes: Any = None,
 ) -> ModuleOp:
-    """Import `model` into a verified graph-dialect module (see `gnomon.pipeline.load`)."""
+    """Import `model` into a verified graph-dialect module (see `gnomon.pipeline.load`).
+
+    `dynamic_shapes` (for a torch module) are torch.export's; their `Dim` names name the `?` dims.
+    """
     from gnomon.pipeline import load as load_model
 
-    return load_model(model, example_inputs=example_inputs, input_shapes=input_shapes)
+    return load_model(model, example_inputs=example_inputs, input_shapes=input_shapes, dynamic_shapes=dynamic_shapes)

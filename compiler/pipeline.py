@@ -71,6 +71,7 @@ def load(
     model: Any,
     example_inputs: Sequence[Any] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    dynamic_shapes: Any = None,
 ) -> ModuleOp:
     """Import a model (a path to .onnx/.pt/.pth/.pt2, an nn.Module or an ExportedProgram) into the graph dialect."""
-    return to_graph(import_model(model, example_inputs=example_inputs, input_shapes=input_shapes))
+    return to_graph(import_model(model, example_inputs, input_shapes, dynamic_shapes))

@@ -124,3 +124,23 @@ def test_max_pool_indices_that_are_used_are_unsupported() -> None:
         UnsupportedOpsError, match=r"unsupported op aten\.max_pool2d_with_indices at node .*indices are used"
     ):
         load(PoolWithIndices(use_indices=True), example_inputs=(torch.randn(1, 2, 4, 4),))
+
+
+@pytest.mark.parametrize("model_class", [models.MLP, models.SmallCNN])
+def test_dynamic_batch_is_named_after_the_users_dim(model_class: type[torch.nn.Module]) -> None:
+    from torch.export import Dim
+
+    model = model_class()
+    module = load(model, example_inputs=model.example_inputs(4), dynamic_shapes=({0: Dim("batch")},))
+    function = next(op for op in module.walk() if isinstance(op, func.FuncOp))
+    for tensor in (*function.function_type.inputs.data, *function.function_type.outputs.data):
+        assert str(tensor).startswith("tensor<?x")
+        assert '#graph.dims<["batch"' in str(tensor)
+
+
+def test_dynamic_dims_the_converters_cannot_slice_are_reported() -> None:
+    from torch.export import Dim
+
+    model = models.TransformerBlock()
+    with pytest.raises(UnsupportedOpsError, match=r"unsupported op aten\.\S+ at node '.*' in TransformerBlock"):
+        load(model, example_inputs=model.example_inputs(4), dynamic_shapes=({0: Dim("batch")},))

@@ -25,16 +25,18 @@ def import_model(
     model: str | Path | torch.nn.Module | torch.export.ExportedProgram,
     example_inputs: Sequence[Any] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    dynamic_shapes: Any = None,
 ) -> ImportedModel:
     """Imports a model file (by its extension) or a live torch module or exported program.
 
     `example_inputs` serve torch modules and TorchScript files; `input_shapes` override
-    or supply input shapes (ONNX, TorchScript), by input name.
+    or supply input shapes (ONNX, TorchScript), by input name; `dynamic_shapes` (torch modules)
+    are torch.export's, and the names of their `Dim`s name the graph's `?` dims.
     """
     if not isinstance(model, str | Path):
         from gnomon.frontends.torch import import_torch
 
-        return import_torch(model, example_inputs, type(model).__name__)
+        return import_torch(model, example_inputs, type(model).__name__, dynamic_shapes)
     path = Path(model)
     if not path.is_file():
         raise ModelLoadError(f"no such file: {path}")

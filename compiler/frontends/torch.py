@@ -43,9 +43,13 @@ _ASSERTS = (torch.ops.aten._assert_scalar.default, torch.ops.aten._assert_tensor
 
 
 def import_torch(
-    model: torch.nn.Module | ExportedProgram, example_inputs: Sequence[Any] | None, source: str
+    model: torch.nn.Module | ExportedProgram,
+    example_inputs: Sequence[Any] | None,
+    source: str,
+    dynamic_shapes: Any = None,
 ) -> ImportedModel:
-    """Imports a live module (exported with `example_inputs`) or an exported program."""
+    """Imports a live module (exported with `example_inputs`, and `dynamic_shapes` as torch.export
+    takes them, e.g. `({0: Dim("batch")},)`) or an exported program."""
     if isinstance(model, ExportedProgram):
         return _import_program(model, source, "torch")
     if example_inputs is None:
@@ -53,12 +57,12 @@ def import_torch(
     # A hook, unlike a wrapper module, keeps the module paths that locations are named after.
     hook = model.register_forward_hook(lambda _module, _args, outputs: _plain_outputs(outputs))
     try:
-        program = torch.export.export(model, tuple(example_inputs), strict=False)
+        program = torch.export.export(model, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # torch.export raises many exception types, all meaning "cannot export"
         raise ModelLoadError(f"torch.export cannot export {source}: {_reason(e)}") from e
     finally:
         hook.remove()
-    return _import_program(program, source, "torch")
+    return _import_program(program, source, "torch", dim_names=_user_dim_names(program, dynamic_shapes))
 
 
 def _plain_outputs(value: Any) -> Any:
@@ -136,8 +140,37 @@ def _random_inputs(
     return tuple(torch.rand(tuple(input_shapes[name]), generator=generator) for name in names)
 
 
+def _input_dims(program: ExportedProgram) -> list[tuple[Any, ...]]:
+    """The dims of each user input, as the program traced them (ints, or SymInts for dynamic dims)."""
+    users = set(program.graph_signature.user_inputs)
+    placeholders = [n for n in program.graph.nodes if n.op == "placeholder" and n.name in users]
+    return [tuple(getattr(n.meta.get("val"), "shape", ())) for n in placeholders]
+
+
+def _symbol(dim: Any) -> str:
+    """torch's name for a dynamic dim (`s77`), or "" for a static one."""
+    return str(dim.node.expr) if isinstance(dim, torch.SymInt) else ""
+
+
+def _user_dim_names(program: ExportedProgram, dynamic_shapes: Any) -> dict[str, str]:
+    """torch's symbol -> the name of the `Dim` the user gave it, for positional `dynamic_shapes`."""
+    if not isinstance(dynamic_shapes, tuple | list):
+        return {}
+    names: dict[str, str] = {}
+    for dims, spec in zip(_input_dims(program), dynamic_shapes, strict=False):
+        for index, dim in (spec.items() if isinstance(spec, dict) else ()):
+            user_name = getattr(dim, "__name__", "")
+            if user_name and isinstance(index, int) and index < len(dims) and (symbol := _symbol(dims[index])):
+                names[symbol] = user_name
+    return names
+
+
 def _import_program(
-    program: ExportedProgram, source: str, kind: str, input_names: list[str] | None = None
+    program: ExportedProgram,
+    source: str,
+    kind: str,
+    input_names: list[str] | None = None,
+    dim_names: Mapping[str, str] | None = None,
 ) -> ImportedModel:
     try:
         program = program.run_decompositions({})
@@ -175,6 +208,9 @@ def _import_program(
         input_names=input_names if input_names is not None else _input_names(program),
         output_names=_output_names(program),
         kind=kind,
+        input_dim_names=[
+            tuple((dim_names or {}).get(_symbol(d), _symbol(d)) for d in dims) for dims in _input_dims(program)
+        ],
     )
 
 
