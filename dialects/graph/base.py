@@ -33,7 +33,6 @@ from xdsl.dialects.builtin import (
     BoolAttr,
     DenseArrayBase,
     FloatAttr,
-    IntAttr,
     IntegerAttr,
     IntegerType,
     StringAttr,
@@ -290,7 +289,3 @@ def bool_attr(value: bool) -> BoolAttr:
 
 def str_attr(value: str) -> StringAttr:
     return StringAttr(value)
-
-
-def shape_attr(shape: Sequence[int]) -> ArrayAttr[IntAttr]:
-    return ArrayAttr(IntAttr(d) for d in shape)
