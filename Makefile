@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/gnomon summary $$($(BIN)/python -c 'from gnomon.bundled import model_path; print(model_path("light_resnet50"))')
+	$(BIN)/gnomon run --profile $$($(BIN)/python -c 'from gnomon.bundled import model_path; print(model_path("light_resnet50"))')
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -2,8 +2,9 @@
 
 `gnomon.load(model, example_inputs=None, input_shapes=None, dynamic_shapes=None)` imports an
 ONNX file, a TorchScript file, a `torch.export` file, an `nn.Module` or an `ExportedProgram`
-into the graph dialect (it is `gnomon.pipeline.load`). Submodules load lazily: `import gnomon`
-does not import torch.
+into the graph dialect (it is `gnomon.pipeline.load`). `gnomon.compile(model, example_inputs=None,
+input_shapes=None, backend="native")` imports, rewrites and lowers it into an `Executable`
+(`gnomon.executable.compile_model`). Submodules load lazily: `import gnomon` does not import torch.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gnomon.executable import compile_model as compile
     from gnomon.pipeline import load
 
-__all__ = ["load"]
+__all__ = ["compile", "load"]
 __version__ = "0.1.0"
 
 
@@ -22,4 +24,8 @@ def __getattr__(name: str) -> Any:
         from gnomon.pipeline import load
 
         return load
+    if name == "compile":
+        from gnomon.executable import compile_model
+
+        return compile_model
     raise AttributeError(f"module 'gnomon' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""The `gnomon` command line: `import` and `summary` (more verbs as features land).
+"""The `gnomon` command line: `import`, `summary`, `compile` and `run`.
 
 User errors (a missing file, an unsupported op, a bad `--input-shape`) print one line each and
 exit with status 2; `--debug` shows the traceback instead.
@@ -35,7 +35,9 @@ def _input_shapes(values: Sequence[str] | None) -> dict[str, list[int]] | None:
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", type=Path, help="an .onnx, TorchScript .pt/.pth, or torch.export .pt2 file")
+    parser.add_argument(
+        "model", type=Path, help="an .onnx, TorchScript .pt/.pth or torch.export .pt2 file (`run`: or a compiled .mlir)"
+    )
     parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks for errors")
     parser.add_argument(
         "--input-shape",
@@ -67,6 +69,27 @@ def _cmd_summary(args: argparse.Namespace) -> None:
     print(summarize(module, imported.input_names, imported.output_names).render())
 
 
+def _cmd_compile(args: argparse.Namespace) -> None:
+    from gnomon.executable import compile_model
+
+    compile_model(args.model, input_shapes=_input_shapes(args.input_shape)).save(args.output)
+
+
+def _cmd_run(args: argparse.Namespace) -> None:
+    from gnomon.run_report import run_command
+
+    run_command(
+        args.model,
+        input_shapes=_input_shapes(args.input_shape),
+        inputs=args.inputs,
+        save_outputs=args.save_outputs,
+        backend=args.backend,
+        profile=args.profile,
+        as_json=args.json,
+        seed=args.seed,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gnomon", description="A cost-model-driven ML compiler on xDSL and MLIR.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
@@ -84,6 +107,21 @@ def build_parser() -> argparse.ArgumentParser:
     summary = verbs.add_parser("summary", help="import a model and summarize its graph")
     _add_model_arguments(summary)
     summary.set_defaults(run=_cmd_summary)
+
+    compiler = verbs.add_parser("compile", help="import, rewrite and lower a model to a program `gnomon run` executes")
+    _add_model_arguments(compiler)
+    compiler.add_argument("-o", "--output", type=Path, required=True, help="the program file to write (.mlir)")
+    compiler.set_defaults(run=_cmd_compile)
+
+    runner = verbs.add_parser("run", help="compile (or load) a model and run it")
+    _add_model_arguments(runner)
+    runner.add_argument("--inputs", type=Path, help="an .npz with one array per input, keyed by input name")
+    runner.add_argument("--save-outputs", type=Path, help="write the outputs to this .npz, keyed by output name")
+    runner.add_argument("--backend", choices=("native", "reference"), default="native", help="default: native")
+    runner.add_argument("--profile", action="store_true", help="time every kernel and show the memory plan")
+    runner.add_argument("--json", action="store_true", help="print the outputs' summary (and profile) as JSON")
+    runner.add_argument("--seed", type=int, default=0, help="seed of the random inputs used without --inputs")
+    runner.set_defaults(run=_cmd_run)
     return parser
 
 

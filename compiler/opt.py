@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from xdsl.utils.exceptions import ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from gnomon.errors import GnomonError
@@ -17,6 +18,12 @@ from gnomon.errors import GnomonError
 
 class GnomonOptMain(xDSLOptMain):
     version_format = "gnomon-opt built from xdsl version {xdsl_version}"
+
+    def register_all_dialects(self) -> None:
+        super().register_all_dialects()
+        # Loaded up front: the printer needs builtin to print a dense_resource section even when
+        # the input named no builtin op and a pass created the first resource.
+        self.ctx.load_registered_dialect("builtin")
 
 
 def main(args: Sequence[str] | None = None) -> int:
@@ -26,6 +33,10 @@ def main(args: Sequence[str] | None = None) -> int:
     except GnomonError as error:
         for line in str(error).splitlines():
             print(f"gnomon-opt: error: {line}", file=sys.stderr)
+        return 2
+    except ParseError as error:
+        # The message already points at the line and column, as MLIR's parser does; no traceback.
+        print(f"gnomon-opt: {error}", file=sys.stderr)
         return 2
     return 0
 

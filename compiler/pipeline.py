@@ -34,7 +34,7 @@ def to_graph(imported: ImportedModel) -> ModuleOp:
     ctx = gnomon_context()
     for graph_pass in IMPORT_PASSES:
         graph_pass.apply(ctx, module)
-        _verify(module, imported.source, graph_pass.name)
+        verify_after(module, imported.source, graph_pass.name)
         if isinstance(graph_pass, TorchToGraphPass):
             _name_input_dims(module, imported.input_dim_names)  # graph-shape-inference carries them on
     return module
@@ -57,7 +57,7 @@ def _name_input_dims(module: ModuleOp, names: Sequence[tuple[str, ...]]) -> None
     function.function_type = FunctionType.from_lists([a.type for a in function.args], outputs)
 
 
-def _verify(module: ModuleOp, source: str, after: str) -> None:
+def verify_after(module: ModuleOp, source: str, after: str) -> None:
     """A program that stops verifying is gnomon's bug, not the user's: say so, in one line."""
     try:
         module.verify()

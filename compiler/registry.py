@@ -14,6 +14,18 @@ def _graph() -> Dialect:
     return Graph
 
 
+def _kernel() -> Dialect:
+    from gnomon.dialects.kernel import Kernel
+
+    return Kernel
+
+
+def _rt() -> Dialect:
+    from gnomon.dialects.rt import Rt
+
+    return Rt
+
+
 def _torch() -> Dialect:
     from gnomon.dialects.torch import Torch
 
@@ -26,10 +38,58 @@ def _graph_canonicalize() -> type[ModulePass]:
     return GraphCanonicalizePass
 
 
+def _graph_cost() -> type[ModulePass]:
+    from gnomon.passes.graph_cost import GraphCostPass
+
+    return GraphCostPass
+
+
+def _graph_drop_dropout() -> type[ModulePass]:
+    from gnomon.passes.graph_drop_dropout import GraphDropDropoutPass
+
+    return GraphDropDropoutPass
+
+
+def _graph_fold_batch_norm() -> type[ModulePass]:
+    from gnomon.passes.graph_fold_batch_norm import GraphFoldBatchNormPass
+
+    return GraphFoldBatchNormPass
+
+
+def _graph_fold_constants() -> type[ModulePass]:
+    from gnomon.passes.graph_fold_constants import GraphFoldConstantsPass
+
+    return GraphFoldConstantsPass
+
+
+def _graph_roofline() -> type[ModulePass]:
+    from gnomon.passes.graph_roofline import GraphRooflinePass
+
+    return GraphRooflinePass
+
+
 def _graph_shape_inference() -> type[ModulePass]:
     from gnomon.passes.graph_shape_inference import GraphShapeInferencePass
 
     return GraphShapeInferencePass
+
+
+def _graph_to_kernel() -> type[ModulePass]:
+    from gnomon.passes.graph_to_kernel import GraphToKernelPass
+
+    return GraphToKernelPass
+
+
+def _kernel_to_linalg() -> type[ModulePass]:
+    from gnomon.passes.kernel_to_linalg import KernelToLinalgPass
+
+    return KernelToLinalgPass
+
+
+def _kernel_to_rt() -> type[ModulePass]:
+    from gnomon.passes.kernel_to_rt import KernelToRtPass
+
+    return KernelToRtPass
 
 
 def _torch_to_graph() -> type[ModulePass]:
@@ -40,11 +100,21 @@ def _torch_to_graph() -> type[ModulePass]:
 
 DIALECTS: dict[str, Callable[[], Dialect]] = {
     "graph": _graph,
+    "kernel": _kernel,
+    "rt": _rt,
     "torch": _torch,
 }
 
 PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "graph-canonicalize": _graph_canonicalize,
+    "graph-cost": _graph_cost,
+    "graph-drop-dropout": _graph_drop_dropout,
+    "graph-fold-batch-norm": _graph_fold_batch_norm,
+    "graph-fold-constants": _graph_fold_constants,
+    "graph-roofline": _graph_roofline,
     "graph-shape-inference": _graph_shape_inference,
+    "graph-to-kernel": _graph_to_kernel,
+    "kernel-to-linalg": _kernel_to_linalg,
+    "kernel-to-rt": _kernel_to_rt,
     "torch-to-graph": _torch_to_graph,
 }

@@ -19,18 +19,12 @@ import re
 import numpy as np
 from torch_mlir import ir
 from torch_mlir.dialects import torch as torch_d
-from xdsl.context import Context
-from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
 from xdsl.dialects.builtin import (
-    Builtin,
-    DenseResourceAttr,
     ModuleOp,
 )
 from xdsl.dialects.func import Func
-from xdsl.ir import Dialect
-from xdsl.parser import Parser
 
-from gnomon.dialects.graph.constant_values import register_blob
+from gnomon.dialects.graph.constant_values import parse_with_resources
 from gnomon.dialects.torch import Torch
 
 SPLAT_LIMIT = 1 << 16
@@ -94,14 +88,7 @@ def _unfold_large_splats(module: ir.Module) -> None:
 
 def parse_torch_mlir(text: str) -> ModuleOp:
     """Parses generic-form torch-dialect IR; its resource blobs get content-derived keys."""
-    private = OpAsmDialectInterface()
-    builtin = Dialect(Builtin.name, list(Builtin.operations), list(Builtin.attributes), [private])
-    ctx = Context(allow_unregistered=True)
-    for dialect in (builtin, Func, Torch):
-        ctx.load_dialect(dialect)
-    module = Parser(ctx, _quote_hex_floats(text)).parse_module()
-    _intern_resources(module, private)
-    return module
+    return parse_with_resources(_quote_hex_floats(text), {"func": lambda: Func, "torch": lambda: Torch})
 
 
 _HEX_DENSE = re.compile(r"dense<(?P<body>\[[^\"<>]*\]|0x[0-9A-Fa-f]+)>(?P<suffix> : tensor<(?P<type>[^>]*)>)")
@@ -130,17 +117,3 @@ def _quote_hex_floats(text: str) -> str:
         return f'dense<"0x{data.hex().upper()}">{match["suffix"]}'
 
     return _HEX_DENSE.sub(quote, text)
-
-
-def _intern_resources(module: ModuleOp, private: OpAsmDialectInterface) -> None:
-    """Re-keys each dense_resource of `module` by content and registers its blob globally."""
-    renamed: dict[str, str] = {}
-    for op in module.walk():
-        for attrs in (op.properties, op.attributes):
-            for name, attr in attrs.items():
-                if not isinstance(attr, DenseResourceAttr):
-                    continue
-                key = attr.resource_handle.data
-                if key not in renamed:
-                    renamed[key] = register_blob(key, private.lookup(key) or "")
-                attrs[name] = DenseResourceAttr.from_params(renamed[key], attr.type)

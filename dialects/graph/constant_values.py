@@ -12,6 +12,7 @@ import hashlib
 import math
 import re
 import struct
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
@@ -26,10 +27,11 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     IntegerType,
+    ModuleOp,
     Signedness,
     TensorType,
 )
-from xdsl.ir import Attribute
+from xdsl.ir import Attribute, Dialect
 
 _FLOATS: dict[type[Attribute], np.dtype] = {
     Float16Type: np.dtype(np.float16),
@@ -116,7 +118,9 @@ def register_blob(name_hint: str, blob: str) -> str:
         raise ValueError(f"dense_resource<{name_hint}> has no blob in the module's resource section")
     storage = resource_storage()
     digest = hashlib.blake2b(blob.encode(), digest_size=6).hexdigest()
-    key = f"{re.sub(r'[^A-Za-z0-9_.]', '_', name_hint)}_{digest}"
+    stem = re.sub(r"[^A-Za-z0-9_.]", "_", name_hint)
+    # A key this function made keeps its name when its file is read again.
+    key = stem if stem.endswith(f"_{digest}") else f"{stem}_{digest}"
     if storage.lookup(key) is None:
         storage.declare_resource(key)
         storage.parse_resource(key, blob)
@@ -143,3 +147,46 @@ def resource_to_numpy(attr: DenseResourceAttr) -> np.ndarray:
         raise NotImplementedError(f"no NumPy dtype for {tensor_type.get_element_type()}")
     data = bytes.fromhex(blob[2:])[4:]
     return np.frombuffer(data, dtype=dtype).reshape(tensor_type.get_shape())
+
+
+def constant_to_numpy(attr: DenseIntOrFPElementsAttr | DenseResourceAttr) -> np.ndarray:
+    """A writable array of a constant's value, inline or in a blob (a compact splat is materialized)."""
+    if isinstance(attr, DenseResourceAttr):
+        return np.array(resource_to_numpy(attr))
+    array = dense_to_numpy(attr)
+    if array is None:
+        raise NotImplementedError(f"no NumPy dtype for {attr.get_type()}")
+    return np.array(array)
+
+
+def parse_with_resources(
+    text: str, dialects: Mapping[str, Callable[[], Dialect]], source: str = "<unknown>"
+) -> ModuleOp:
+    """Parse `text` with a private blob storage, then re-key its dense_resources by content into the global one.
+
+    xDSL's builtin storage is per process and renames a key it already holds when a file declares
+    it again, which breaks re-reading a file (or a model) in the process that wrote it. Parsing
+    against a private storage and registering each blob under a key made from its content keeps
+    every reference pointing at the right bytes.
+    """
+    from xdsl.context import Context
+    from xdsl.parser import Parser
+
+    private = OpAsmDialectInterface()
+    builtin = Dialect(Builtin.name, list(Builtin.operations), list(Builtin.attributes), [private])
+    ctx = Context(allow_unregistered=True)
+    ctx.load_dialect(builtin)
+    for name, dialect in dialects.items():
+        ctx.register_dialect(name, dialect)
+    module = Parser(ctx, text, source).parse_module()
+    renamed: dict[str, str] = {}
+    for op in module.walk():
+        for attrs in (op.properties, op.attributes):
+            for name, attr in attrs.items():
+                if not isinstance(attr, DenseResourceAttr):
+                    continue
+                key = attr.resource_handle.data
+                if key not in renamed:
+                    renamed[key] = register_blob(key, private.lookup(key) or "")
+                attrs[name] = DenseResourceAttr.from_params(renamed[key], attr.type)
+    return module

@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import DYNAMIC_INDEX, DenseResourceAttr
+from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, impl, register_impls
 
 from gnomon.dialects.graph import tensor
 from gnomon.dialects.graph.base import ints
-from gnomon.dialects.graph.constant_values import dense_to_numpy, resource_to_numpy
+from gnomon.dialects.graph.constant_values import constant_to_numpy
 from gnomon.runtime.reference.base import Array, typed
 
 
 def constant_value(op: tensor.ConstantOp) -> Array:
     """A constant's value as a writable array (a compact splat is materialized)."""
-    value = op.value
-    if isinstance(value, DenseResourceAttr):
-        return np.array(resource_to_numpy(value))
-    array = dense_to_numpy(value)
-    if array is None:
-        raise NotImplementedError(f"graph.constant: no NumPy dtype for {value.get_type()}")
-    return np.array(array)
+    return constant_to_numpy(op.value)
 
 
 @register_impls

@@ -1,0 +1,159 @@
+"""Inference latency: gnomon's native runtime next to PyTorch eager and ONNX Runtime, in one process.
+
+Models: the onnx package's light networks (batch 1, as shipped), and gnomon's torch models
+(a transformer block, a DLRM-style recommender, an MLP) at benchmark sizes. The systems:
+
+- gnomon: `gnomon.compile(...)`, native backend;
+- torch eager: the torch module itself where one exists; for the ONNX networks, which have no
+  torch module, the imported graph run op by op through torch's ATen ops (`TorchEagerProgram`:
+  what an ONNX-to-torch converter would execute, with no fusion and no batch-norm folding);
+- ONNX Runtime: the .onnx file (the torch models exported with torch.onnx, TorchScript path),
+  default graph optimizations.
+
+Every system gets the same inputs and both cores (torch.set_num_threads, ORT intra-op threads).
+Calls are interleaved round-robin, after warm-up, so that machine noise hits all systems alike;
+the table shows medians, the ratios gnomon/torch and gnomon/ORT, and their geometric means.
+
+    python bench/latency.py [--repeat 20] [--models resnet50,mlp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnxruntime
+import torch
+
+import gnomon
+from gnomon.bundled import light_models
+from gnomon.models import DLRM, MLP, TransformerBlock
+from gnomon.runtime.torch_eager import TorchEagerProgram
+
+THREADS = os.cpu_count() or 1
+
+
+@dataclass
+class Case:
+    name: str
+    inputs: list[np.ndarray]
+    systems: dict[str, Callable[[], Any]]
+
+
+def _ort_session(model: bytes | str) -> onnxruntime.InferenceSession:
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = THREADS
+    options.inter_op_num_threads = 1
+    return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def _ort_call(session: onnxruntime.InferenceSession, inputs: Sequence[np.ndarray]) -> Callable[[], Any]:
+    feed = {i.name: x for i, x in zip(session.get_inputs(), inputs, strict=True)}
+    return lambda: session.run(None, feed)
+
+
+def onnx_case(path: str) -> Case:
+    name = os.path.basename(path).removeprefix("light_").removesuffix(".onnx")
+    exe = gnomon.compile(path)
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(shape).astype(dtype) for shape, dtype in zip(exe.input_shapes, exe.input_dtypes)]
+    eager = TorchEagerProgram(gnomon.load(path))
+    session = _ort_session(path)
+    return Case(
+        name,
+        inputs,
+        {"gnomon": lambda: exe(*inputs), "torch": lambda: eager(*inputs), "ort": _ort_call(session, inputs)},
+    )
+
+
+def torch_case(name: str, model: torch.nn.Module, example: tuple[torch.Tensor, ...]) -> Case:
+    exe = gnomon.compile(model, example_inputs=example)
+    inputs = [x.numpy() for x in example]
+    buffer = io.BytesIO()
+    torch.onnx.export(model, example, buffer, dynamo=False)
+    session = _ort_session(buffer.getvalue())
+
+    def eager() -> Any:
+        with torch.inference_mode():
+            return model(*example)
+
+    return Case(name, inputs, {"gnomon": lambda: exe(*inputs), "torch": eager, "ort": _ort_call(session, inputs)})
+
+
+def torch_cases() -> list[Case]:
+    transformer = TransformerBlock(d_model=256, heads=8, seq=128)
+    dlrm = DLRM(dense_features=13, tables=8, rows=100_000, dim=64, pooling=20)
+    mlp = MLP(sizes=(1024, 2048, 2048, 1000))
+    return [
+        torch_case("transformer_block", transformer, transformer.example_inputs(8)),
+        torch_case("dlrm", dlrm, dlrm.example_inputs(256)),
+        torch_case("mlp", mlp, mlp.example_inputs(64)),
+    ]
+
+
+def relative_l2(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def measure(case: Case, repeat: int) -> dict[str, float]:
+    for call in case.systems.values():
+        for _ in range(3):
+            call()
+    samples: dict[str, list[float]] = {system: [] for system in case.systems}
+    for _ in range(repeat):
+        for system, call in case.systems.items():
+            start = time.perf_counter()
+            call()
+            samples[system].append(time.perf_counter() - start)
+    return {system: statistics.median(times) * 1e3 for system, times in samples.items()}
+
+
+def check(case: Case) -> float:
+    """gnomon's first output against ONNX Runtime's (relative L2), so the table never times a wrong answer."""
+    ours = case.systems["gnomon"]()[0]
+    theirs = case.systems["ort"]()[0]
+    return relative_l2(ours, theirs)
+
+
+def geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--models", help="comma-separated subset of model names")
+    args = parser.parse_args()
+    torch.set_num_threads(THREADS)
+    wanted = set(args.models.split(",")) if args.models else None
+    cases = [onnx_case(str(p)) for p in light_models() if wanted is None or p.stem.removeprefix("light_") in wanted]
+    cases += [c for c in torch_cases() if wanted is None or c.name in wanted]
+    print(f"threads: {THREADS}; median of {args.repeat} interleaved runs; times in ms")
+    print("torch = the torch module in eager mode; for ONNX networks, the graph op by op through ATen")
+    header = f"{'model':<20}{'gnomon':>10}{'torch':>10}{'ORT':>10}{'g/torch':>9}{'g/ORT':>8}{'rel L2 vs ORT':>15}"
+    print(header)
+    to_torch: list[float] = []
+    to_ort: list[float] = []
+    for case in cases:
+        error = check(case)
+        ms = measure(case, args.repeat)
+        to_torch.append(ms["gnomon"] / ms["torch"])
+        to_ort.append(ms["gnomon"] / ms["ort"])
+        print(
+            f"{case.name:<20}{ms['gnomon']:>10.3f}{ms['torch']:>10.3f}{ms['ort']:>10.3f}"
+            f"{to_torch[-1]:>9.2f}{to_ort[-1]:>8.2f}{error:>15.2e}"
+        )
+    print(f"{'geomean':<50}{geomean(to_torch):>9.2f}{geomean(to_ort):>8.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""`gnomon run`: inputs from an .npz (or random, seeded), outputs summarized, saved, profiled."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnomon.errors import GnomonError
+from gnomon.executable import Executable, InputError, compile_model, load_compiled
+
+
+def random_inputs(executable: Executable, seed: int) -> list[np.ndarray]:
+    """One array per input: standard normal floats; integers and booleans in {0, 1}, valid as indices into any table."""
+    rng = np.random.default_rng(seed)
+    arrays: list[np.ndarray] = []
+    for shape, dtype in zip(executable.input_shapes, executable.input_dtypes, strict=True):
+        if np.issubdtype(dtype, np.floating):
+            arrays.append(rng.standard_normal(shape).astype(dtype))
+        else:
+            arrays.append(rng.integers(0, 2, size=shape).astype(dtype))
+    return arrays
+
+
+def read_inputs(executable: Executable, path: Path) -> list[np.ndarray]:
+    """The arrays of an .npz, in input order, keyed by input name."""
+    if not path.is_file():
+        raise InputError(f"no such inputs file: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
+        raise InputError(f"{path} is not an .npz file: {error}") from error
+    missing = [name for name in executable.input_names if name not in arrays]
+    if missing:
+        raise InputError(f"{path} has no array '{missing[0]}' (the model's inputs: {', '.join(executable.input_names)})")
+    unknown = sorted(set(arrays) - set(executable.input_names))
+    if unknown:
+        raise InputError(f"{path} has an array '{unknown[0]}' that is not an input ({', '.join(executable.input_names)})")
+    return [arrays[name] for name in executable.input_names]
+
+
+def output_summary(names: Sequence[str], outputs: Sequence[np.ndarray]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for name, value in zip(names, outputs, strict=True):
+        row: dict[str, Any] = {"name": name, "shape": list(value.shape), "dtype": str(value.dtype)}
+        if value.size and (np.issubdtype(value.dtype, np.number) or value.dtype == np.bool_):
+            numbers = value.astype(np.float64)
+            row |= {"mean": float(numbers.mean()), "std": float(numbers.std()), "min": float(numbers.min())}
+            row |= {"max": float(numbers.max())}
+        rows.append(row)
+    return rows
+
+
+def profile_summary(executable: Executable) -> dict[str, Any]:
+    """The per-kernel table of the last profiled run, with the plan and compile statistics."""
+    profile = executable.profile()
+    total = sum(t.seconds for t in profile.timings) or 1e-12
+    kernels = [
+        {
+            "kernel": t.kernel,
+            "kind": t.kind,
+            "ops": [op.removeprefix("graph.") for op in t.source_ops],
+            "location": t.location,
+            "ms": t.seconds * 1e3,
+            "share": t.seconds / total,
+        }
+        for t in profile.timings
+    ]
+    return {
+        "kernels": kernels,
+        "run_ms": profile.run_seconds * 1e3,
+        "arena_bytes": profile.arena_bytes,
+        "arena_lower_bound_bytes": profile.arena_lower_bound,
+        "generated_kernels_compiled": profile.kernels_compiled,
+        "generated_kernels_from_cache": profile.kernels_from_cache,
+        "compile_seconds": profile.compile_seconds,
+    }
+
+
+def render_outputs(rows: Sequence[Mapping[str, Any]]) -> str:
+    lines = ["output                 shape                 dtype       mean          std           min           max"]
+    for row in rows:
+        stats = "".join(f"{row[k]:<14.6g}" for k in ("mean", "std", "min", "max") if k in row)
+        lines.append(f"{row['name']:<22} {'x'.join(map(str, row['shape'])) or 'scalar':<21} {row['dtype']:<11} {stats}")
+    return "\n".join(lines)
+
+
+def render_profile(summary: Mapping[str, Any]) -> str:
+    lines = [f"{'kernel':<34} {'kind':<30} {'ops':<34} {'location':<24} {'ms':>9} {'share':>7}"]
+    for k in summary["kernels"]:
+        ops = "+".join(k["ops"])
+        lines.append(
+            f"{k['kernel'][:34]:<34} {k['kind'][:30]:<30} {ops[:34]:<34} {k['location'][:24]:<24} "
+            f"{k['ms']:>9.3f} {k['share']:>6.1%}"
+        )
+    mib = 1 << 20
+    lines.append(f"total: {len(summary['kernels'])} launches, {summary['run_ms']:.3f} ms")
+    lines.append(
+        f"memory plan: arena {summary['arena_bytes'] / mib:.2f} MiB, "
+        f"liveness lower bound {summary['arena_lower_bound_bytes'] / mib:.2f} MiB"
+    )
+    lines.append(
+        f"generated kernels: {summary['generated_kernels_compiled']} compiled, "
+        f"{summary['generated_kernels_from_cache']} from the disk cache ({summary['compile_seconds']:.2f} s)"
+    )
+    return "\n".join(lines)
+
+
+def run_command(
+    model: Path,
+    *,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    inputs: Path | None,
+    save_outputs: Path | None,
+    backend: str,
+    profile: bool,
+    as_json: bool,
+    seed: int,
+) -> None:
+    if model.suffix == ".mlir":
+        if backend != "native":
+            raise GnomonError(f"{model} is a compiled program; it runs on the native backend only")
+        executable = load_compiled(model)
+    else:
+        executable = compile_model(model, input_shapes=input_shapes, backend=backend)
+    arrays = read_inputs(executable, inputs) if inputs is not None else random_inputs(executable, seed)
+    if profile and backend == "native":
+        executable.run(arrays)  # warm caches and threads; the profiled run is the second
+    outputs = executable.run(arrays, profile=profile and backend == "native")
+    if save_outputs is not None:
+        named: dict[str, Any] = dict(zip(executable.output_names, outputs, strict=True))
+        np.savez(save_outputs, **named)
+    rows = output_summary(executable.output_names, outputs)
+    report: dict[str, Any] = {"model": str(model), "backend": backend, "outputs": rows}
+    if profile and backend == "native":
+        report["profile"] = profile_summary(executable)
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    print(render_outputs(rows))
+    if "profile" in report:
+        print()
+        print(render_profile(report["profile"]))

@@ -1,0 +1,193 @@
+"""The rt dialect: a flat schedule of kernel launches over buffers in one arena.
+
+`kernel-to-rt` turns a function of kernels on tensors into a function on memrefs: every
+intermediate is an `rt.buffer` at a fixed offset of the function's arena (the static memory
+plan, sized by the function's `rt.arena_size` attribute), weights are `rt.constant`s,
+reshapes are `rt.view`s that share their source's memory, and each kernel is an
+`rt.launch` of an outlined `kernel.func`. The runtime executes the launches in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import prod
+
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    DenseResourceAttr,
+    IntegerAttr,
+    MemRefType,
+    SymbolRefAttr,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import Pure, SymbolTable, SymbolUserOpInterface
+from xdsl.utils.exceptions import VerifyException
+
+__all__ = ["ARENA_LOWER_BOUND", "ARENA_SIZE", "BufferOp", "ConstantOp", "LaunchOp", "Rt", "ViewOp"]
+
+ARENA_SIZE = "rt.arena_size"
+"""The attribute of an rt function that gives its arena's size in bytes."""
+ARENA_LOWER_BOUND = "rt.arena_lower_bound"
+"""The most bytes live at one launch: no plan of these buffers fits in a smaller arena."""
+
+
+@irdl_op_definition
+class BufferOp(IRDLOperation):
+    """A buffer at a byte offset of the enclosing function's arena.
+
+    `%b = rt.buffer 4096 : memref<1x64x56x56xf32>`
+    """
+
+    name = "rt.buffer"
+    offset = prop_def(IntegerAttr)
+    result = result_def(MemRefType)
+    traits = traits_def(Pure())
+
+    def __init__(self, offset: int, memref_type: MemRefType):
+        super().__init__(properties={"offset": IntegerAttr(offset, i64)}, result_types=[memref_type])
+
+    def verify_(self) -> None:
+        if self.offset.value.data < 0:
+            raise VerifyException(f"rt.buffer: offset {self.offset.value.data} is negative")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.offset.value.data}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> BufferOp:
+        offset = parser.parse_integer(allow_negative=False, allow_boolean=False)
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        memref_type = parser.parse_type()
+        if not isinstance(memref_type, MemRefType):
+            parser.raise_error(f"rt.buffer: expected a memref type, got {memref_type}")
+        op = BufferOp(offset, memref_type)
+        op.attributes |= attributes
+        return op
+
+
+@irdl_op_definition
+class ConstantOp(IRDLOperation):
+    """A read-only buffer holding constant data (weights), outside the arena.
+
+    `%w = rt.constant dense_resource<w0> : tensor<64x3x7x7xf32> -> memref<64x3x7x7xf32>`
+    """
+
+    name = "rt.constant"
+    value = prop_def(DenseResourceAttr | DenseIntOrFPElementsAttr)
+    result = result_def(MemRefType)
+    traits = traits_def(Pure())
+
+    assembly_format = "$value attr-dict `->` type($result)"
+
+    def __init__(self, value: DenseResourceAttr | DenseIntOrFPElementsAttr, memref_type: MemRefType):
+        super().__init__(properties={"value": value}, result_types=[memref_type])
+
+    def verify_(self) -> None:
+        value_type = self.value.type
+        memref_type = self.result.type
+        assert isinstance(memref_type, MemRefType)
+        if not isinstance(value_type, TensorType) or (
+            value_type.get_shape() != memref_type.get_shape() or value_type.element_type != memref_type.element_type
+        ):
+            raise VerifyException(f"rt.constant: value of type {value_type} does not fill {memref_type}")
+
+
+@irdl_op_definition
+class ViewOp(IRDLOperation):
+    """The same memory seen with another shape (a reshape of contiguous data costs nothing).
+
+    `%v = rt.view %b : memref<1x512x1x1xf32> -> memref<1x512xf32>`
+    """
+
+    name = "rt.view"
+    source = operand_def(MemRefType)
+    result = result_def(MemRefType)
+    traits = traits_def(Pure())
+
+    assembly_format = "$source attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(self, source: SSAValue, memref_type: MemRefType):
+        super().__init__(operands=[source], result_types=[memref_type])
+
+    def verify_(self) -> None:
+        source, result = self.source.type, self.result.type
+        assert isinstance(source, MemRefType)
+        assert isinstance(result, MemRefType)
+        if source.element_type != result.element_type or prod(source.get_shape()) != prod(result.get_shape()):
+            raise VerifyException(f"rt.view: {source} and {result} differ in element type or count")
+
+
+class _LaunchCalleeMatches(SymbolUserOpInterface):
+    """`rt.launch`'s buffers have the shapes and element types of its kernel's tensors."""
+
+    def verify(self, op: Operation) -> None:
+        assert isinstance(op, LaunchOp)
+        from gnomon.dialects.kernel import FuncOp
+
+        kernel = SymbolTable.lookup_symbol(op, op.callee)
+        if not isinstance(kernel, FuncOp):
+            raise VerifyException(f"rt.launch: @{op.callee.string_value()} is not a kernel.func")
+        given = [*op.ins, *op.outs]
+        expected = [*kernel.function_type.inputs.data, *kernel.function_type.outputs.data]
+        if len(given) != len(expected):
+            raise VerifyException(
+                f"rt.launch: @{op.callee.string_value()} takes {len(kernel.function_type.inputs)} inputs and "
+                f"{len(kernel.function_type.outputs)} outputs, got {len(op.ins)} and {len(op.outs)}"
+            )
+        for index, (value, tensor) in enumerate(zip(given, expected, strict=True)):
+            memref = value.type
+            assert isinstance(memref, MemRefType)
+            assert isinstance(tensor, TensorType)
+            if memref.get_shape() != tensor.get_shape() or memref.element_type != tensor.element_type:
+                raise VerifyException(
+                    f"rt.launch: buffer {index} of @{op.callee.string_value()} is {memref}, the kernel expects {tensor}"
+                )
+
+
+@irdl_op_definition
+class LaunchOp(IRDLOperation):
+    """Run a `kernel.func` on input buffers, writing its results into output buffers.
+
+    `rt.launch @conv_relu_0(%x, %w, %b) outs(%y) : (memref<...>, memref<...>, memref<...>) -> (memref<...>)`
+    """
+
+    name = "rt.launch"
+    callee = prop_def(SymbolRefAttr)
+    ins = var_operand_def(MemRefType)
+    outs = var_operand_def(MemRefType)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(_LaunchCalleeMatches())
+
+    assembly_format = (
+        "$callee `(` $ins `)` `outs` `(` $outs `)` attr-dict `:` `(` type($ins) `)` `->` `(` type($outs) `)`"
+    )
+
+    def __init__(self, callee: str, ins: Sequence[SSAValue], outs: Sequence[SSAValue]):
+        super().__init__(operands=[ins, outs], properties={"callee": SymbolRefAttr(callee)})
+
+
+def memref_of(tensor_type: Attribute) -> MemRefType:
+    """The memref type of a static tensor type (the runtime's buffers are row-major and dense)."""
+    assert isinstance(tensor_type, TensorType)
+    return MemRefType(tensor_type.element_type, tensor_type.get_shape())
+
+
+Rt = Dialect("rt", [BufferOp, ConstantOp, LaunchOp, ViewOp])

@@ -1,0 +1,54 @@
+// RUN: gnomon-opt %s -p kernel-to-rt | filecheck %s
+// RUN: not gnomon-opt %S/Inputs/kernel-to-rt-dynamic.mlir -p kernel-to-rt 2>&1 | filecheck %s --check-prefix=DYNAMIC
+
+// The runtime needs static shapes: a dynamic dim is one clear line naming the function and type.
+// DYNAMIC: gnomon-opt: error: @dynamic: tensor<?x8xf32> has a dynamic dim; the runtime needs static shapes (give --input-shape or example inputs)
+
+// Three transposes (not pointwise: none may overwrite its input) need two buffers, the third
+// reusing the first's memory; identical kernels are outlined once. The pointwise mul+relu writes
+// over its dying input (in place); the reshape is a view; the weight stays out of the arena.
+
+// CHECK:       kernel.func @transpose_0(%{{.*}}: tensor<16x16xf32>) -> tensor<16x16xf32> attributes {kind = "generated", schedule = #kernel.schedule<tile = [0, 0], vector = 8, order = [0, 1], threads = 1>} {
+// CHECK-NEXT:    %{{.*}} = graph.transpose
+// CHECK-NEXT:    kernel.yield
+// CHECK-NEXT:  }
+// CHECK-NEXT:  kernel.func @mul_relu_1(
+// CHECK:       func.func @reuse(%[[X:.*]]: memref<16x16xf32>) -> memref<256xf32> attributes {rt.arena_size = 2048 : i64, rt.arena_lower_bound = 2048 : i64} {
+// CHECK-NEXT:    %[[B0:.*]] = rt.buffer 0 : memref<16x16xf32>
+// CHECK-NEXT:    rt.launch @transpose_0(%[[X]]) outs(%[[B0]]) : (memref<16x16xf32>) -> (memref<16x16xf32>)
+// CHECK-NEXT:    %[[B1:.*]] = rt.buffer 1024 : memref<16x16xf32>
+// CHECK-NEXT:    rt.launch @transpose_0(%[[B0]]) outs(%[[B1]])
+// CHECK-NEXT:    %[[B2:.*]] = rt.buffer 0 : memref<16x16xf32>
+// CHECK-NEXT:    rt.launch @transpose_0(%[[B1]]) outs(%[[B2]])
+// CHECK-NEXT:    %[[W:.*]] = rt.constant dense<2.000000e+00> : tensor<16x16xf32> -> memref<16x16xf32>
+// CHECK-NEXT:    %[[B3:.*]] = rt.buffer 0 : memref<16x16xf32>
+// CHECK-NEXT:    rt.launch @mul_relu_1(%[[B2]], %[[W]]) outs(%[[B3]])
+// CHECK-NEXT:    %[[V:.*]] = rt.view %[[B3]] : memref<16x16xf32> -> memref<256xf32>
+// CHECK-NEXT:    func.return %[[V]] : memref<256xf32>
+
+func.func @reuse(%x: tensor<16x16xf32>) -> tensor<256xf32> {
+  %t1 = kernel.generated "transpose_0" (%x) schedule <tile = [0, 0], vector = 8, order = [0, 1], threads = 1> : (tensor<16x16xf32>) -> tensor<16x16xf32> {
+  ^bb0(%a: tensor<16x16xf32>):
+    %r = graph.transpose %a {permutation = array<i64: 1, 0>} : (tensor<16x16xf32>) -> tensor<16x16xf32>
+    kernel.yield %r : tensor<16x16xf32>
+  }
+  %t2 = kernel.generated "transpose_0" (%t1) schedule <tile = [0, 0], vector = 8, order = [0, 1], threads = 1> : (tensor<16x16xf32>) -> tensor<16x16xf32> {
+  ^bb0(%a: tensor<16x16xf32>):
+    %r = graph.transpose %a {permutation = array<i64: 1, 0>} : (tensor<16x16xf32>) -> tensor<16x16xf32>
+    kernel.yield %r : tensor<16x16xf32>
+  }
+  %t3 = kernel.generated "transpose_0" (%t2) schedule <tile = [0, 0], vector = 8, order = [0, 1], threads = 1> : (tensor<16x16xf32>) -> tensor<16x16xf32> {
+  ^bb0(%a: tensor<16x16xf32>):
+    %r = graph.transpose %a {permutation = array<i64: 1, 0>} : (tensor<16x16xf32>) -> tensor<16x16xf32>
+    kernel.yield %r : tensor<16x16xf32>
+  }
+  %w = graph.constant {value = dense<2.0> : tensor<16x16xf32>} : () -> tensor<16x16xf32>
+  %y = kernel.generated "mul_relu_1" (%t3, %w) schedule <tile = [0, 0], vector = 8, order = [0, 1], threads = 1> : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32> {
+  ^bb0(%a: tensor<16x16xf32>, %b: tensor<16x16xf32>):
+    %m = graph.mul %a, %b : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x16xf32>
+    %r = graph.relu %m : (tensor<16x16xf32>) -> tensor<16x16xf32>
+    kernel.yield %r : tensor<16x16xf32>
+  }
+  %v = graph.reshape %y : (tensor<16x16xf32>) -> tensor<256xf32>
+  func.return %v : tensor<256xf32>
+}

@@ -1,0 +1,388 @@
+"""Analytical kernel models: the roofline, refined where it is known to be wrong.
+
+Each graph op is priced as one kernel: `compute_s` (its FLOPs at the rate its kernel attains), `memory_s` (its
+traffic at the bandwidth of the memory level the data comes from) and the device's per-kernel `launch_s`; the kernel
+runs max(compute_s, memory_s) after its launch. The refinements over the roofline:
+
+- GEMM-like ops (matmul, linear, conv as an implicit GEMM, attention as two GEMMs in one fused kernel). The output is
+  cut into tiles of at most `gemm_tile_m` x `gemm_tile_n`; tiles run in waves over the cores (SMs), and a partial
+  last wave costs a whole one (wave quantization), as does a partly empty tile; each tile also pays `gemm_k_overhead`
+  extra K steps to fill its pipeline and store its result (small-problem inefficiency). Traffic follows a blocked-GEMM
+  model over the memory hierarchy: each level inside the one the data lives in receives A once per block of B's
+  columns and B once per block of A's rows. On a GPU the blocks in shared memory are the tiles, so of the tile sizes
+  (halved down to `gemm_min_tile`) the model takes, as a library's heuristic does, the one that finishes first: big
+  tiles re-read less, small ones keep more SMs busy. A CPU's caches hold square blocks that fill a third of a level.
+- depthwise convolution: a stencil on the vector units (one input channel per output channel leaves matrix units
+  nothing to reuse), usually memory-bound.
+- elementwise, reductions, normalizations, pooling and data movement: by bytes, at the bandwidth of the innermost
+  level that holds the op's working set between kernels (on a GPU, L2 or HBM: per-SM memory does not keep data
+  from one kernel to the next), plus the per-kernel launch.
+- embedding lookups and bags: each distinct row is fetched once from wherever the table lives, in whole access
+  granules (cache lines, DRAM sectors); repeated lookups of a row hit in cache, as do indices and the result.
+
+A fused group (`group_cost`) is one kernel: its members' compute, the bytes that cross the group's boundary (not its
+intermediates, which stay on chip), its members' blocked-GEMM re-reads, and one launch.
+
+`Efficiency` holds the factors the models assume. A device file's `[efficiency]` table overrides them: that is where
+a calibration writes what it fits. On a device with datasheet figures (`calibrated = false`) every time here is an
+analytical prediction, not a measurement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+
+from xdsl.ir import Operation, SSAValue
+
+from gnomon.devices import Device, DeviceError, MemoryLevel
+from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.elementwise import DropoutOp
+from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
+from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
+from gnomon.dialects.graph.nn import AttentionOp, ConvOp, ConvTransposeOp
+from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
+from gnomon.passes.cost.roofline import (
+    VIEW_OPS,
+    Bound,
+    CostModelError,
+    GemmShape,
+    OpWork,
+    element_bytes,
+    embedding_rows,
+    gemm_shapes,
+    nbytes,
+    op_work,
+    static_shape,
+)
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """The factors of the analytical models: calibration fits them per device (its file's `[efficiency]` table)."""
+
+    gemm: float
+    """Fraction of the matrix peak a large GEMM's main loop sustains."""
+    gemm_tile_m: int
+    """Rows of the largest output tile a core computes at once (a CUDA thread block; a CPU register block)."""
+    gemm_tile_n: int
+    """Columns of that tile."""
+    gemm_min_tile: int
+    """The smallest tile edge a library falls back to for a small problem."""
+    gemm_k_overhead: int
+    """Extra K steps per output tile: filling the pipeline with the first panels, storing the tile."""
+    vector: float
+    """Fraction of the vector (fp32) peak elementwise code sustains."""
+    depthwise: float
+    """Fraction of the vector peak a depthwise convolution sustains."""
+    stream: float
+    """Fraction of a memory level's bandwidth a streaming kernel sustains."""
+    access_bytes: int
+    """The granule of a random access: a cache line on a CPU, a DRAM sector on a GPU."""
+
+
+GPU_EFFICIENCY = Efficiency(
+    gemm=0.8, gemm_tile_m=256, gemm_tile_n=128, gemm_min_tile=32, gemm_k_overhead=32,
+    vector=0.5, depthwise=0.3, stream=0.85, access_bytes=32,
+)  # fmt: skip
+"""Typical of cuBLAS/CUTLASS-class kernels (tiles up to 256 x 128): starting values for calibration, not measured."""
+
+CPU_EFFICIENCY = Efficiency(
+    gemm=0.85, gemm_tile_m=6, gemm_tile_n=16, gemm_min_tile=16, gemm_k_overhead=8,
+    vector=0.5, depthwise=0.3, stream=0.7, access_bytes=64,
+)  # fmt: skip
+"""Typical of an AVX2 BLAS (a 6 x 16 fp32 register block): starting values for calibration, not measurements."""
+
+
+def efficiency(device: Device) -> Efficiency:
+    """The kind's defaults, overridden by the device file's `[efficiency]` table."""
+    defaults = GPU_EFFICIENCY if device.kind == "gpu" else CPU_EFFICIENCY
+    known = [f.name for f in fields(Efficiency)]
+    for key in device.efficiency:
+        if key not in known:
+            raise DeviceError(f"device {device.name}: unknown [efficiency] key '{key}' (known: {', '.join(known)})")
+    overrides = {
+        key: int(value) if isinstance(getattr(defaults, key), int) else value
+        for key, value in device.efficiency.items()
+    }
+    return replace(defaults, **overrides)
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """What one op (or one fused group) costs on a device: roofline and analytical figures."""
+
+    flops: int
+    bytes: int
+    """The least bytes it must move (a group: only those that cross its boundary)."""
+    roofline_s: float
+    roofline_bound: Bound
+    compute_s: float
+    """Its FLOPs at the rate its kernel attains."""
+    memory_s: float
+    """Its traffic, re-reads included, at the bandwidths of the levels it comes from."""
+    launch_s: float
+    """The runtime's overhead to launch its kernel; 0 for a view."""
+    model: str
+    """Which model priced it: gemm, conv, depthwise-conv, attention, embedding, stream, view or fused."""
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte; 0 for an op that moves nothing."""
+        return self.flops / self.bytes if self.bytes else 0.0
+
+    @property
+    def kernel_s(self) -> float:
+        """The kernel's run time on the device, without its launch."""
+        return max(self.compute_s, self.memory_s)
+
+    @property
+    def predicted_s(self) -> float:
+        """The op's time run alone: its launch, then its kernel."""
+        return self.launch_s + self.kernel_s
+
+    @property
+    def bound(self) -> Bound:
+        """What limits the kernel under the analytical model."""
+        return "compute" if self.compute_s > self.memory_s else "memory"
+
+
+@dataclass(frozen=True)
+class _Kernel:
+    model: str
+    compute_s: float
+    memory_s: float
+    """The compulsory bytes at the bandwidth of the level they come from."""
+    reuse_s: float = 0.0
+    """What re-reading operand blocks that miss a cache level adds to `memory_s`."""
+
+
+def op_cost(op: GraphOperation, device: Device) -> OpCost:
+    """The cost of one graph op on `device`; a CostModelError if its shapes are not static."""
+    work = op_work(op)
+    kernel = _kernel(op, work, device, efficiency(device))
+    compute_roof = work.flops / device.peak(work.peak_key) if work.flops else 0.0
+    return _cost(work.flops, work.bytes, compute_roof, kernel, device)
+
+
+def group_cost(ops: Sequence[GraphOperation], device: Device) -> OpCost:
+    """The cost of `ops` fused into one kernel: only the bytes that cross the group's boundary count."""
+    if not ops:
+        raise CostModelError("cost model: a fused group needs at least one op")
+    members = set[Operation](ops)
+    eff = efficiency(device)
+    reads: dict[SSAValue, int] = {}
+    writes: dict[SSAValue, int] = {}
+    flops, compute_roof, compute_s, reuse_s = 0, 0.0, 0.0, 0.0
+    for op in ops:
+        work = op_work(op)
+        kernel = _kernel(op, work, device, eff)
+        flops += work.flops
+        compute_roof += work.flops / device.peak(work.peak_key) if work.flops else 0.0
+        compute_s += kernel.compute_s
+        reuse_s += kernel.reuse_s
+        for value, count in work.reads.items():
+            if not _produced_inside(value, members):
+                reads[value] = max(reads.get(value, 0), count)
+        writes |= {value: count for value, count in work.writes.items() if _escapes(value, members)}
+    moved = sum(reads.values()) + sum(writes.values())
+    if all(isinstance(op, VIEW_OPS) for op in ops):
+        return _cost(flops, moved, compute_roof, _Kernel("view", 0.0, 0.0), device)
+    memory_s = moved / (_resident(device, moved).bandwidth_bytes_per_s * eff.stream)
+    return _cost(flops, moved, compute_roof, _Kernel("fused", compute_s, memory_s, reuse_s), device)
+
+
+def _cost(flops: int, moved: int, compute_roof: float, kernel: _Kernel, device: Device) -> OpCost:
+    memory_roof = moved / device.dram.bandwidth_bytes_per_s
+    return OpCost(
+        flops=flops,
+        bytes=moved,
+        roofline_s=max(compute_roof, memory_roof),
+        roofline_bound="compute" if compute_roof > memory_roof else "memory",
+        compute_s=kernel.compute_s,
+        memory_s=kernel.memory_s + kernel.reuse_s,
+        launch_s=0.0 if kernel.model == "view" else device.launch_overhead_s,
+        model=kernel.model,
+    )
+
+
+def _produced_inside(value: SSAValue, members: set[Operation]) -> bool:
+    """Whether a group member computes `value` (a constant's value is resident storage, read from outside)."""
+    owner = value.owner
+    return isinstance(owner, Operation) and owner in members and not isinstance(owner, ConstantOp)
+
+
+def _escapes(value: SSAValue, members: set[Operation]) -> bool:
+    """Whether a result must be written out: read outside the group (directly or through a view), or never read."""
+    if not value.uses:
+        return True
+    for use in value.uses:
+        user = use.operation
+        if user not in members:
+            return True
+        if isinstance(user, VIEW_OPS) and any(_escapes(result, members) for result in user.results):
+            return True
+    return False
+
+
+def _resident(device: Device, working_set: int) -> MemoryLevel:
+    return device.memory[_resident_index(device, working_set)]
+
+
+def _resident_index(device: Device, working_set: int) -> int:
+    """The innermost memory level that holds `working_set` bytes from one kernel to the next."""
+    for index, level in enumerate(device.memory[:-1]):
+        if level.per_core and device.kind == "gpu":
+            continue  # an SM's L1 and shared memory start empty with each kernel
+        capacity = level.capacity_bytes * (device.cores if level.per_core else 1)
+        if working_set <= capacity:
+            return index
+    return len(device.memory) - 1
+
+
+# ---- per-family kernels ----
+
+
+def _kernel(op: GraphOperation, work: OpWork, device: Device, eff: Efficiency) -> _Kernel:
+    match op:
+        case ConstantOp() | DropoutOp() | ReshapeOp():
+            return _Kernel("view", 0.0, 0.0)
+        case ConvOp() if _is_depthwise(op):
+            # On the vector units whatever the dtype: matrix units would have nothing to reuse.
+            vector_peak = device.peak("fp64" if work.peak_key == "fp64" else "fp32")
+            return _stream("depthwise-conv", work, device, eff, vector_peak * eff.depthwise)
+        case MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp():
+            a, b = op.operands[0], op.operands[1]
+            traffic = _Traffic(nbytes(a), nbytes(b), work.bytes - nbytes(a) - nbytes(b), element_bytes(a))
+            model = "gemm" if isinstance(op, MatmulOp | LinearOp) else "conv"
+            return _gemm(model, gemm_shapes(op), traffic, work, device, eff)
+        case AttentionOp():
+            return _attention(op, work, device, eff)
+        case EmbeddingOp() | EmbeddingBagOp():
+            return _embedding(op, work, device, eff)
+        case _:
+            return _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)
+
+
+def _is_depthwise(op: ConvOp) -> bool:
+    groups = op.groups.value.data
+    return groups > 1 and static_shape(op.weight)[1] == 1
+
+
+def _stream(model: str, work: OpWork, device: Device, eff: Efficiency, flop_rate: float) -> _Kernel:
+    """A kernel that streams its bytes once, from the level that holds them, computing at `flop_rate`."""
+    bandwidth = _resident(device, work.bytes).bandwidth_bytes_per_s * eff.stream
+    return _Kernel(model, work.flops / flop_rate, work.bytes / bandwidth)
+
+
+@dataclass(frozen=True)
+class _Traffic:
+    """A GEMM's operands as stored: the A side (m x k), the B side (k x n), and the rest (result, bias)."""
+
+    a_bytes: int
+    b_bytes: int
+    c_bytes: int
+    element_bytes: int
+
+    @property
+    def total(self) -> int:
+        return self.a_bytes + self.b_bytes + self.c_bytes
+
+
+def _tile_edges(largest: int, smallest: int) -> list[int]:
+    """The tile edges a library chooses from: the largest, halved down to the smallest."""
+    edges = [largest]
+    while edges[-1] // 2 >= smallest:
+        edges.append(edges[-1] // 2)
+    return edges
+
+
+def _gemm_compute_s(shape: GemmShape, tile: tuple[int, int], peak: float, device: Device, eff: Efficiency) -> float:
+    """Tiles run in waves over the cores; a partial wave, a padded tile and each tile's K overhead all cost time."""
+    tile_m, tile_n = tile
+    tiles = shape.batch * math.ceil(shape.m / tile_m) * math.ceil(shape.n / tile_n)
+    waves = math.ceil(tiles / device.cores)
+    return waves * 2 * tile_m * tile_n * (shape.k + eff.gemm_k_overhead) / (peak / device.cores * eff.gemm)
+
+
+def _gemm_memory_s(
+    shape: GemmShape, tile: tuple[int, int], traffic: _Traffic, device: Device, eff: Efficiency
+) -> tuple[float, float]:
+    """(compulsory, re-read) time of the blocked-GEMM traffic model.
+
+    The data starts in the innermost level that holds it between kernels. Each level inside that one receives A
+    once per block of B's columns and B once per block of A's rows, from the level outside it and at that level's
+    bandwidth; the slowest level sets the time. A GPU stages each output tile's operands in its SM's shared memory,
+    so there the blocks are the tile; a CPU's caches hold square blocks that fill a third of the level each (and
+    a problem that fits a level is read into it once).
+    """
+    resident = _resident_index(device, traffic.total)
+    compulsory = traffic.total / device.memory[resident].bandwidth_bytes_per_s
+    slowest = compulsory
+    for index, level in enumerate(device.memory[:resident]):
+        if device.kind == "gpu" and level.per_core:
+            block_m, block_n = tile
+        elif traffic.total / shape.batch <= level.capacity_bytes:
+            block_m, block_n = shape.m, shape.n
+        else:
+            block_m = block_n = max(1, math.isqrt(level.capacity_bytes // (3 * traffic.element_bytes)))
+        moved = (
+            traffic.a_bytes * math.ceil(shape.n / min(shape.n, block_n))
+            + traffic.b_bytes * math.ceil(shape.m / min(shape.m, block_m))
+            + traffic.c_bytes
+        )
+        slowest = max(slowest, moved / device.memory[index + 1].bandwidth_bytes_per_s)
+    return compulsory / eff.stream, (slowest - compulsory) / eff.stream
+
+
+def _gemm(
+    model: str, shapes: Sequence[GemmShape], traffic: _Traffic, work: OpWork, device: Device, eff: Efficiency
+) -> _Kernel:
+    """Like a library's heuristic, take the tile that finishes first: big tiles re-read less, but smaller ones
+    keep more cores busy on a small problem."""
+    peak = device.peak(work.peak_key)
+    best: _Kernel | None = None
+    for tile_m in _tile_edges(eff.gemm_tile_m, eff.gemm_min_tile):
+        for tile_n in _tile_edges(eff.gemm_tile_n, eff.gemm_min_tile):
+            tile = (tile_m, tile_n)
+            compute_s = sum(_gemm_compute_s(shape, tile, peak, device, eff) for shape in shapes)
+            memory_s, reuse_s = _gemm_memory_s(shapes[0], tile, traffic, device, eff)
+            kernel = _Kernel(model, compute_s, memory_s, reuse_s)
+            if best is None or _rank(kernel) < _rank(best):
+                best = kernel
+    assert best is not None  # there is at least one tile edge per dim
+    return best
+
+
+def _rank(kernel: _Kernel) -> tuple[float, float]:
+    """Faster first; of equally fast tiles, the one that moves less."""
+    traffic_s = kernel.memory_s + kernel.reuse_s
+    return max(kernel.compute_s, traffic_s), traffic_s
+
+
+def _attention(op: AttentionOp, work: OpWork, device: Device, eff: Efficiency) -> _Kernel:
+    """Flash-style: scores stay on chip; K and V stream past each block of queries, as B streams past A."""
+    query = nbytes(op.query)
+    traffic = _Traffic(query, work.bytes - query - nbytes(op.result), nbytes(op.result), element_bytes(op.query))
+    kernel = _gemm("attention", gemm_shapes(op), traffic, work, device, eff)
+    if not op.is_causal.value.data:
+        return kernel
+    # A causal mask skips the query-key blocks above the diagonal: (b + 1) / 2b of b x b blocks remain.
+    blocks = math.ceil(gemm_shapes(op)[0].m / eff.gemm_tile_m)
+    return replace(kernel, compute_s=kernel.compute_s * (blocks + 1) / (2 * blocks))
+
+
+def _embedding(op: EmbeddingOp | EmbeddingBagOp, work: OpWork, device: Device, eff: Efficiency) -> _Kernel:
+    """Distinct rows from the table's level, in whole granules; repeats, indices and result from cache."""
+    lookups, distinct = embedding_rows(op)
+    row_bytes = static_shape(op.table)[1] * element_bytes(op.table)
+    fetched = math.ceil(row_bytes / eff.access_bytes) * eff.access_bytes * distinct
+    rest = work.bytes - distinct * row_bytes
+    table_level = _resident(device, nbytes(op.table))
+    hot_level = _resident(device, distinct * row_bytes + rest)
+    memory_s = (
+        fetched / table_level.bandwidth_bytes_per_s
+        + ((lookups - distinct) * row_bytes + rest) / hot_level.bandwidth_bytes_per_s
+    ) / eff.stream
+    return _Kernel("embedding", work.flops / (device.peak(work.peak_key) * eff.vector), memory_s)

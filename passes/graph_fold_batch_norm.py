@@ -1,0 +1,121 @@
+"""`graph-fold-batch-norm`: fold inference batch norms into the convolution or linear layer before them.
+
+Batch norm at inference is a per-channel affine map, y = (x - mean) * s + beta with
+s = gamma / sqrt(var + eps). After a layer with weight w and bias b it is the same layer with weight
+w * s (per output channel) and bias (b - mean) * s + beta, so the norm costs nothing at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import AnyFloat, DenseResourceAttr, ModuleOp, TensorType
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from gnomon.dialects.graph.constant_values import dense_to_numpy, resource_to_numpy
+from gnomon.dialects.graph.linalg import LinearOp
+from gnomon.dialects.graph.nn import BatchNormOp, ConvOp, ConvTransposeOp
+from gnomon.dialects.graph.tensor import ConstantOp
+from gnomon.passes.graph_fold_constants import folded_constant
+
+Layer = ConvOp | ConvTransposeOp | LinearOp
+
+
+def _constant_array(value: SSAValue) -> np.ndarray | None:
+    """The value of a float `graph.constant`, or None when `value` is anything else."""
+    owner = value.owner
+    if not isinstance(owner, ConstantOp) or not isinstance(value.type, TensorType):
+        return None
+    if not isinstance(value.type.get_element_type(), AnyFloat):
+        return None
+    if isinstance(owner.value, DenseResourceAttr):
+        return resource_to_numpy(owner.value)
+    return dense_to_numpy(owner.value)
+
+
+def _constant_arrays(values: Sequence[SSAValue]) -> list[np.ndarray] | None:
+    """The values of `values` when every one is a float constant, else None."""
+    arrays = [_constant_array(v) for v in values]
+    known = [a for a in arrays if a is not None]
+    return known if len(known) == len(arrays) else None
+
+
+def _scaled_weight(layer: Layer, weight: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """`weight` with each output channel's slice multiplied by that channel's `scale`."""
+    if not isinstance(layer, ConvTransposeOp):  # (C_out, ...) for conv and linear
+        return weight * scale.reshape((-1,) + (1,) * (weight.ndim - 1))
+    # (C_in, C_out / groups, *kernel): output channel g * C_out/groups + j is column j of group g's rows.
+    groups = layer.groups.value.data
+    c_in, per_group, *kernel = weight.shape
+    grouped = weight.reshape(groups, c_in // groups, per_group, *kernel)
+    channel_scale = scale.reshape(groups, 1, per_group, *([1] * len(kernel)))
+    return (grouped * channel_scale).reshape(weight.shape)
+
+
+def _erase_if_unused(rewriter: PatternRewriter, value: SSAValue) -> None:
+    owner = value.owner
+    if isinstance(owner, ConstantOp) and not owner.result.uses:
+        rewriter.erase(owner)
+
+
+class FoldBatchNormIntoLayer(RewritePattern):
+    """batch_norm(conv(x, w, b)) = conv(x, w * s, (b - mean) * s + beta), likewise for conv_transpose and linear.
+
+    Applies only when the layer's result feeds the norm alone (else the unnormalized output is still
+    needed) and every weight, bias and statistic is a constant.
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: BatchNormOp, rewriter: PatternRewriter) -> None:
+        layer = op.input.owner
+        if not isinstance(layer, Layer) or not layer.result.has_one_use():
+            return
+        # The norm's channel axis is 1; a linear layer's features are its last axis: they agree for rank 2 only.
+        if isinstance(layer, LinearOp) and len(layer.result.type.get_shape()) != 2:
+            return
+        layer_params = [layer.weight] if layer.bias is None else [layer.weight, layer.bias]
+        params = [op.scale, op.bias, op.mean, op.variance, *layer_params]
+        arrays = _constant_arrays(params)
+        if arrays is None:
+            return
+        gamma, beta, mean, variance, weight, *bias = (a.astype(np.float64) for a in arrays)
+        scale = gamma / np.sqrt(variance + op.epsilon.value.data)
+        new_bias = ((bias[0] if bias else 0.0) - mean) * scale + beta
+
+        assert isinstance(layer.weight.type, TensorType)  # `_constant_arrays` read it as one
+        element_type = layer.weight.type.get_element_type()
+        weight_op = folded_constant(_scaled_weight(layer, weight, scale), layer.weight.type, layer.location)
+        bias_op = folded_constant(new_bias, TensorType(element_type, new_bias.shape), layer.location)
+        folded = type(layer).build(
+            operands=[layer.input, weight_op.result, [bias_op.result]],
+            properties=dict(layer.properties),
+            attributes=dict(layer.attributes),
+            result_types=[layer.result.type],
+        )
+        folded.location = layer.location
+        rewriter.replace(op, [weight_op, bias_op, folded])
+        rewriter.erase(layer)
+        for value in dict.fromkeys(params):  # a constant may be two of the parameters
+            _erase_if_unused(rewriter, value)
+
+
+@dataclass(frozen=True)
+class GraphFoldBatchNormPass(ModulePass):
+    """Fold inference batch norms into the constant-weight conv, conv_transpose or linear layer that feeds them."""
+
+    name = "graph-fold-batch-norm"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        walker = PatternRewriteWalker(GreedyRewritePatternApplier([FoldBatchNormIntoLayer()], dce_enabled=False))
+        walker.rewrite_module(op)

@@ -1,0 +1,174 @@
+"""`graph-to-kernel`: partition each function's graph ops into kernels, the units the runtime launches.
+
+In program order, every graph op except constants and reshapes (which the runtime treats as
+data and as views) lands in exactly one kernel:
+
+- a library anchor (convolution, matmul, linear) takes the epilogue ops its library fuses
+  (bias, activation, a residual add) into one `kernel.library`;
+- an op gnomon can generate code for starts a `kernel.generated`, which takes the
+  elementwise ops that follow it on the same shape, so their intermediates stay in registers;
+- any other op is a `kernel.library` of its own: an ATen call where torch has the op, else
+  NumPy (the reference semantics), so every op the graph dialect has can run.
+
+An op joins the kernel before it only if it consumes that kernel's last value and is that
+value's only user: each kernel then has one result, and fusing never changes the order in
+which values are computed, so the rewrite is legal without a dependence analysis.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from gnomon.dialects.graph import elementwise, linalg, nn
+from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
+from gnomon.dialects.kernel import GeneratedOp, LibraryOp, ScheduleAttr, YieldOp
+
+_ELEMENTWISE = (elementwise.UnaryOp, elementwise.BinaryOp, elementwise.CastOp, elementwise.WhereOp)
+
+
+def _short(op: Operation) -> str:
+    return op.name.removeprefix("graph.")
+
+
+def _result_shape(op: Operation) -> tuple[int, ...] | None:
+    if len(op.results) != 1 or not isinstance(op.results[0].type, TensorType):
+        return None
+    return tuple(op.results[0].type.get_shape())
+
+
+Kind = Literal["anchor", "generated", "single"]
+"""A library anchor taking epilogues, a generated kernel taking elementwise ops, or one library op alone."""
+
+
+# Generatable, but the library is faster here: oneDNN's softmax by 1.7-2x (bench/codegen.py), and
+# BLAS is as fast as the generated matmul on square shapes and safer on ragged ones.
+_PREFER_LIBRARY = (linalg.MatmulOp, nn.SoftmaxOp, nn.LogSoftmaxOp)
+
+
+def _kind(op: Operation) -> Kind:
+    from gnomon.runtime.codegen import generatable
+    from gnomon.runtime.library import fusible_epilogue
+
+    if generatable(op) and not isinstance(op, _PREFER_LIBRARY):
+        return "generated"
+    users = [use.operation for result in op.results for use in result.uses]
+    return "anchor" if any(fusible_epilogue(op, user) for user in users) else "single"
+
+
+def _joins(group: list[Operation], candidate: Operation, kind: Kind) -> bool:
+    """Whether `candidate` may join the kernel being built from `group`."""
+    from gnomon.runtime.codegen import generatable
+    from gnomon.runtime.library import fusible_epilogue, library_kernel
+
+    last = group[-1]
+    if len(last.results) != 1 or not last.results[0].has_one_use():
+        return False
+    if kind == "single" or last.results[0] not in candidate.operands or not candidate.results:
+        return False
+    if kind == "anchor":
+        # The library decides whether the whole chain, in this order, is one of its fused calls.
+        chain = [*group, candidate]
+        operands = _external_operands(chain)
+        return (
+            fusible_epilogue(group[0], candidate)
+            and library_kernel(_body(chain, operands, list(candidate.results)).block) is not None
+        )
+    return (
+        isinstance(candidate, _ELEMENTWISE)
+        and generatable(candidate)
+        and _result_shape(candidate) == _result_shape(last)
+    )
+
+
+def _external_operands(group: Sequence[Operation]) -> list[SSAValue]:
+    inside = {result for op in group for result in op.results}
+    operands: list[SSAValue] = []
+    for op in group:
+        for operand in op.operands:
+            if operand not in inside and operand not in operands:
+                operands.append(operand)
+    return operands
+
+
+def _body(group: Sequence[Operation], operands: Sequence[SSAValue], results: Sequence[SSAValue]) -> Region:
+    """The group's ops, cloned into a block whose arguments stand for `operands`."""
+    block = Block(arg_types=[operand.type for operand in operands])
+    mapping: dict[SSAValue, SSAValue] = dict(zip(operands, block.args, strict=True))
+    for op in group:
+        clone = op.clone(value_mapper=mapping)
+        block.add_op(clone)
+    block.add_op(YieldOp(*(mapping[result] for result in results)))
+    return Region(block)
+
+
+def _schedule(result: SSAValue, threads: int) -> ScheduleAttr:
+    """The default loop layout: the result's loops in order, untiled, 8-wide vectors, all cores."""
+    rank = len(result.type.get_shape()) if isinstance(result.type, TensorType) else 0
+    return ScheduleAttr.get([0] * rank, 8, list(range(rank)), threads)
+
+
+def _kernel(group: list[Operation], kind: Kind, index: int, threads: int) -> Operation:
+    from gnomon.runtime.library import library_kernel
+
+    operands = _external_operands(group)
+    results = list(group[-1].results)
+    body = _body(group, operands, results)
+    result_types = [result.type for result in results]
+    if kind == "generated":
+        name = "_".join(_short(op) for op in group) + f"_{index}"
+        return GeneratedOp(name, _schedule(results[0], threads), operands, result_types, body)
+    library = library_kernel(body.block)
+    callee = library.name if library is not None else f"numpy.{_short(group[0])}"
+    return LibraryOp(callee, operands, result_types, body)
+
+
+def partition(function: func.FuncOp, threads: int) -> None:
+    """Rewrite `function`'s graph ops into kernels, in place."""
+    block = function.body.block
+    # Constants go first (in their order), so that a kernel may be placed where its last op was.
+    first_compute = next((op for op in block.ops if not isinstance(op, ConstantOp)), None)
+    if first_compute is not None:
+        for constant in [op for op in block.ops if isinstance(op, ConstantOp)]:
+            constant.detach()
+            block.insert_op_before(constant, first_compute)
+    ops = [op for op in block.ops if op.name.startswith("graph.") and not isinstance(op, ConstantOp | ReshapeOp)]
+    groups: list[tuple[list[Operation], Kind]] = []
+    for op in ops:
+        if groups and _joins(groups[-1][0], op, groups[-1][1]):
+            groups[-1][0].append(op)
+            continue
+        groups.append(([op], _kind(op)))
+    for index, (group, kind) in enumerate(groups):
+        kernel = _kernel(group, kind, index, threads)
+        kernel.location = group[0].location
+        Rewriter.insert_op(kernel, InsertPoint.before(group[-1]))
+        for old, new in zip(group[-1].results, kernel.results, strict=True):
+            old.replace_all_uses_with(new)
+        for op in reversed(group):
+            Rewriter.erase_op(op)
+
+
+@dataclass(frozen=True)
+class GraphToKernelPass(ModulePass):
+    """Partition graph functions into generated and library kernels."""
+
+    name = "graph-to-kernel"
+
+    threads: int = 0
+    """Threads per generated kernel; 0 means all of this machine's cores."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        threads = self.threads or os.cpu_count() or 1
+        for function in op.ops:
+            if isinstance(function, func.FuncOp) and function.body.blocks:
+                partition(function, threads)

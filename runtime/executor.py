@@ -1,0 +1,205 @@
+"""The native runtime: load an rt program, bind its buffers once, run its launches in order.
+
+Loading does all the work that does not depend on the inputs: it checks the memory plan,
+carves every `rt.buffer` out of one arena as a NumPy view, turns constants into arrays,
+compiles (or fetches from the disk cache) each generated `kernel.func`, and binds every
+`rt.launch` to a zero-argument closure over its buffers. Running copies the inputs into
+their buffers, calls the closures, and copies the results out (the arena is reused by the
+next run). With profiling on, each launch is timed with `perf_counter_ns`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
+from xdsl.ir import SSAValue
+from xdsl.rewriter import Rewriter
+
+from gnomon.dialects import kernel, rt
+from gnomon.dialects.graph.constant_values import constant_to_numpy, numpy_dtype
+from gnomon.errors import GnomonError
+from gnomon.locations import location_name
+from gnomon.passes.kernel_to_rt import ALIGNMENT, rt_functions, verify_plan
+
+__all__ = ["KernelTiming", "Profile", "Program", "RuntimeError_"]
+
+
+class RuntimeError_(GnomonError):  # noqa: N801 (the builtin's name is taken)
+    """An rt program cannot be loaded or run."""
+
+
+@dataclass(frozen=True)
+class KernelTiming:
+    """One launch of a profiled run."""
+
+    kernel: str
+    """The `kernel.func` symbol."""
+    kind: str
+    """`generated`, or the library call (`aten.convolution+relu`, `numpy.gather_elements`)."""
+    source_ops: tuple[str, ...]
+    """The graph ops the kernel runs."""
+    location: str
+    """The source node or module path of the kernel's first op."""
+    seconds: float
+
+
+@dataclass
+class Profile:
+    """The kernels of the last profiled run, how the program was compiled, and its memory plan."""
+
+    timings: list[KernelTiming] = field(default_factory=list[KernelTiming])
+    run_seconds: float = 0.0
+    arena_bytes: int = 0
+    arena_lower_bound: int = 0
+    kernels_compiled: int = 0
+    kernels_from_cache: int = 0
+    compile_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Launch:
+    kernel: kernel.FuncOp
+    location: str
+    run: Callable[[], None]
+
+
+def _aligned_arena(size: int) -> np.ndarray:
+    raw = np.zeros(size + ALIGNMENT, dtype=np.uint8)
+    start = (-raw.ctypes.data) % ALIGNMENT
+    return raw[start : start + size]
+
+
+def _array(memref: MemRefType) -> np.ndarray:
+    return np.zeros(memref.get_shape(), dtype=numpy_dtype(memref.element_type))
+
+
+def _reference_kernel(kernel_func: kernel.FuncOp) -> Callable[[Sequence[np.ndarray]], list[np.ndarray]]:
+    """Run a kernel's body with the reference semantics (the NumPy fallback for ops without a library call)."""
+    from gnomon.runtime.reference import run_reference
+
+    body = kernel_func.body.clone()
+    terminator = body.block.last_op
+    assert isinstance(terminator, kernel.YieldOp)
+    Rewriter.replace_op(terminator, func.ReturnOp(*terminator.values))
+    module = ModuleOp([func.FuncOp(kernel_func.sym_name.data, kernel_func.function_type, body)])
+    return lambda args: run_reference(module, args)
+
+
+def _bind_numpy(kernel_func: kernel.FuncOp, args: Sequence[np.ndarray], results: Sequence[np.ndarray]):
+    reference = _reference_kernel(kernel_func)
+
+    def run() -> None:
+        for result, value in zip(results, reference(args), strict=True):
+            np.copyto(result, value, casting="unsafe")
+
+    return run
+
+
+class Program:
+    """An rt program, loaded and ready to run."""
+
+    def __init__(self, module: ModuleOp):
+        functions = rt_functions(module)
+        if len(functions) != 1:
+            raise RuntimeError_(f"expected one rt program in the module, found {len(functions)}")
+        self.function = function = functions[0]
+        verify_plan(function)
+        kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
+        arena_size = function.attributes[rt.ARENA_SIZE]
+        assert isinstance(arena_size, IntegerAttr)
+        self.arena = _aligned_arena(arena_size.value.data)
+        lower_bound = function.attributes.get(rt.ARENA_LOWER_BOUND)
+        self.profile = Profile(
+            arena_bytes=arena_size.value.data,
+            arena_lower_bound=lower_bound.value.data if isinstance(lower_bound, IntegerAttr) else 0,
+        )
+        block = function.body.block
+        self.inputs = [_array(arg.type) for arg in block.args if isinstance(arg.type, MemRefType)]
+        arrays: dict[SSAValue, np.ndarray] = dict(zip(block.args, self.inputs, strict=True))
+        self._launches: list[_Launch] = []
+        self._results: list[np.ndarray] = []
+        compiled: dict[str, object] = {}
+        for op in block.ops:
+            if isinstance(op, rt.BufferOp):
+                arrays[op.result] = self._buffer(op)
+            elif isinstance(op, rt.ConstantOp):
+                arrays[op.result] = constant_to_numpy(op.value)
+            elif isinstance(op, rt.ViewOp):
+                arrays[op.result] = arrays[op.source].reshape(op.result.type.get_shape())
+            elif isinstance(op, rt.LaunchOp):
+                kernel_func = kernels[op.callee.string_value()]
+                args, results = [arrays[v] for v in op.ins], [arrays[v] for v in op.outs]
+                run = self._bind(kernel_func, args, results, compiled)
+                self._launches.append(_Launch(kernel_func, location_name(op.location), run))
+            elif isinstance(op, func.ReturnOp):
+                self._results = [arrays[v] for v in op.operands]
+
+    def _buffer(self, op: rt.BufferOp) -> np.ndarray:
+        memref = op.result.type
+        assert isinstance(memref, MemRefType)
+        dtype = np.dtype(numpy_dtype(memref.element_type))
+        shape = memref.get_shape()
+        offset = op.offset.value.data
+        count = int(np.prod(shape))
+        return self.arena[offset : offset + count * dtype.itemsize].view(dtype).reshape(shape)
+
+    def _bind(
+        self,
+        kernel_func: kernel.FuncOp,
+        args: Sequence[np.ndarray],
+        results: Sequence[np.ndarray],
+        compiled: dict[str, object],
+    ) -> Callable[[], None]:
+        if kernel_func.is_generated:
+            from gnomon.runtime.codegen import compile_kernel
+
+            name = kernel_func.sym_name.data
+            if name not in compiled:
+                compiled[name] = compiled_kernel = compile_kernel(kernel_func)
+                self.profile.compile_seconds += compiled_kernel.compile_seconds
+                if compiled_kernel.from_cache:
+                    self.profile.kernels_from_cache += 1
+                else:
+                    self.profile.kernels_compiled += 1
+            return compiled[name].bind(args, results)  # pyright: ignore[reportAttributeAccessIssue]
+        assert kernel_func.callee is not None
+        if kernel_func.callee.data.startswith("numpy."):
+            return _bind_numpy(kernel_func, args, results)
+        import torch
+
+        from gnomon.runtime.library import library_kernel
+
+        library = library_kernel(kernel_func.body.block)
+        if library is None:
+            raise RuntimeError_(f"kernel @{kernel_func.sym_name.data}: no library call {kernel_func.callee.data}")
+        return library.bind([torch.from_numpy(a) for a in args], [torch.from_numpy(r) for r in results])
+
+    def run(self, inputs: Sequence[np.ndarray], profile: bool = False) -> list[np.ndarray]:
+        """Run on `inputs` (already checked: one contiguous array per input, right shape and dtype)."""
+        for buffer, value in zip(self.inputs, inputs, strict=True):
+            np.copyto(buffer, value)
+        if profile:
+            self._run_profiled()
+        else:
+            for launch in self._launches:
+                launch.run()
+        return [np.array(result) for result in self._results]
+
+    def _run_profiled(self) -> None:
+        timings: list[KernelTiming] = []
+        start = time.perf_counter_ns()
+        for launch in self._launches:
+            before = time.perf_counter_ns()
+            launch.run()
+            seconds = (time.perf_counter_ns() - before) * 1e-9
+            kernel_func = launch.kernel
+            kind = "generated" if kernel_func.is_generated else kernel_func.callee.data  # pyright: ignore[reportOptionalMemberAccess]
+            ops = tuple(op.name for op in kernel_func.body.block.ops if not isinstance(op, kernel.YieldOp))
+            timings.append(KernelTiming(kernel_func.sym_name.data, kind, ops, launch.location, seconds))
+        self.profile.run_seconds = (time.perf_counter_ns() - start) * 1e-9
+        self.profile.timings = timings

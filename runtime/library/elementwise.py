@@ -1,0 +1,244 @@
+"""Torch implementations of the graph dialect's elementwise ops.
+
+Most are one ATen function with a structured `out=` kernel, registered from the tables below; the
+rest are written out where the graph op's definition differs from torch's (NaN's sign, integer
+division, clip bounds on integers, hard_sigmoid's parameters).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from functools import partial
+
+import torch
+from xdsl.dialects.builtin import IntegerType
+from xdsl.ir import Operation
+
+from gnomon.dialects.graph import elementwise as ew
+from gnomon.runtime.library.base import ATEN_NN, Launch, TorchFn, element_type, out_impl, torch_dtype, torch_impl
+
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+def _register(op_type: type[Operation], fn: Callable[..., torch.Tensor]) -> None:
+    """An op that is `fn` of its operands, `fn` taking `out=`."""
+    torch_impl(op_type, f"aten.{fn.__name__}")(lambda op: fn)
+    out_impl(op_type)(lambda op, args, results: partial(fn, *args, out=results[0]))
+
+
+_ONE_FUNCTION: dict[type[Operation], Callable[..., torch.Tensor]] = {
+    ew.AbsOp: torch.abs,
+    ew.CeilOp: torch.ceil,
+    ew.CosOp: torch.cos,
+    ew.ErfOp: torch.erf,
+    ew.ExpOp: torch.exp,
+    ew.FloorOp: torch.floor,
+    ew.HardSwishOp: ATEN_NN.hardswish,
+    ew.LogOp: torch.log,
+    ew.NegOp: torch.neg,
+    ew.NotOp: torch.logical_not,
+    ew.ReciprocalOp: torch.reciprocal,
+    ew.RoundOp: torch.round,  # half to even, as the graph op
+    ew.RsqrtOp: torch.rsqrt,
+    ew.SigmoidOp: torch.sigmoid,
+    ew.SiluOp: ATEN_NN.silu,
+    ew.SinOp: torch.sin,
+    ew.SqrtOp: torch.sqrt,
+    ew.TanhOp: torch.tanh,
+    ew.AddOp: torch.add,
+    ew.AndOp: torch.logical_and,
+    ew.MaxOp: torch.maximum,  # NaN-propagating, as NumPy's maximum
+    ew.MinOp: torch.minimum,
+    ew.MulOp: torch.mul,
+    ew.OrOp: torch.logical_or,
+    ew.PowOp: torch.pow,
+    ew.RemOp: torch.remainder,  # the sign of the divisor, as Python's %
+    ew.SubOp: torch.sub,
+    ew.EqOp: torch.eq,
+    ew.GeOp: torch.ge,
+    ew.GtOp: torch.gt,
+    ew.LeOp: torch.le,
+    ew.LtOp: torch.lt,
+    ew.NeOp: torch.ne,
+    ew.WhereOp: torch.where,
+}
+
+for _op_type, _fn in _ONE_FUNCTION.items():
+    _register(_op_type, _fn)
+
+
+# ---- unary maps that differ from torch's function or take properties ----
+
+
+@torch_impl(ew.ReluOp, "aten.relu")
+def relu(op: ew.UnaryOp) -> TorchFn:
+    return torch.relu
+
+
+@out_impl(ew.ReluOp)
+def relu_into(op: ew.UnaryOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    # relu has no out= kernel of its own (relu.out is a generated copy-back); clamp_min is relu's kernel.
+    return partial(torch.clamp_min, args[0], 0, out=results[0])
+
+
+@torch_impl(ew.SignOp, "aten.sign")
+def sign(op: ew.UnaryOp) -> TorchFn:
+    def run(x: torch.Tensor) -> torch.Tensor:
+        # torch's sign of NaN is 0; the graph op's (NumPy's) is NaN.
+        return torch.where(x.isnan(), x, torch.sign(x)) if x.is_floating_point() else torch.sign(x)
+
+    return run
+
+
+@torch_impl(ew.SeluOp, "aten.selu")
+def selu(op: ew.UnaryOp) -> TorchFn:
+    return torch.selu
+
+
+@out_impl(ew.SeluOp)
+def selu_into(op: ew.UnaryOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    # selu has no out= kernel; it is elu's kernel with selu's constants.
+    return partial(ATEN_NN.elu, args[0], SELU_ALPHA, SELU_SCALE, 1.0, out=results[0])
+
+
+@torch_impl(ew.SoftsignOp, "aten.div")
+def softsign(op: ew.UnaryOp) -> TorchFn:
+    def run(x: torch.Tensor) -> torch.Tensor:
+        return x / (1 + x.abs())
+
+    return run
+
+
+@torch_impl(ew.GeluOp, "aten.gelu")
+def gelu(op: ew.GeluOp) -> TorchFn:
+    return partial(ATEN_NN.gelu, approximate=op.approximate.data)
+
+
+@out_impl(ew.GeluOp)
+def gelu_into(op: ew.GeluOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    return partial(ATEN_NN.gelu, args[0], approximate=op.approximate.data, out=results[0])
+
+
+@torch_impl(ew.EluOp, "aten.elu")
+def elu(op: ew.EluOp) -> TorchFn:
+    return partial(ATEN_NN.elu, alpha=op.alpha.value.data)
+
+
+@out_impl(ew.EluOp)
+def elu_into(op: ew.EluOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    return partial(ATEN_NN.elu, args[0], op.alpha.value.data, out=results[0])
+
+
+@torch_impl(ew.LeakyReluOp, "aten.leaky_relu")
+def leaky_relu(op: ew.LeakyReluOp) -> TorchFn:
+    return partial(ATEN_NN.leaky_relu, negative_slope=op.alpha.value.data)
+
+
+@out_impl(ew.LeakyReluOp)
+def leaky_relu_into(op: ew.LeakyReluOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    return partial(ATEN_NN.leaky_relu, args[0], op.alpha.value.data, out=results[0])
+
+
+@torch_impl(ew.SoftplusOp, "aten.softplus")
+def softplus(op: ew.SoftplusOp) -> TorchFn:
+    return partial(ATEN_NN.softplus, beta=op.beta.value.data, threshold=op.threshold.value.data)
+
+
+@out_impl(ew.SoftplusOp)
+def softplus_into(op: ew.SoftplusOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    return partial(ATEN_NN.softplus, args[0], op.beta.value.data, op.threshold.value.data, out=results[0])
+
+
+@torch_impl(ew.HardSigmoidOp, "aten.hardsigmoid")
+def hard_sigmoid(op: ew.HardSigmoidOp) -> TorchFn:
+    alpha, beta = op.alpha.value.data, op.beta.value.data
+    # torch's hardsigmoid is the graph op with alpha 1/6, beta 1/2 (ONNX's default alpha is 0.2).
+    if math.isclose(alpha, 1 / 6) and beta == 0.5:
+        return ATEN_NN.hardsigmoid
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        return torch.clamp(x * alpha + beta, 0, 1)
+
+    return run
+
+
+@out_impl(ew.HardSigmoidOp)
+def hard_sigmoid_into(op: ew.HardSigmoidOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    x, out = args[0], results[0]
+    alpha, beta = op.alpha.value.data, op.beta.value.data
+    if math.isclose(alpha, 1 / 6) and beta == 0.5:
+        return partial(ATEN_NN.hardsigmoid, x, out=out)
+
+    def run() -> None:
+        torch.mul(x, alpha, out=out).add_(beta).clamp_(0, 1)
+
+    return run
+
+
+def _clip_bounds(op: ew.ClipOp) -> tuple[float | int | None, float | int | None]:
+    """clamp's bounds: none for ±inf; on integers, truncated (NumPy clips in float, then truncates the cast)."""
+    low, high = op.min.value.data, op.max.value.data
+    integer = isinstance(element_type(op.input), IntegerType)
+    bounds = [None if math.isinf(b) else (math.trunc(b) if integer else b) for b in (low, high)]
+    return bounds[0], bounds[1]
+
+
+@torch_impl(ew.ClipOp, "aten.clamp")
+def clip(op: ew.ClipOp) -> TorchFn:
+    low, high = _clip_bounds(op)
+    return partial(torch.clamp, min=low, max=high)
+
+
+@out_impl(ew.ClipOp)
+def clip_into(op: ew.ClipOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    low, high = _clip_bounds(op)
+    return partial(torch.clamp, args[0], low, high, out=results[0])
+
+
+@torch_impl(ew.DropoutOp, "aten.alias")
+def dropout(op: ew.DropoutOp) -> TorchFn:
+    def run(x: torch.Tensor) -> torch.Tensor:
+        return x  # the identity at inference
+
+    return run
+
+
+@torch_impl(ew.CastOp, "aten._to_copy")
+def cast(op: ew.CastOp) -> TorchFn:
+    dtype = torch_dtype(element_type(op.result))
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        return x.to(dtype)  # float to integer truncates toward zero, as the graph op does
+
+    return run
+
+
+@out_impl(ew.CastOp)
+def cast_into(op: ew.CastOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    return partial(results[0].copy_, args[0])  # copy_ converts the element type
+
+
+# ---- binary ops that differ from torch's function ----
+
+
+@torch_impl(ew.DivOp, "aten.div")
+def div(op: ew.BinaryOp) -> TorchFn:
+    if isinstance(element_type(op.lhs), IntegerType):
+        return partial(torch.div, rounding_mode="trunc")
+    return torch.div
+
+
+@out_impl(ew.DivOp)
+def div_into(op: ew.BinaryOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    mode = "trunc" if isinstance(element_type(op.lhs), IntegerType) else None
+    return partial(torch.div, args[0], args[1], rounding_mode=mode, out=results[0])
+
+
+@torch_impl(ew.PreluOp, "aten.where")
+def prelu(op: ew.BinaryOp) -> TorchFn:
+    # Slopes broadcast to lhs in any layout, which aten.prelu's channel-axis rule does not cover.
+    def run(x: torch.Tensor, slope: torch.Tensor) -> torch.Tensor:
+        return torch.where(x >= 0, x, x * slope)
+
+    return run

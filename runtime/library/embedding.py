@@ -1,0 +1,58 @@
+"""Torch implementations of the graph dialect's table lookups: aten.index_select and aten.embedding_bag."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from gnomon.dialects.graph import embedding
+from gnomon.runtime.library.base import Launch, TorchFn, out_impl, torch_impl
+
+
+def wrapped(indices: torch.Tensor, size: int) -> torch.Tensor:
+    """Negative indices count from the end, as NumPy's (and ONNX Gather's) do; ATen's lookups reject them.
+
+    One remainder (half the time of a select on the sign): indices outside [-size, size), which NumPy
+    rejects, wrap around too.
+    """
+    return torch.remainder(indices, size)
+
+
+@torch_impl(embedding.EmbeddingOp, "aten.embedding")
+def embedding_lookup(op: embedding.EmbeddingOp) -> TorchFn:
+    def run(table: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        return F.embedding(wrapped(indices, table.shape[0]), table)
+
+    return run
+
+
+@out_impl(embedding.EmbeddingOp)
+def embedding_into(op: embedding.EmbeddingOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    table, indices = args
+    flat, rows, size = indices.reshape(-1), results[0].view(-1, table.shape[1]), table.shape[0]
+
+    def launch() -> None:
+        torch.index_select(table, 0, wrapped(flat, size), out=rows)
+
+    return launch
+
+
+@torch_impl(embedding.EmbeddingBagOp, "aten._embedding_bag")
+def embedding_bag(op: embedding.EmbeddingBagOp) -> TorchFn:
+    mode, include_last_offset = op.mode.data, bool(op.include_last_offset.value.data)
+
+    def run(
+        table: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        return F.embedding_bag(
+            wrapped(indices, table.shape[0]),
+            table,
+            offsets.to(indices.dtype),  # ATen wants one index type; a no-op when they agree
+            mode=mode,
+            per_sample_weights=weights,
+            include_last_offset=include_last_offset,
+        )
+
+    return run

@@ -1,0 +1,297 @@
+"""Torch implementations of the graph dialect's neural-network ops: oneDNN and ATen's CPU kernels.
+
+Windowed ops follow the reference's handling of ONNX-style pads: torch's own padding where the pads
+are symmetric (and, for pooling, at most half the window), an explicit `F.pad` first otherwise.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+
+from gnomon.dialects.graph import nn
+from gnomon.dialects.graph.base import ints
+from gnomon.runtime.library.base import (
+    ATEN_NN,
+    Launch,
+    TorchFn,
+    copy_back,
+    out_impl,
+    static_shape,
+    symmetric_pads,
+    torch_impl,
+    torch_padding,
+)
+
+# ---- convolutions ----
+
+
+@torch_impl(nn.ConvOp, "aten.convolution")
+def conv(op: nn.ConvOp) -> TorchFn:
+    strides, pads, dilations = ints(op.strides), ints(op.pads), ints(op.dilations)
+    groups, n = op.groups.value.data, len(strides)
+    symmetric = symmetric_pads(pads)
+    padding, spec = (list(pads[:n]) if symmetric else [0] * n), torch_padding(pads)
+
+    def run(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        source = x if symmetric else F.pad(x, spec)
+        return torch.convolution(source, weight, bias, strides, padding, dilations, False, [0] * n, groups)
+
+    return run
+
+
+@torch_impl(nn.ConvTransposeOp, "aten.convolution")
+def conv_transpose(op: nn.ConvTransposeOp) -> TorchFn:
+    strides, pads, dilations = ints(op.strides), ints(op.pads), ints(op.dilations)
+    output_padding, groups, n = ints(op.output_padding), op.groups.value.data, len(strides)
+    # torch's padding crops the full output by the same amount at both ends; uneven pads crop it here.
+    padding = list(pads[:n]) if symmetric_pads(pads) else [0] * n
+    crop = None if symmetric_pads(pads) else [(pads[i], pads[i + n]) for i in range(n)]
+
+    def run(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        y = torch.convolution(x, weight, bias, strides, padding, dilations, True, output_padding, groups)
+        if crop is None:
+            return y
+        return y[(slice(None), slice(None), *(slice(b, y.shape[2 + i] - e) for i, (b, e) in enumerate(crop)))]
+
+    return run
+
+
+# ---- pooling ----
+
+
+def _torch_pads_pool(pads: Sequence[int], kernel: Sequence[int]) -> bool:
+    """Whether torch's pooling can take `pads` itself (equal both sides, at most half the window)."""
+    return symmetric_pads(pads) and all(p <= k // 2 for p, k in zip(pads, kernel, strict=False))
+
+
+@torch_impl(nn.MaxPoolOp, "aten.max_pool")
+def max_pool(op: nn.MaxPoolOp) -> TorchFn:
+    kernel, strides, pads, dilations = ints(op.kernel), ints(op.strides), ints(op.pads), ints(op.dilations)
+    ceil_mode, n = bool(op.ceil_mode.value.data), len(kernel)
+    pool: Callable[..., torch.Tensor] = {1: torch.max_pool1d, 2: torch.max_pool2d, 3: torch.max_pool3d}[n]
+    if _torch_pads_pool(pads, kernel):
+        return partial(
+            pool, kernel_size=kernel, stride=strides, padding=pads[:n], dilation=dilations, ceil_mode=ceil_mode
+        )
+    spec = torch_padding(pads)
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        # Padding with -inf: padded positions never win.
+        return pool(F.pad(x, spec, value=-math.inf), kernel, strides, [0] * n, dilations, ceil_mode)
+
+    return run
+
+
+def _avg_pool_function(rank: int) -> Callable[..., torch.Tensor]:
+    """avg_pool{1,2,3}d(x, kernel, stride, padding, ceil_mode, count_include_pad[, divisor][, out=])."""
+    return {3: torch.avg_pool1d, 4: ATEN_NN.avg_pool2d, 5: ATEN_NN.avg_pool3d}[rank]
+
+
+@functools.cache
+def _counted_cells(
+    spatial: tuple[int, ...], spec: tuple[int, ...], include_pad: bool, kernel: tuple[int, ...],
+    strides: tuple[int, ...], ceil_mode: bool, dtype: torch.dtype,
+) -> torch.Tensor:  # fmt: skip
+    """How many cells each window of an unevenly padded average pool counts: shape (1, 1, *output spatial)."""
+    ones = torch.ones((1, 1, *spatial), dtype=dtype)
+    pool = _avg_pool_function(len(spatial) + 2)
+    padded = F.pad(ones, list(spec), value=1.0 if include_pad else 0.0)
+    return pool(padded, kernel, strides, [0] * len(kernel), ceil_mode, True)
+
+
+@torch_impl(nn.AvgPoolOp, "aten.avg_pool")
+def avg_pool(op: nn.AvgPoolOp) -> TorchFn:
+    kernel, strides, pads = ints(op.kernel), ints(op.strides), ints(op.pads)
+    ceil_mode, include_pad, n = bool(op.ceil_mode.value.data), bool(op.count_include_pad.value.data), len(kernel)
+    pool = _avg_pool_function(n + 2)
+    if _torch_pads_pool(pads, kernel):
+        return partial(
+            pool,
+            kernel_size=kernel,
+            stride=strides,
+            padding=pads[:n],
+            ceil_mode=ceil_mode,
+            count_include_pad=include_pad,
+        )
+    spec = tuple(torch_padding(pads))
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        # Uneven pads: the sum over the explicitly padded input, divided by the count of counted cells.
+        total = pool(F.pad(x, list(spec)), kernel, strides, [0] * n, ceil_mode, True)
+        return total / _counted_cells(tuple(x.shape[2:]), spec, include_pad, kernel, strides, ceil_mode, x.dtype)
+
+    return run
+
+
+@out_impl(nn.AvgPoolOp)
+def avg_pool_into(op: nn.AvgPoolOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    kernel, strides, pads = ints(op.kernel), ints(op.strides), ints(op.pads)
+    ceil_mode, include_pad, n = bool(op.ceil_mode.value.data), bool(op.count_include_pad.value.data), len(kernel)
+    x, out = args[0], results[0]
+    if n > 1 and _torch_pads_pool(pads, kernel):
+        return partial(_avg_pool_function(n + 2), x, kernel, strides, pads[:n], ceil_mode, include_pad, out=out)
+    return copy_back(op, args, results)
+
+
+@torch_impl(nn.AdaptiveAvgPoolOp, "aten.adaptive_avg_pool")
+def adaptive_avg_pool(op: nn.AdaptiveAvgPoolOp) -> TorchFn:
+    size = ints(op.output_size)
+    pool = {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d, 3: F.adaptive_avg_pool3d}[len(size)]
+    return partial(pool, output_size=size)
+
+
+@out_impl(nn.AdaptiveAvgPoolOp)
+def adaptive_avg_pool_into(
+    op: nn.AdaptiveAvgPoolOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]
+) -> Launch:
+    size, x, out = ints(op.output_size), args[0], results[0]
+    if len(size) == 1:  # no 1-d out= kernel: the 2-d one over a unit dim
+        return partial(ATEN_NN.adaptive_avg_pool2d, x.unsqueeze(2), (1, *size), out=out.unsqueeze(2))
+    pool = {2: ATEN_NN.adaptive_avg_pool2d, 3: ATEN_NN.adaptive_avg_pool3d}[len(size)]
+    return partial(pool, x, size, out=out)
+
+
+@torch_impl(nn.AdaptiveMaxPoolOp, "aten.adaptive_max_pool")
+def adaptive_max_pool(op: nn.AdaptiveMaxPoolOp) -> TorchFn:
+    size = ints(op.output_size)
+    pool = {1: F.adaptive_max_pool1d, 2: F.adaptive_max_pool2d, 3: F.adaptive_max_pool3d}[len(size)]
+    return partial(pool, output_size=size)
+
+
+def _spatial_dims(op: nn.GlobalPoolOp) -> tuple[int, ...]:
+    return tuple(range(2, len(static_shape(op.input))))
+
+
+@torch_impl(nn.GlobalAvgPoolOp, "aten.mean")
+def global_avg_pool(op: nn.GlobalAvgPoolOp) -> TorchFn:
+    return partial(torch.mean, dim=_spatial_dims(op), keepdim=True)
+
+
+@out_impl(nn.GlobalAvgPoolOp)
+def global_avg_pool_into(
+    op: nn.GlobalAvgPoolOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]
+) -> Launch:
+    return partial(torch.mean, args[0], _spatial_dims(op), True, out=results[0])
+
+
+@torch_impl(nn.GlobalMaxPoolOp, "aten.amax")
+def global_max_pool(op: nn.GlobalMaxPoolOp) -> TorchFn:
+    return partial(torch.amax, dim=_spatial_dims(op), keepdim=True)
+
+
+@out_impl(nn.GlobalMaxPoolOp)
+def global_max_pool_into(
+    op: nn.GlobalMaxPoolOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]
+) -> Launch:
+    return partial(torch.amax, args[0], _spatial_dims(op), True, out=results[0])
+
+
+# ---- norms ----
+
+
+@torch_impl(nn.BatchNormOp, "aten.native_batch_norm")
+def batch_norm(op: nn.BatchNormOp) -> TorchFn:
+    epsilon = op.epsilon.value.data
+
+    def run(
+        x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor, mean: torch.Tensor, variance: torch.Tensor
+    ) -> torch.Tensor:
+        return F.batch_norm(x, mean, variance, scale, bias, False, 0.0, epsilon)
+
+    return run
+
+
+@out_impl(nn.BatchNormOp)
+def batch_norm_into(op: nn.BatchNormOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    x, scale, bias, mean, variance = args
+    # Inference batch norm leaves the saved statistics empty; they still need tensors to be written to.
+    empty = (torch.empty(0, dtype=x.dtype), torch.empty(0, dtype=x.dtype))
+    return partial(
+        torch.ops.aten.native_batch_norm.out, x, scale, bias, mean, variance, False, 0.0, op.epsilon.value.data,
+        out=results[0], save_mean=empty[0], save_invstd=empty[1],
+    )  # fmt: skip
+
+
+@torch_impl(nn.LayerNormOp, "aten.layer_norm")
+def layer_norm(op: nn.LayerNormOp) -> TorchFn:
+    axis, epsilon = op.axis.value.data, op.epsilon.value.data
+
+    def run(x: torch.Tensor, scale: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
+        return F.layer_norm(x, x.shape[axis % x.ndim :], scale, bias, epsilon)
+
+    return run
+
+
+@torch_impl(nn.InstanceNormOp, "aten.instance_norm")
+def instance_norm(op: nn.InstanceNormOp) -> TorchFn:
+    epsilon = op.epsilon.value.data
+
+    def run(x: torch.Tensor, scale: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
+        return F.instance_norm(x, weight=scale, bias=bias, eps=epsilon)
+
+    return run
+
+
+@torch_impl(nn.GroupNormOp, "aten.group_norm")
+def group_norm(op: nn.GroupNormOp) -> TorchFn:
+    groups, epsilon = op.num_groups.value.data, op.epsilon.value.data
+
+    def run(x: torch.Tensor, scale: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
+        return F.group_norm(x, groups, scale, bias, epsilon)
+
+    return run
+
+
+@torch_impl(nn.LrnOp, "aten.avg_pool")
+def lrn(op: nn.LrnOp) -> TorchFn:
+    return partial(
+        F.local_response_norm, size=op.size.value.data, alpha=op.alpha.value.data, beta=op.beta.value.data,
+        k=op.bias.value.data,
+    )  # fmt: skip
+
+
+# ---- softmax and attention ----
+
+
+@torch_impl(nn.SoftmaxOp, "aten._softmax")
+def softmax(op: nn.SoftmaxOp) -> TorchFn:
+    return partial(torch.softmax, dim=op.axis.value.data)
+
+
+@out_impl(nn.SoftmaxOp)
+def softmax_into(op: nn.SoftmaxOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    return partial(torch.softmax, args[0], op.axis.value.data, out=results[0])
+
+
+@torch_impl(nn.LogSoftmaxOp, "aten._log_softmax")
+def log_softmax(op: nn.LogSoftmaxOp) -> TorchFn:
+    return partial(torch.log_softmax, dim=op.axis.value.data)
+
+
+@out_impl(nn.LogSoftmaxOp)
+def log_softmax_into(op: nn.LogSoftmaxOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    return partial(torch.log_softmax, args[0], op.axis.value.data, out=results[0])
+
+
+def _causal(mask: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
+    """`mask` with positions j > i masked too (SDPA takes a mask or is_causal, not both)."""
+    keep = torch.ones((rows, columns), dtype=torch.bool).tril()
+    return mask & keep if mask.dtype == torch.bool else mask.masked_fill(~keep, -math.inf)
+
+
+@torch_impl(nn.AttentionOp, "aten.scaled_dot_product_attention")
+def attention(op: nn.AttentionOp) -> TorchFn:
+    scale, causal = op.scale.value.data, bool(op.is_causal.value.data)
+
+    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if mask is not None and causal:
+            return F.scaled_dot_product_attention(q, k, v, _causal(mask, q.shape[-2], k.shape[-2]), scale=scale)
+        return F.scaled_dot_product_attention(q, k, v, mask, is_causal=causal, scale=scale)
+
+    return run

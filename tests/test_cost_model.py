@@ -1,0 +1,377 @@
+"""The cost service: devices as data, exact FLOPs against FlopCounterMode, bounds, fused groups, embeddings.
+
+GPU figures come from datasheet device files (`calibrated = false`), so these tests check the models' logic
+and their agreement with hand-derivable figures, not measured times.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+
+import gnomon
+from gnomon.context import gnomon_context
+from gnomon.devices import (
+    DeviceError,
+    DeviceFileError,
+    Interconnect,
+    UnknownDeviceError,
+    available_devices,
+    device_toml,
+    load_device,
+    save_device,
+)
+from gnomon.dialects.graph import Graph
+from gnomon.dialects.graph.base import GraphOperation
+from gnomon.models import DLRM, MLP, SmallCNN, TransformerBlock
+from gnomon.passes.cost import CostModelError, efficiency, group_cost, op_cost, op_work, roofline
+from gnomon.passes.graph_cost import annotate_cost
+from gnomon.passes.graph_roofline import annotate_roofline
+
+REPO = Path(__file__).resolve().parents[1]
+MATRIX_OPS = ("graph.conv", "graph.conv_transpose", "graph.matmul", "graph.linear", "graph.attention")
+
+
+def parse(text: str) -> ModuleOp:
+    module = Parser(gnomon_context(), text).parse_module()
+    module.verify()
+    return module
+
+
+def graph_ops(module: ModuleOp) -> list[GraphOperation]:
+    return [op for op in module.walk() if isinstance(op, GraphOperation)]
+
+
+def only(module: ModuleOp, name: str) -> GraphOperation:
+    (op,) = [op for op in graph_ops(module) if op.name == name]
+    return op
+
+
+# ---- FLOPs against FlopCounterMode ----
+
+
+@pytest.mark.parametrize("model_class", [SmallCNN, TransformerBlock, MLP, DLRM])
+def test_matrix_flops_equal_flop_counter(model_class: type[torch.nn.Module]) -> None:
+    model = model_class()
+    inputs = model.example_inputs(2)  # pyright: ignore[reportCallIssue]
+    # CPU's fused attention kernel has no FlopCounterMode formula; the math backend runs (and counts) its two bmms.
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(*inputs)
+    module = gnomon.load(model, example_inputs=inputs)
+    ours = sum(op_work(op).flops for op in graph_ops(module) if op.name in MATRIX_OPS)
+    assert counter.get_total_flops() > 0
+    assert ours == counter.get_total_flops()
+
+
+def test_transposed_and_grouped_conv_flops_equal_flop_counter() -> None:
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(8, 16, 3, padding=1, groups=4),
+        torch.nn.ConvTranspose2d(16, 6, 3, stride=2, padding=1, output_padding=1, groups=2),
+    ).eval()
+    x = torch.randn(2, 8, 10, 10)
+    with FlopCounterMode(display=False) as counter:
+        model(x)
+    module = gnomon.load(model, example_inputs=(x,))
+    assert sum(op_work(op).flops for op in graph_ops(module) if op.name in MATRIX_OPS) == counter.get_total_flops()
+
+
+def test_every_graph_op_has_a_cost() -> None:
+    # The dialect's round-trip file uses every op; with its `?` dims made static, every op gets priced.
+    text = (REPO / "filecheck/dialects/graph/ops.mlir").read_text()
+    text = re.sub(r", #graph\.dims<\[[^]]*\]>", "", text).replace("?", "2")
+    ops = graph_ops(Parser(gnomon_context(), text).parse_module())  # some ops no longer verify: not needed here
+    assert {op.name for op in ops} == {op.name for op in Graph.operations}
+    h100 = load_device("h100")
+    for op in ops:
+        cost = op_cost(op, h100)
+        assert cost.predicted_s >= cost.kernel_s >= 0
+        assert min(cost.bytes, cost.flops) >= 0
+
+
+# ---- devices ----
+
+
+def test_shipped_devices_load() -> None:
+    assert set(available_devices()) >= {"v100", "a100", "h100", "h200", "generic-cpu"}
+    for name in available_devices():
+        device = load_device(name)
+        assert device.name == name
+        assert not device.calibrated
+        assert device.source
+        assert device.peak_flops["fp32"] > 0
+        capacities = [level.capacity_bytes for level in device.memory]
+        assert capacities == sorted(capacities)  # innermost first
+        assert min(device.launch_overhead_s, device.dispatch_overhead_s) > 0
+        assert "not measured" in device.provenance
+    assert load_device("generic-cpu").kind == "cpu"
+    assert load_device("generic-cpu").interconnect is None
+    h100 = load_device("h100")
+    assert (h100.kind, h100.cores, h100.peak_flops["fp16"], h100.dram.bandwidth_bytes_per_s) == (
+        "gpu", 132, 989.5e12, 3.35e12
+    )  # fmt: skip
+    assert h100.interconnect == Interconnect("nvlink4", 900e9, 2e-6)
+
+
+def test_save_and_load_round_trip(tmp_path: Path) -> None:
+    device = load_device("a100")
+    calibrated = replace(device, name='lab "a100"', calibrated=True, efficiency={"gemm": 0.7})
+    path = tmp_path / "measured.toml"
+    save_device(calibrated, path)
+    assert load_device(str(path)) == calibrated
+    assert device_toml(load_device(str(path))) == path.read_text()
+
+
+def test_unknown_device_lists_the_known_ones() -> None:
+    with pytest.raises(UnknownDeviceError, match="unknown device 'h900'; known devices: a100, generic-cpu, h100"):
+        load_device("h900")
+
+
+def test_missing_device_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.toml"
+    with pytest.raises(DeviceFileError, match=f"device file {re.escape(str(missing))} does not exist"):
+        load_device(str(missing))
+
+
+def _without(text: str, line: str) -> str:
+    assert line in text
+    return text.replace(line + "\n", "", 1)
+
+
+@pytest.mark.parametrize(
+    ("drop", "key"),
+    [
+        ("cores = 132", "cores"),
+        ("fp32 = 67e12", "peak_flops.fp32"),
+        ("bandwidth_bytes_per_s = 10.1e12", "memory[1].bandwidth_bytes_per_s"),
+        ("latency_s = 2e-06", "interconnect.latency_s"),
+    ],
+)
+def test_device_file_missing_a_key(tmp_path: Path, drop: str, key: str) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text(_without((REPO / "compiler/devices/h100.toml").read_text(), drop))
+    with pytest.raises(DeviceFileError, match=re.escape(f"device file {path}: missing key '{key}'")) as error:
+        load_device(str(path))
+    assert "\n" not in str(error.value)
+
+
+def test_device_file_with_a_bad_value(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text((REPO / "compiler/devices/h100.toml").read_text().replace("cores = 132", 'cores = "many"'))
+    with pytest.raises(DeviceFileError, match=re.escape(f"{path}: expected a positive integer at 'cores'")):
+        load_device(str(path))
+    path.write_text((REPO / "compiler/devices/h100.toml").read_text().replace("3.35e12", "0"))
+    with pytest.raises(
+        DeviceFileError, match=re.escape("expected a positive number at 'memory[2].bandwidth_bytes_per_s'")
+    ):
+        load_device(str(path))
+    path.write_text("name = [")
+    with pytest.raises(DeviceFileError, match="not valid TOML"):
+        load_device(str(path))
+
+
+def test_missing_peak_names_the_device_and_dtype() -> None:
+    with pytest.raises(DeviceError, match="device v100 lists no peak_flops for bf16"):
+        load_device("v100").peak("bf16")
+
+
+def test_efficiency_table_overrides_the_defaults(tmp_path: Path) -> None:
+    h100 = load_device("h100")
+    slow = replace(h100, efficiency={"gemm": 0.4, "gemm_tile_m": 128.0})
+    assert (efficiency(slow).gemm, efficiency(slow).gemm_tile_m) == (0.4, 128)
+    module = parse(f"""
+    func.func @f(%a: tensor<4096x4096xf16>, %b: tensor<4096x4096xf16>) -> tensor<4096x4096xf16> {{
+      %0 = graph.matmul %a, %b : {MATMUL_4096_F16}
+      func.return %0 : tensor<4096x4096xf16>
+    }}""")
+    matmul = only(module, "graph.matmul")
+    assert op_cost(matmul, slow).compute_s > 1.9 * op_cost(matmul, h100).compute_s
+    with pytest.raises(DeviceError, match="unknown \\[efficiency\\] key 'gem'"):
+        efficiency(replace(h100, efficiency={"gem": 0.4}))
+
+
+# ---- roofline and analytical models ----
+
+MATMUL_4096_F16 = "(tensor<4096x4096xf16>, tensor<4096x4096xf16>) -> tensor<4096x4096xf16>"
+
+
+def test_big_matmul_is_compute_bound_and_relu_memory_bound_on_h100() -> None:
+    module = parse("""
+    func.func @f(%a: tensor<4096x4096xf32>, %b: tensor<4096x4096xf32>) -> tensor<4096x4096xf32> {
+      %0 = graph.matmul %a, %b : (tensor<4096x4096xf32>, tensor<4096x4096xf32>) -> tensor<4096x4096xf32>
+      %1 = graph.relu %0 : (tensor<4096x4096xf32>) -> tensor<4096x4096xf32>
+      func.return %1 : tensor<4096x4096xf32>
+    }""")
+    h100 = load_device("h100")
+    matmul, relu = only(module, "graph.matmul"), only(module, "graph.relu")
+    figures = roofline(matmul, h100)
+    assert figures.flops == 2 * 4096**3
+    assert figures.bytes == 3 * 4096**2 * 4
+    assert figures.bound == "compute"
+    assert figures.time_s == pytest.approx(2 * 4096**3 / 67e12)
+    assert op_cost(matmul, h100).bound == "compute"
+    assert roofline(relu, h100).bound == "memory"
+    assert roofline(relu, h100).time_s == pytest.approx(2 * 4096**2 * 4 / 3.35e12)
+    assert op_cost(relu, h100).bound == "memory"
+    # The analytical model never beats the roofline: it only adds inefficiencies.
+    for op in (matmul, relu):
+        assert op_cost(op, h100).kernel_s >= roofline(op, h100).time_s
+
+
+def test_gemm_wave_quantization_on_h100() -> None:
+    # m = 256 x 132 rows, n = 128: 132 tiles of 256x128 fill the 132 SMs once; 133 tiles need a second wave.
+    def matmul(rows: int) -> GraphOperation:
+        module = parse(f"""
+        func.func @f(%a: tensor<{rows}x4096xf32>, %b: tensor<4096x128xf32>) -> tensor<{rows}x128xf32> {{
+          %0 = graph.matmul %a, %b : (tensor<{rows}x4096xf32>, tensor<4096x128xf32>) -> tensor<{rows}x128xf32>
+          func.return %0 : tensor<{rows}x128xf32>
+        }}""")
+        return only(module, "graph.matmul")
+
+    full, spilled = matmul(256 * 132), matmul(256 * 133)
+    h100 = load_device("h100")
+    one_tile_size = replace(h100, efficiency={"gemm_min_tile": 256.0})
+    assert op_cost(spilled, one_tile_size).compute_s == pytest.approx(2 * op_cost(full, one_tile_size).compute_s)
+    # With smaller tiles to choose from, the spill costs less, but still more than its 1/132 more work.
+    assert op_cost(spilled, h100).kernel_s > 1.02 * op_cost(full, h100).kernel_s
+
+
+def test_small_problems_pay_launch_and_tile_overheads() -> None:
+    module = parse("""
+    func.func @f(%x: tensor<2x64xf32>, %w: tensor<10x64xf32>) -> tensor<2x10xf32> {
+      %0 = graph.linear %x, %w : (tensor<2x64xf32>, tensor<10x64xf32>) -> tensor<2x10xf32>
+      %1 = graph.relu %0 : (tensor<2x10xf32>) -> tensor<2x10xf32>
+      func.return %1 : tensor<2x10xf32>
+    }""")
+    for device in (load_device("h100"), load_device("generic-cpu")):
+        linear, relu = only(module, "graph.linear"), only(module, "graph.relu")
+        # A 2x10 output pads the smallest tile (GPU 32x32, CPU 6x16), and each tile pays its K overhead.
+        assert op_cost(linear, device).compute_s > 3 * roofline(linear, device).compute_s
+        assert op_cost(relu, device).predicted_s == pytest.approx(device.launch_overhead_s, rel=0.01)
+
+
+def test_depthwise_conv_is_memory_bound_on_h100() -> None:
+    module = parse("""
+    func.func @f(%x: tensor<8x256x56x56xf32>, %w: tensor<256x1x3x3xf32>) -> tensor<8x256x56x56xf32> {
+      %0 = graph.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>,
+          groups = 256 : i64} : (tensor<8x256x56x56xf32>, tensor<256x1x3x3xf32>) -> tensor<8x256x56x56xf32>
+      func.return %0 : tensor<8x256x56x56xf32>
+    }""")
+    cost = op_cost(only(module, "graph.conv"), load_device("h100"))
+    assert cost.model == "depthwise-conv"
+    assert cost.flops == 2 * 8 * 256 * 56 * 56 * 9
+    assert (cost.bound, cost.roofline_bound) == ("memory", "memory")
+
+
+def test_dynamic_shapes_ask_for_static_ones() -> None:
+    module = parse("""
+    func.func @f(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
+      %0 = graph.relu %x : (tensor<?x64xf32>) -> tensor<?x64xf32>
+      func.return %0 : tensor<?x64xf32>
+    }""")
+    with pytest.raises(CostModelError, match=r"graph\.relu has a dynamic shape \[\?, 64\].*static shapes.*--batch"):
+        op_cost(only(module, "graph.relu"), load_device("h100"))
+
+
+# ---- fused groups ----
+
+
+def test_group_cost_drops_intermediate_bytes() -> None:
+    module = parse("""
+    func.func @f(%a: tensor<512x256xf32>, %b: tensor<256x128xf32>, %c: tensor<128xf32>) -> tensor<512x128xf32> {
+      %0 = graph.matmul %a, %b : (tensor<512x256xf32>, tensor<256x128xf32>) -> tensor<512x128xf32>
+      %1 = graph.add %0, %c : (tensor<512x128xf32>, tensor<128xf32>) -> tensor<512x128xf32>
+      %2 = graph.relu %1 : (tensor<512x128xf32>) -> tensor<512x128xf32>
+      func.return %2 : tensor<512x128xf32>
+    }""")
+    ops = [only(module, name) for name in ("graph.matmul", "graph.add", "graph.relu")]
+    for device in (load_device("h100"), load_device("generic-cpu")):
+        fused = group_cost(ops, device)
+        alone = [op_cost(op, device) for op in ops]
+        a, b, c, out = 512 * 256 * 4, 256 * 128 * 4, 128 * 4, 512 * 128 * 4
+        assert fused.bytes == a + b + c + out
+        # Each unfused op writes its result and the next reads it back: two intermediates, twice each.
+        assert sum(cost.bytes for cost in alone) - fused.bytes == 4 * out
+        assert fused.flops == sum(cost.flops for cost in alone)
+        assert fused.launch_s == device.launch_overhead_s
+        assert fused.model == "fused"
+        assert fused.predicted_s < sum(cost.predicted_s for cost in alone)
+
+
+def test_group_cost_follows_views() -> None:
+    # The relu's result leaves the group through a reshape, and the reshape's input comes from outside.
+    module = parse("""
+    func.func @f(%x: tensor<4x8xf32>) -> tensor<32xf32> {
+      %0 = graph.reshape %x : (tensor<4x8xf32>) -> tensor<8x4xf32>
+      %1 = graph.relu %0 : (tensor<8x4xf32>) -> tensor<8x4xf32>
+      %2 = graph.reshape %1 : (tensor<8x4xf32>) -> tensor<32xf32>
+      func.return %2 : tensor<32xf32>
+    }""")
+    fused = group_cost(graph_ops(module), load_device("generic-cpu"))
+    assert fused.bytes == 2 * 32 * 4
+
+
+# ---- embeddings ----
+
+
+def _embedding_bag(indices: str) -> str:
+    return f"""
+    func.func @f(%table: tensor<1000000x64xf32>, %ids: tensor<8xi64>) -> (tensor<2x64xf32>, tensor<2x64xf32>) {{
+      %const = graph.constant {{value = dense<{indices}> : tensor<8xi64>}} : () -> tensor<8xi64>
+      %offsets = graph.constant {{value = dense<[0, 4]> : tensor<2xi64>}} : () -> tensor<2xi64>
+      %known = graph.embedding_bag %table, %const, %offsets {{mode = "sum", include_last_offset = false}}
+          : (tensor<1000000x64xf32>, tensor<8xi64>, tensor<2xi64>) -> tensor<2x64xf32>
+      %unknown = graph.embedding_bag %table, %ids, %offsets {{mode = "sum", include_last_offset = false}}
+          : (tensor<1000000x64xf32>, tensor<8xi64>, tensor<2xi64>) -> tensor<2x64xf32>
+      func.return %known, %unknown : tensor<2x64xf32>, tensor<2x64xf32>
+    }}"""
+
+
+def test_embedding_bag_counts_distinct_rows_of_constant_indices() -> None:
+    module = parse(_embedding_bag("[7, 7, 7, 3, 3, 7, 9, 9]"))
+    known, unknown = [op for op in graph_ops(module) if op.name == "graph.embedding_bag"]
+    row, streams = 64 * 4, 8 * 8 + 2 * 8 + 2 * 64 * 4  # indices, offsets, result
+    assert op_work(known).bytes == 3 * row + streams  # rows 3, 7, 9
+    assert op_work(unknown).bytes == 8 * row + streams  # runtime indices: all assumed distinct
+    assert op_work(known).flops == op_work(unknown).flops == (8 - 2) * 64
+    for device in (load_device("h100"), load_device("generic-cpu")):
+        assert op_cost(known, device).memory_s < op_cost(unknown, device).memory_s
+        assert op_cost(known, device).model == "embedding"
+
+
+def test_embedding_rows_are_fetched_in_whole_granules() -> None:
+    module = parse(_embedding_bag("[0, 1, 2, 3, 4, 5, 6, 7]"))
+    known = next(op for op in graph_ops(module) if op.name == "graph.embedding_bag")
+    cpu = load_device("generic-cpu")
+    # 8 distinct 256-byte rows from a 256 MB table in DRAM, whole 64-byte lines; indices and result from cache.
+    rows_s = 8 * 256 / cpu.dram.bandwidth_bytes_per_s
+    assert op_cost(known, cpu).memory_s > rows_s / efficiency(cpu).stream
+
+
+# ---- the passes' reports ----
+
+
+def test_annotations_and_reports_agree() -> None:
+    model = SmallCNN()
+    module = gnomon.load(model, example_inputs=model.example_inputs(1))
+    device = load_device("a100")
+    report = annotate_cost(module, device)
+    assert [r.op for r in report.records] == graph_ops(module)
+    assert report.total_flops == sum(r.cost.flops for r in report.records) > 0
+    assert report.total_predicted_s == pytest.approx(sum(r.cost.predicted_s for r in report.records))
+    for record in report.records:
+        attributes = record.op.attributes
+        assert attributes["gnomon.model"].data == record.cost.model  # pyright: ignore[reportAttributeAccessIssue]
+        assert attributes["gnomon.time_s"].value.data == pytest.approx(record.cost.predicted_s, rel=1e-5)  # pyright: ignore[reportAttributeAccessIssue]
+    roof = annotate_roofline(module, device)
+    assert roof.total_flops == report.total_flops
+    assert roof.total_time_s == pytest.approx(sum(r.cost.roofline_s for r in report.records))
+    assert roof.total_bytes == report.total_bytes
+    assert module.attributes["gnomon.device"].data == "a100"  # pyright: ignore[reportAttributeAccessIssue]

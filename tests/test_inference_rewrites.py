@@ -1,0 +1,231 @@
+"""Inference rewrites keep the numbers: reference results before and after each pass agree on real models."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType, f32
+from xdsl.ir import Operation, SSAValue
+from xdsl.parser import Parser
+from xdsl.passes import ModulePass
+
+from gnomon import load, models
+from gnomon.bundled import model_path
+from gnomon.context import gnomon_context
+from gnomon.dialects.graph.constant_values import dense_to_resource, numpy_to_dense
+from gnomon.dialects.graph.elementwise import DropoutOp
+from gnomon.dialects.graph.linalg import LinearOp
+from gnomon.dialects.graph.nn import BatchNormOp, ConvOp, ConvTransposeOp
+from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp, TransposeOp
+from gnomon.passes.graph_drop_dropout import GraphDropDropoutPass
+from gnomon.passes.graph_fold_batch_norm import GraphFoldBatchNormPass
+from gnomon.passes.graph_fold_constants import GraphFoldConstantsPass
+from gnomon.runtime.reference import run_reference
+
+
+def relative_l2(actual: np.ndarray, expected: np.ndarray) -> float:
+    expected64 = expected.astype(np.float64)
+    return float(np.linalg.norm(actual.astype(np.float64) - expected64) / max(np.linalg.norm(expected64), 1e-30))
+
+
+def apply(module: ModuleOp, graph_pass: ModulePass) -> None:
+    graph_pass.apply(gnomon_context(), module)
+    module.verify()
+
+
+def count(module: ModuleOp, op_type: type[Operation]) -> int:
+    return sum(isinstance(op, op_type) for op in module.walk())
+
+
+def random_input(module: ModuleOp, seed: int = 1) -> np.ndarray:
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    (input_type,) = function.function_type.inputs.data
+    assert isinstance(input_type, TensorType)
+    return np.random.default_rng(seed).standard_normal(input_type.get_shape()).astype(np.float32)
+
+
+def set_constant(value: SSAValue, array: np.ndarray) -> None:
+    owner = value.owner
+    assert isinstance(owner, ConstantOp)
+    owner.properties["value"] = dense_to_resource(numpy_to_dense(array.astype(np.float32), f32), "random")
+
+
+def shape(value: SSAValue) -> tuple[int, ...]:
+    assert isinstance(value.type, TensorType)
+    return value.type.get_shape()
+
+
+def randomize_weights(module: ModuleOp, seed: int = 0) -> None:
+    """Random conv/linear weights and batch-norm statistics, scaled to keep activations moderate.
+
+    The bundled light networks' weights are splats (ONNX ConstantOfShape), which would make any
+    per-channel mistake invisible and their softmax outputs uniform.
+    """
+    rng = np.random.default_rng(seed)
+    for op in module.walk():
+        if isinstance(op, ConvOp | LinearOp):
+            weight_shape = shape(op.weight)
+            set_constant(op.weight, rng.standard_normal(weight_shape) / math.sqrt(math.prod(weight_shape[1:])))
+        if isinstance(op, BatchNormOp):
+            channels = shape(op.scale)
+            set_constant(op.scale, rng.uniform(0.5, 1.5, channels))
+            set_constant(op.bias, rng.normal(0.0, 0.1, channels))
+            set_constant(op.mean, rng.normal(0.0, 0.1, channels))
+            set_constant(op.variance, rng.uniform(0.5, 1.5, channels))
+        if isinstance(op, ReshapeOp) and isinstance(op.input.owner, ConstantOp):
+            set_constant(op.input, rng.uniform(0.5, 1.5, shape(op.input)))
+    module.verify()
+
+
+def parse(text: str) -> ModuleOp:
+    return Parser(gnomon_context(), text).parse_module()
+
+
+# ---- graph-fold-batch-norm ----
+
+
+def test_fold_batch_norm_small_cnn_matches_torch() -> None:
+    model = models.SmallCNN()
+    (x,) = model.example_inputs(2)
+    module = load(model, (x,))
+    before = run_reference(module, [x.numpy()])[0]
+    convs = count(module, ConvOp)
+    assert count(module, BatchNormOp) == 3
+
+    apply(module, GraphFoldBatchNormPass())
+
+    assert count(module, BatchNormOp) == 0
+    assert count(module, ConvOp) == convs
+    after = run_reference(module, [x.numpy()])[0]
+    assert relative_l2(after, before) <= 1e-4
+    with torch.no_grad():
+        assert relative_l2(after, model(x).numpy()) <= 1e-4
+
+
+def test_fold_batch_norm_light_resnet50() -> None:
+    module = load(model_path("light_resnet50"))
+    randomize_weights(module)
+    x = random_input(module)
+    before = run_reference(module, [x])[0]
+    assert before.max() > 10 / before.size  # the softmax output is far from uniform: the weights matter
+    assert count(module, BatchNormOp) == 53
+
+    apply(module, GraphFoldBatchNormPass())
+
+    assert count(module, BatchNormOp) == 0
+    assert count(module, ConvOp) == 53
+    # Every conv now has a bias and the old weights and statistics are gone: 53 weights, 53 biases, the head's 2.
+    assert count(module, ConstantOp) == 2 * 53 + 2
+    assert relative_l2(run_reference(module, [x])[0], before) <= 1e-4
+
+
+class _TransposedConvAndLinear(nn.Module):
+    """A grouped transposed conv and a linear layer, each followed by a batch norm with random statistics."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.up = nn.Sequential(nn.ConvTranspose2d(4, 6, 3, stride=2, groups=2), nn.BatchNorm2d(6))
+        self.fc = nn.Sequential(nn.Linear(6 * 9 * 9, 5, bias=False), nn.BatchNorm1d(5))
+        for module in self.modules():
+            if isinstance(module, nn.BatchNorm2d | nn.BatchNorm1d):
+                nn.init.uniform_(module.weight, 0.5, 1.5)
+                nn.init.normal_(module.bias)
+                module.running_mean = torch.randn(module.num_features)
+                module.running_var = torch.rand(module.num_features) + 0.5
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(self.up(x), 1))
+
+
+def test_fold_batch_norm_into_conv_transpose_and_linear() -> None:
+    model = _TransposedConvAndLinear()
+    x = torch.randn(3, 4, 4, 4)
+    module = load(model, (x,))
+    assert count(module, ConvTransposeOp) == 1
+    assert count(module, LinearOp) == 1
+    assert count(module, BatchNormOp) == 2
+
+    apply(module, GraphFoldBatchNormPass())
+
+    assert count(module, BatchNormOp) == 0
+    with torch.no_grad():
+        assert relative_l2(run_reference(module, [x.numpy()])[0], model(x).numpy()) <= 1e-4
+
+
+# ---- graph-drop-dropout ----
+
+DROPOUT = """
+func.func @main(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
+  %w = graph.constant {value = dense<0.25> : tensor<4x8xf32>} : () -> tensor<4x8xf32>
+  %d0 = graph.dropout %x {ratio = 0.1 : f64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %y = graph.linear %d0, %w : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  %r = graph.relu %y : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %d1 = graph.dropout %r {ratio = 0.5 : f64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  func.return %d1 : tensor<2x4xf32>
+}
+"""
+
+
+def test_drop_dropout_keeps_results() -> None:
+    # No bundled network keeps its dropout through import (both frontends drop inference dropout), so
+    # the program is written by hand.
+    module = parse(DROPOUT)
+    x = random_input(module)
+    before = run_reference(module, [x])[0]
+
+    apply(module, GraphDropDropoutPass())
+
+    assert count(module, DropoutOp) == 0
+    np.testing.assert_array_equal(run_reference(module, [x])[0], before)
+
+
+# ---- graph-fold-constants ----
+
+
+def test_fold_constants_light_inception_v2() -> None:
+    # Its Caffe2 export scales and shifts each batch norm's output by reshaped per-channel constants.
+    module = load(model_path("light_inception_v2"))
+    randomize_weights(module)
+    x = random_input(module)
+    before = run_reference(module, [x])[0]
+    assert count(module, ReshapeOp) == 27
+
+    apply(module, GraphFoldConstantsPass())
+
+    assert count(module, ReshapeOp) == 1  # the flatten before the classifier, of an activation
+    assert relative_l2(run_reference(module, [x])[0], before) <= 1e-4
+
+
+TRANSPOSED_WEIGHT = """
+func.func @main(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
+  %w = graph.constant {value = dense<WEIGHT> : tensor<4x2x4xf32>} : () -> tensor<4x2x4xf32>
+  %b = graph.constant {value = dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>} : () -> tensor<4xf32>
+  %flat = graph.reshape %w : (tensor<4x2x4xf32>) -> tensor<4x8xf32>
+  %wt = graph.transpose %flat {permutation = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %wh = graph.cast %wt : (tensor<8x4xf32>) -> tensor<8x4xf16>
+  %wf = graph.cast %wh : (tensor<8x4xf16>) -> tensor<8x4xf32>
+  %y = graph.matmul %x, %wf : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %z = graph.add %y, %b : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  func.return %z : tensor<2x4xf32>
+}
+"""
+
+
+def test_fold_constants_transposed_weight() -> None:
+    weight = np.random.default_rng(0).standard_normal((4, 2, 4)).round(3)
+    module = parse(TRANSPOSED_WEIGHT.replace("WEIGHT", str(weight.tolist())))
+    x = random_input(module)
+    before = run_reference(module, [x])[0]
+
+    apply(module, GraphFoldConstantsPass())
+
+    assert count(module, ReshapeOp) + count(module, TransposeOp) == 0
+    ops = [op.name for op in module.walk() if not isinstance(op, ModuleOp | func.FuncOp)]
+    assert ops == ["graph.constant", "graph.constant", "graph.matmul", "graph.add", "func.return"]
+    np.testing.assert_array_equal(run_reference(module, [x])[0], before)

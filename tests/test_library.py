@@ -1,0 +1,635 @@
+"""Library kernels and the torch eager baseline against recorded outputs and the reference interpreter.
+
+The eager program runs the ONNX backend models (against their recorded outputs), the light networks and
+gnomon's torch models (against the reference, on every intermediate value). Every op with a torch
+implementation runs alone, eagerly and as a library kernel writing into preallocated outputs; fused
+blocks (conv, linear, matmul with their epilogues) are built from graph IR text.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FunctionType, IntegerType, ModuleOp, TensorType
+from xdsl.ir import Block, Operation
+from xdsl.parser import Parser
+
+from gnomon import load, models
+from gnomon.bundled import light_models, onnx_test_data_dir
+from gnomon.context import gnomon_context
+from gnomon.dialects.graph.constant_values import numpy_dtype
+from gnomon.dialects.graph.nn import BatchNormTrainOp
+from gnomon.dialects.graph.tensor import ConstantOp
+from gnomon.pipeline import load as load_path
+from gnomon.registry import DIALECTS
+from gnomon.runtime.library import TORCH_IMPLS, OneDNNPolicy, fusible_epilogue, library_kernel
+from gnomon.runtime.reference import run_reference
+from gnomon.runtime.torch_eager import TorchEagerError, TorchEagerProgram, unsupported_ops
+
+BACKEND_MODELS = sorted(
+    path.parent
+    for suite in ("pytorch-converted", "pytorch-operator")
+    for path in (onnx_test_data_dir() / suite).glob("*/model.onnx")
+)
+
+
+def read_tensors(folder: Path, prefix: str) -> list[np.ndarray]:
+    count = len(list(folder.glob(f"{prefix}_*.pb")))
+    return [onnx.numpy_helper.to_array(onnx.load_tensor(str(folder / f"{prefix}_{i}.pb"))) for i in range(count)]
+
+
+def relative_l2(actual: np.ndarray, expected: np.ndarray) -> float:
+    expected64 = expected.astype(np.float64)
+    return float(np.linalg.norm(actual.astype(np.float64) - expected64) / max(np.linalg.norm(expected64), 1e-30))
+
+
+def parse(text: str) -> ModuleOp:
+    module = Parser(gnomon_context(), text).parse_module()
+    module.verify()
+    return module
+
+
+def function_block(module: ModuleOp) -> Block:
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    return function.body.block
+
+
+def random_inputs(module: ModuleOp, ints: tuple[int, int] = (1, 4), positive: bool = False) -> list[np.ndarray]:
+    """One array per function argument: normal floats (|x| + 0.1 if positive), ints in [lo, hi), random bools."""
+    rng = np.random.default_rng(0)
+    arrays: list[np.ndarray] = []
+    for arg in function_block(module).args:
+        assert isinstance(arg.type, TensorType)
+        shape, element = arg.type.get_shape(), arg.type.get_element_type()
+        dtype = numpy_dtype(element)
+        assert dtype is not None
+        if dtype == np.bool_:
+            arrays.append(rng.random(shape) < 0.5)
+        elif isinstance(element, IntegerType):
+            arrays.append(rng.integers(*ints, size=shape).astype(dtype))
+        else:
+            x = rng.standard_normal(shape)
+            arrays.append((np.abs(x) + 0.1 if positive else x).astype(dtype))
+    return arrays
+
+
+def assert_matches(actual: np.ndarray, expected: np.ndarray) -> None:
+    assert actual.shape == expected.shape
+    assert actual.dtype == expected.dtype
+    if actual.dtype.kind in "iub":
+        np.testing.assert_array_equal(actual, expected)
+    else:
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+
+
+def run_kernel(
+    block: Block, inputs: list[np.ndarray], onednn: OneDNNPolicy = "residual"
+) -> tuple[str, list[np.ndarray]]:
+    """The block's library kernel bound to fresh buffers and run once; its name and outputs."""
+    kernel = library_kernel(block, onednn=onednn)
+    assert kernel is not None
+    terminator = block.last_op
+    assert terminator is not None
+    outputs: list[np.ndarray] = []
+    for value in terminator.operands:
+        assert isinstance(value.type, TensorType)
+        dtype = numpy_dtype(value.type.get_element_type())
+        assert dtype is not None
+        outputs.append(np.full(value.type.get_shape(), 7, dtype))  # not zeros: a kernel must write every element
+    before = [x.copy() for x in inputs]
+    launch = kernel.bind([torch.from_numpy(x) for x in inputs], [torch.from_numpy(y) for y in outputs])
+    with torch.inference_mode():
+        launch()
+    for x, original in zip(inputs, before, strict=True):
+        np.testing.assert_array_equal(x, original)  # inputs are read only
+    return kernel.name, outputs
+
+
+# ---- (a) the ONNX backend models against their recorded outputs ----
+
+
+def test_all_backend_models_are_collected() -> None:
+    assert len(BACKEND_MODELS) == 117
+
+
+@pytest.mark.parametrize("model_dir", BACKEND_MODELS, ids=[d.name for d in BACKEND_MODELS])
+def test_backend_model_matches_recorded_outputs(model_dir: Path) -> None:
+    data = model_dir / "test_data_set_0"
+    outputs = TorchEagerProgram(load_path(model_dir / "model.onnx"))(*read_tensors(data, "input"))
+    expected = read_tensors(data, "output")
+    assert len(outputs) == len(expected)
+    for actual, want in zip(outputs, expected, strict=True):
+        assert actual.shape == want.shape
+        assert actual.dtype == want.dtype
+        np.testing.assert_allclose(actual, want, rtol=1e-3, atol=1e-7)  # as test_reference
+
+
+# ---- (b) networks against the reference, on every value they compute ----
+
+
+def returning_every_value(module: ModuleOp) -> ModuleOp:
+    """`module` with its function returning every value its ops compute, not only the final ones.
+
+    The light networks' generated weights give nearly constant outputs (a uniform softmax); the
+    intermediate values are what tells two executors apart.
+    """
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    block = function.body.block
+    values = [r for op in block.ops if not isinstance(op, ConstantOp | func.ReturnOp) for r in op.results]
+    terminator = block.last_op
+    assert isinstance(terminator, func.ReturnOp)
+    block.erase_op(terminator)
+    block.add_op(func.ReturnOp(*values))
+    function.function_type = FunctionType.from_lists([a.type for a in block.args], [v.type for v in values])
+    return module
+
+
+def assert_all_values_match(module: ModuleOp, inputs: list[np.ndarray]) -> None:
+    module = returning_every_value(module)
+    expected = run_reference(module, inputs)
+    outputs = TorchEagerProgram(module)(*inputs)
+    assert len(outputs) == len(expected)
+    for index, (actual, want) in enumerate(zip(outputs, expected, strict=True)):
+        assert actual.shape == want.shape, index
+        assert actual.dtype == want.dtype, index
+        if want.dtype.kind in "iub":
+            np.testing.assert_array_equal(actual, want)
+            continue
+        finite = np.isfinite(want)  # max-pool padding is -inf
+        np.testing.assert_array_equal(actual[~finite], want[~finite])
+        assert relative_l2(actual[finite], want[finite]) <= 1e-4, index  # as test_reference's light networks
+
+
+@pytest.mark.parametrize("path", light_models(), ids=[p.stem for p in light_models()])
+def test_light_network_matches_reference(path: Path) -> None:
+    model = onnx.load(path)
+    initializers = {t.name for t in model.graph.initializer}
+    graph_inputs = [i for i in model.graph.input if i.name not in initializers]
+    rng = np.random.default_rng(0)
+    inputs = [
+        rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+        for i in graph_inputs
+    ]
+    assert_all_values_match(load_path(path), inputs)
+
+
+@pytest.mark.parametrize("model_class", [models.DLRM, models.MLP, models.SmallCNN, models.TransformerBlock])
+def test_torch_model_matches_reference(model_class: type[torch.nn.Module]) -> None:
+    model = model_class().eval()
+    inputs = model.example_inputs()
+    assert_all_values_match(load(model, example_inputs=inputs), [x.numpy() for x in inputs])
+
+
+# ---- every op, eagerly and as a library kernel ----
+
+
+@dataclass(frozen=True)
+class OpCase:
+    """One op as a function of its operands: `graph.op {attrs}` over tensors of the given types."""
+
+    id: str
+    op: str
+    inputs: list[str]
+    outputs: list[str]
+    ints: tuple[int, int] = (1, 4)
+    positive: bool = False
+    fixed: dict[int, list[object]] = field(default_factory=dict[int, list[object]])
+    """Inputs given as values (by argument index), for operands with a domain (offsets, variances)."""
+
+    def text(self) -> str:
+        types = [f"tensor<{t}>" for t in self.inputs], [f"tensor<{t}>" for t in self.outputs]
+        args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(types[0]))
+        results = ", ".join(f"%r{i}" for i in range(len(types[1])))
+        operands = ", ".join(f"%a{i}" for i in range(len(types[0])))
+        name, _, attrs = self.op.partition(" ")
+        return (
+            f"func.func @main({args}) -> ({', '.join(types[1])}) {{\n"
+            f"  {results} = {name} {operands} {attrs} : ({', '.join(types[0])}) -> ({', '.join(types[1])})\n"
+            f"  func.return {results} : {', '.join(types[1])}\n}}"
+        )
+
+
+def unary(name: str, attrs: str = "", tag: str = "", positive: bool = False) -> OpCase:
+    case_id = f"{name}_{tag}" if tag else name
+    return OpCase(case_id, f"graph.{name} {attrs}", ["2x3x4xf32"], ["2x3x4xf32"], positive=positive)
+
+
+def binary(
+    name: str,
+    element: str = "f32",
+    result: str | None = None,
+    ints: tuple[int, int] = (1, 4),
+    positive: bool = False,
+    divisors: list[object] | None = None,
+) -> OpCase:
+    """lhs (2, 3, 4) against a broadcast rhs (4,); `divisors` fixes rhs."""
+    return OpCase(
+        f"{name}_{element}", f"graph.{name}", [f"2x3x4x{element}", f"4x{element}"], [f"2x3x4x{result or element}"],
+        ints, positive, {} if divisors is None else {1: divisors},
+    )  # fmt: skip
+
+
+NAN_SIGNS: list[object] = [[[math.nan, -2.0, 0.0, 3.0]]]
+
+OP_CASES = [
+    *(unary(n) for n in ("abs", "ceil", "cos", "erf", "exp", "floor", "hard_swish", "neg", "reciprocal", "relu",
+                         "round", "selu", "sigmoid", "sign", "silu", "sin", "softsign", "tanh")),
+    *(unary(n, positive=True) for n in ("log", "rsqrt", "sqrt")),
+    OpCase("sign_nan", "graph.sign", ["1x1x4xf32"], ["1x1x4xf32"], fixed={0: NAN_SIGNS}),
+    unary("gelu", '{approximate = "none"}', "none"),
+    unary("gelu", '{approximate = "tanh"}', "tanh"),
+    unary("elu", "{alpha = 0.5 : f64}"),
+    unary("leaky_relu", "{alpha = 0.1 : f64}"),
+    unary("softplus", "{beta = 2.0 : f64, threshold = 1.0 : f64}"),
+    unary("hard_sigmoid", "{alpha = 0.2 : f64, beta = 0.5 : f64}", "onnx"),
+    unary("hard_sigmoid", "{alpha = 0.16666666666666666 : f64, beta = 0.5 : f64}", "torch"),
+    unary("clip", "{min = 0.0 : f64, max = 6.0 : f64}", "relu6"),
+    unary("clip", "{min = 0xFFF0000000000000 : f64, max = 0.5 : f64}", "no_min"),
+    OpCase("clip_i64", "graph.clip {min = 1.5 : f64, max = 2.5 : f64}", ["8xi64"], ["8xi64"], ints=(-3, 5)),
+    unary("dropout", "{ratio = 0.5 : f64}"),
+    OpCase("not", "graph.not", ["2x3xi1"], ["2x3xi1"]),
+    OpCase("cast_f32_i32", "graph.cast", ["2x3x4xf32"], ["2x3x4xi32"]),
+    OpCase("cast_f32_i1", "graph.cast", ["2x3x4xf32"], ["2x3x4xi1"]),
+    OpCase("cast_i64_f32", "graph.cast", ["2x3xi64"], ["2x3xf32"]),
+    *(binary(n) for n in ("add", "sub", "mul", "div", "max", "min", "rem", "prelu")),
+    binary("pow", positive=True),
+    *(binary(n, "i64", ints=(-5, 6)) for n in ("add", "mul", "max", "sub")),
+    binary("div", "i64", ints=(-9, 10), divisors=[-3, 2, 5, -1]),
+    binary("rem", "i64", ints=(-9, 10), divisors=[-3, 2, 5, -1]),
+    *(binary(n, "i1") for n in ("and", "or")),
+    *(binary(n, "i64", "i1", ints=(0, 3)) for n in ("eq", "ne", "lt", "le", "gt", "ge")),
+    binary("lt", "f32", "i1"),
+    OpCase("where", "graph.where", ["2x3x4xi1", "2x3x4xf32", "f32"], ["2x3x4xf32"]),
+    # ---- linalg ----
+    OpCase("matmul_2d", "graph.matmul", ["3x5xf32", "5x4xf32"], ["3x4xf32"]),
+    OpCase("matmul_3d_2d", "graph.matmul", ["2x3x5xf32", "5x4xf32"], ["2x3x4xf32"]),
+    OpCase("matmul_batch_broadcast", "graph.matmul", ["1x3x5xf32", "2x5x4xf32"], ["2x3x4xf32"]),
+    OpCase("matmul_vector", "graph.matmul", ["5xf32", "2x5x4xf32"], ["2x4xf32"]),
+    OpCase("matmul_matrix_vector", "graph.matmul", ["3x5xf32", "5xf32"], ["3xf32"]),
+    OpCase("linear", "graph.linear", ["2x3x5xf32", "4x5xf32", "4xf32"], ["2x3x4xf32"]),
+    OpCase("linear_no_bias_1d", "graph.linear", ["5xf32", "4x5xf32"], ["4xf32"]),
+    # ---- nn ----
+    OpCase("conv", "graph.conv {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>,"
+           " dilations = array<i64: 1, 1>, groups = 1 : i64}",
+           ["2x3x6x6xf32", "4x3x3x3xf32", "4xf32"], ["2x4x6x6xf32"]),
+    OpCase("conv_uneven_pads", "graph.conv {strides = array<i64: 2, 1>, pads = array<i64: 0, 1, 2, 0>,"
+           " dilations = array<i64: 1, 2>, groups = 1 : i64}", ["1x3x7x7xf32", "4x3x3x3xf32"], ["1x4x4x4xf32"]),
+    OpCase("conv_grouped_dilated", "graph.conv {strides = array<i64: 1, 1>, pads = array<i64: 2, 2, 2, 2>,"
+           " dilations = array<i64: 2, 2>, groups = 2 : i64}", ["1x4x5x5xf32", "6x2x3x3xf32"], ["1x6x5x5xf32"]),
+    OpCase("conv1d", "graph.conv {strides = array<i64: 2>, pads = array<i64: 1, 1>, dilations = array<i64: 1>,"
+           " groups = 1 : i64}", ["2x3x9xf32", "4x3x3xf32", "4xf32"], ["2x4x5xf32"]),
+    OpCase("conv3d", "graph.conv {strides = array<i64: 1, 1, 1>, pads = array<i64: 0, 0, 0, 0, 0, 0>,"
+           " dilations = array<i64: 1, 1, 1>, groups = 1 : i64}", ["1x2x4x4x4xf32", "3x2x2x2x2xf32"],
+           ["1x3x3x3x3xf32"]),
+    OpCase("conv_transpose", "graph.conv_transpose {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>,"
+           " dilations = array<i64: 1, 1>, output_padding = array<i64: 1, 1>, groups = 1 : i64}",
+           ["1x4x3x3xf32", "4x2x3x3xf32", "2xf32"], ["1x2x6x6xf32"]),
+    OpCase("conv_transpose_uneven", "graph.conv_transpose {strides = array<i64: 2, 2>, pads = array<i64: 0, 1, 2, 0>,"
+           " dilations = array<i64: 1, 1>, output_padding = array<i64: 0, 0>, groups = 2 : i64}",
+           ["1x4x3x3xf32", "4x1x3x3xf32"], ["1x2x5x6xf32"]),
+    OpCase("max_pool", "graph.max_pool {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>,"
+           " pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, ceil_mode = false}",
+           ["1x2x7x7xf32"], ["1x2x4x4xf32"]),
+    OpCase("max_pool_uneven_ceil", "graph.max_pool {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>,"
+           " pads = array<i64: 1, 1, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = true}",
+           ["1x2x6x6xf32"], ["1x2x4x4xf32"]),
+    OpCase("max_pool1d_dilated", "graph.max_pool {kernel = array<i64: 2>, strides = array<i64: 1>,"
+           " pads = array<i64: 0, 0>, dilations = array<i64: 2>, ceil_mode = false}", ["2x3x8xf32"], ["2x3x6xf32"]),
+    OpCase("avg_pool_include_pad", "graph.avg_pool {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>,"
+           " pads = array<i64: 1, 1, 1, 1>, ceil_mode = false, count_include_pad = true}",
+           ["1x2x7x7xf32"], ["1x2x4x4xf32"]),
+    OpCase("avg_pool_exclude_pad_ceil", "graph.avg_pool {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>,"
+           " pads = array<i64: 1, 1, 1, 1>, ceil_mode = true, count_include_pad = false}",
+           ["1x2x8x8xf32"], ["1x2x5x5xf32"]),
+    OpCase("avg_pool_uneven", "graph.avg_pool {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>,"
+           " pads = array<i64: 0, 0, 1, 1>, ceil_mode = false, count_include_pad = false}",
+           ["1x2x5x5xf32"], ["1x2x3x3xf32"]),
+    OpCase("avg_pool_uneven_include", "graph.avg_pool {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>,"
+           " pads = array<i64: 1, 0, 0, 1>, ceil_mode = true, count_include_pad = true}",
+           ["1x2x5x5xf32"], ["1x2x3x3xf32"]),
+    OpCase("avg_pool1d", "graph.avg_pool {kernel = array<i64: 3>, strides = array<i64: 2>,"
+           " pads = array<i64: 1, 1>, ceil_mode = false, count_include_pad = false}", ["2x3x8xf32"], ["2x3x4xf32"]),
+    OpCase("adaptive_avg_pool", "graph.adaptive_avg_pool {output_size = array<i64: 3, 2>}",
+           ["1x2x7x5xf32"], ["1x2x3x2xf32"]),
+    OpCase("adaptive_avg_pool1d", "graph.adaptive_avg_pool {output_size = array<i64: 3>}",
+           ["2x2x7xf32"], ["2x2x3xf32"]),
+    OpCase("adaptive_max_pool", "graph.adaptive_max_pool {output_size = array<i64: 2, 2>}",
+           ["1x2x5x5xf32"], ["1x2x2x2xf32"]),
+    OpCase("global_avg_pool", "graph.global_avg_pool", ["2x3x4x5xf32"], ["2x3x1x1xf32"]),
+    OpCase("global_max_pool", "graph.global_max_pool", ["2x3x4x5xf32"], ["2x3x1x1xf32"]),
+    OpCase("batch_norm", "graph.batch_norm {epsilon = 1.0e-05 : f64}",
+           ["2x3x4x4xf32", "3xf32", "3xf32", "3xf32", "3xf32"], ["2x3x4x4xf32"], fixed={4: [0.5, 1.0, 2.0]}),
+    OpCase("batch_norm_2d", "graph.batch_norm {epsilon = 1.0e-03 : f64}",
+           ["4x3xf32", "3xf32", "3xf32", "3xf32", "3xf32"], ["4x3xf32"], fixed={4: [0.5, 1.0, 2.0]}),
+    OpCase("layer_norm", "graph.layer_norm {axis = 1 : i64, epsilon = 1.0e-05 : f64}",
+           ["2x3x4xf32", "3x4xf32", "3x4xf32"], ["2x3x4xf32"]),
+    OpCase("layer_norm_plain", "graph.layer_norm {axis = -1 : i64, epsilon = 1.0e-05 : f64}",
+           ["2x3x4xf32"], ["2x3x4xf32"]),
+    OpCase("instance_norm", "graph.instance_norm {epsilon = 1.0e-05 : f64}",
+           ["2x3x4x4xf32", "3xf32", "3xf32"], ["2x3x4x4xf32"]),
+    OpCase("group_norm", "graph.group_norm {num_groups = 2 : i64, epsilon = 1.0e-05 : f64}",
+           ["2x4x3x3xf32", "4xf32", "4xf32"], ["2x4x3x3xf32"]),
+    OpCase("lrn", "graph.lrn {size = 3 : i64, alpha = 1.0e-01 : f64, beta = 0.75 : f64, bias = 2.0 : f64}",
+           ["2x5x3x3xf32"], ["2x5x3x3xf32"]),
+    OpCase("softmax", "graph.softmax {axis = 1 : i64}", ["2x5x3xf32"], ["2x5x3xf32"]),
+    OpCase("log_softmax", "graph.log_softmax {axis = -1 : i64}", ["2x5x3xf32"], ["2x5x3xf32"]),
+    OpCase("attention", "graph.attention {scale = 0.3 : f64, is_causal = false}",
+           ["2x2x5x4xf32", "2x2x6x4xf32", "2x2x6x3xf32"], ["2x2x5x3xf32"]),
+    OpCase("attention_causal_3d", "graph.attention {scale = 0.5 : f64, is_causal = true}",
+           ["2x5x4xf32", "2x5x4xf32", "2x5x3xf32"], ["2x5x3xf32"]),
+    OpCase("attention_float_mask", "graph.attention {scale = 0.5 : f64, is_causal = false}",
+           ["2x5x4xf32", "2x6x4xf32", "2x6x3xf32", "5x6xf32"], ["2x5x3xf32"]),
+    OpCase("attention_bool_mask_causal", "graph.attention {scale = 0.5 : f64, is_causal = true}",
+           ["2x5x4xf32", "2x5x4xf32", "2x5x3xf32", "1x5x5xi1"], ["2x5x3xf32"],
+           fixed={3: [[[True] * 5, [False, True, True, False, True], [True, True, False, True, True],
+                       [True, False, True, True, True], [True] * 5]]}),
+    # ---- reductions ----
+    *(OpCase(f"{n}_keepdims", f"graph.{n} {{axes = array<i64: 0, 2>, keepdims = true}}", ["2x3x4xf32"], ["1x3x1xf32"])
+      for n in ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod")),
+    *(OpCase(f"{n}_all", f"graph.{n} {{axes = array<i64>, keepdims = false}}", ["2x3x4xf32"], ["f32"])
+      for n in ("reduce_sum", "reduce_mean", "reduce_prod")),
+    OpCase("reduce_sum_i32", "graph.reduce_sum {axes = array<i64: -1>, keepdims = false}", ["2x3xi32"], ["2xi32"]),
+    OpCase("reduce_mean_i64", "graph.reduce_mean {axes = array<i64: 1>, keepdims = false}", ["2x3xi64"], ["2xi64"],
+           ints=(-5, 6)),
+    OpCase("reduce_prod_i64", "graph.reduce_prod {axes = array<i64: 0, 1>, keepdims = false}", ["2x3xi64"], ["i64"]),
+    OpCase("argmax", "graph.argmax {axis = 1 : i64, keepdims = false}", ["2x5x3xf32"], ["2x3xi64"]),
+    OpCase("argmin_ties", "graph.argmin {axis = -1 : i64, keepdims = true}", ["2x6xi64"], ["2x1xi64"]),
+    # ---- data movement ----
+    OpCase("reshape", "graph.reshape", ["2x3x4xf32"], ["6x4xf32"]),
+    OpCase("transpose", "graph.transpose {permutation = array<i64: 2, 0, 1>}", ["2x3x4xf32"], ["4x2x3xf32"]),
+    OpCase("concat", "graph.concat {axis = 1 : i64}", ["2x3x4xf32", "2x1x4xf32", "2x2x4xf32"], ["2x6x4xf32"]),
+    OpCase("split", "graph.split {axis = -1 : i64, sizes = array<i64: 1, 3>}",
+           ["2x3x4xf32"], ["2x3x1xf32", "2x3x3xf32"]),
+    OpCase("slice", "graph.slice {starts = array<i64: 0, 1, 1>, ends = array<i64: 2, 3, 4>,"
+           " steps = array<i64: 1, 1, 2>}",
+           ["2x3x4xf32"], ["2x2x2xf32"]),
+    OpCase("slice_backwards", "graph.slice {starts = array<i64: 1, 2, 3>, ends = array<i64: -1, 0, -1>,"
+           " steps = array<i64: -1, -1, -2>}", ["2x3x4xf32"], ["2x2x2xf32"]),
+    OpCase("gather", "graph.gather {axis = 1 : i64}", ["2x4x3xf32", "2x3xi64"], ["2x2x3x3xf32"], ints=(-4, 4)),
+    OpCase("gather_scalar_index", "graph.gather {axis = 0 : i64}", ["4x3xf32", "i32"], ["3xf32"], ints=(-4, 4)),
+    OpCase("gather_elements", "graph.gather_elements {axis = 1 : i64}", ["2x4xf32", "2x3xi64"], ["2x3xf32"],
+           ints=(-4, 4)),
+    OpCase("pad_constant", 'graph.pad {pads = array<i64: 0, 1, -1, 0, 2, 1>, mode = "constant", value = 1.5 : f64}',
+           ["2x3x4xf32"], ["2x6x4xf32"]),
+    OpCase("pad_lowest", 'graph.pad {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 0>, mode = "constant",'
+           " value = -1.7976931348623157E+308 : f64}", ["1x2x3x3xf32"], ["1x2x5x4xf32"]),
+    OpCase("pad_reflect", 'graph.pad {pads = array<i64: 0, 2, 3, 0, 1, 2>, mode = "reflect", value = 0.0 : f64}',
+           ["2x3x4xf32"], ["2x6x9xf32"]),
+    OpCase("pad_replicate", 'graph.pad {pads = array<i64: 1, 0, -1, 2, 2, 5>, mode = "replicate", value = 0.0 : f64}',
+           ["2x3x4xf32"], ["5x5x8xf32"]),
+    OpCase("expand", "graph.expand", ["3x1xf32"], ["2x3x4xf32"]),
+    OpCase("tile", "graph.tile {repeats = array<i64: 2, 1, 3>}", ["2x3x4xf32"], ["4x3x12xf32"]),
+    # ---- lookups ----
+    OpCase("embedding", "graph.embedding", ["10x4xf32", "2x3xi64"], ["2x3x4xf32"], ints=(-10, 10)),
+    *(OpCase(f"embedding_bag_{mode}", f'graph.embedding_bag {{mode = "{mode}", include_last_offset = false}}',
+             ["10x4xf32", "7xi64", "4xi64"], ["4x4xf32"], ints=(0, 10), fixed={2: [0, 2, 2, 5]})
+      for mode in ("sum", "mean", "max")),
+    OpCase("embedding_bag_weighted_last_offset", 'graph.embedding_bag {mode = "sum", include_last_offset = true}',
+           ["10x4xf32", "7xi32", "4xi32", "7xf32"], ["3x4xf32"], ints=(0, 10), fixed={2: [0, 3, 3, 7]}),
+]  # fmt: skip
+
+
+def op_case_inputs(case: OpCase, module: ModuleOp) -> list[np.ndarray]:
+    inputs = random_inputs(module, case.ints, case.positive)
+    for index, value in case.fixed.items():
+        inputs[index] = np.asarray(value, inputs[index].dtype).reshape(inputs[index].shape)
+    return inputs
+
+
+@pytest.mark.parametrize("case", OP_CASES, ids=[c.id for c in OP_CASES])
+def test_op_matches_reference_eagerly_and_as_kernel(case: OpCase) -> None:
+    module = parse(case.text())
+    inputs = op_case_inputs(case, module)
+    expected = run_reference(module, inputs)
+    for actual, want in zip(TorchEagerProgram(module)(*inputs), expected, strict=True):
+        assert_matches(actual, want)
+    _, outputs = run_kernel(function_block(module), inputs)
+    for actual, want in zip(outputs, expected, strict=True):
+        assert_matches(actual, want)
+
+
+def test_constants_as_program_values_and_kernels() -> None:
+    module = parse("""
+    func.func @main(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<3xi64>) {
+      %c = graph.constant {value = dense<[1.0, -2.0, 0.5]> : tensor<3xf32>} : () -> tensor<3xf32>
+      %s = graph.constant {value = dense<4> : tensor<3xi64>} : () -> tensor<3xi64>
+      %y = graph.mul %x, %c : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+      func.return %y, %s : tensor<2x3xf32>, tensor<3xi64>
+    }""")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    program = TorchEagerProgram(module)
+    product, splat = program(x)
+    np.testing.assert_array_equal(product, x * np.array([1.0, -2.0, 0.5], np.float32))
+    np.testing.assert_array_equal(splat, [4, 4, 4])
+    splat[0] = 0  # a returned constant is the caller's copy
+    np.testing.assert_array_equal(program(x)[1], [4, 4, 4])
+    np.testing.assert_array_equal(program(torch.from_numpy(x))[0], product)  # torch tensors are inputs too
+    constant_only = parse("""
+    func.func @main() -> tensor<3xf32> {
+      %c = graph.constant {value = dense<[1.0, -2.0, 0.5]> : tensor<3xf32>} : () -> tensor<3xf32>
+      func.return %c : tensor<3xf32>
+    }""")
+    _, outputs = run_kernel(function_block(constant_only), [])
+    np.testing.assert_array_equal(outputs[0], [1.0, -2.0, 0.5])
+
+
+def test_every_graph_op_but_batch_norm_train_has_a_torch_implementation() -> None:
+    graph = DIALECTS["graph"]()
+    missing = sorted(op.name for op in graph.operations if op not in TORCH_IMPLS)
+    assert missing == [BatchNormTrainOp.name]
+
+
+def test_every_torch_implementation_has_an_op_case() -> None:
+    covered = {case.op.split(" ")[0] for case in OP_CASES} | {ConstantOp.name}  # constants: the test above
+    assert covered == {op_type.name for op_type in TORCH_IMPLS}
+
+
+def test_unsupported_ops_are_named() -> None:
+    module = parse("""
+    func.func @main(%x: tensor<2x3x4xf32>, %s: tensor<3xf32>) -> tensor<2x3x4xf32> {
+      %y, %m, %v = graph.batch_norm_train %x, %s, %s {epsilon = 1.0e-05 : f64, momentum = 0.1 : f64}
+        : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
+      func.return %y : tensor<2x3x4xf32>
+    }""")
+    assert unsupported_ops(module) == ["graph.batch_norm_train"]
+    with pytest.raises(TorchEagerError, match=r"no torch implementation for graph\.batch_norm_train"):
+        TorchEagerProgram(module)
+    assert library_kernel(function_block(module)) is None
+
+
+def test_input_count_is_checked() -> None:
+    program = TorchEagerProgram(parse(OP_CASES[0].text()))
+    with pytest.raises(TorchEagerError, match="takes 1 inputs, got 2"):
+        program(np.zeros((2, 3, 4), np.float32), np.zeros((2, 3, 4), np.float32))
+
+
+# ---- (c) fused blocks ----
+
+CONV = (
+    "graph.conv %x, %w{bias} {{strides = array<i64: 1, 1>, pads = array<i64: {pads}>, dilations = array<i64: 1, 1>,"
+    " groups = 1 : i64}} : (tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>{bias_type}) -> tensor<2x4x6x6xf32>"
+)
+
+
+def conv_block(epilogue: str, bias: bool = True, pads: str = "1, 1, 1, 1", extra_args: str = "") -> str:
+    conv = CONV.format(bias=", %b" if bias else "", bias_type=", tensor<4xf32>" if bias else "", pads=pads)
+    return f"""
+    func.func @main(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>{extra_args})
+        -> tensor<2x4x6x6xf32> {{
+      %c = {conv}
+      {epilogue}
+    }}"""
+
+
+T = "tensor<2x4x6x6xf32>"
+FUSED_BLOCKS = {
+    "conv_bias_relu": (
+        conv_block(f"%y = graph.relu %c : ({T}) -> {T}\n func.return %y : {T}"),
+        "mkldnn._convolution_pointwise+relu",
+        "aten.convolution+relu",
+    ),
+    "conv_add_relu": (
+        conv_block(
+            f"%s = graph.add %r, %c : ({T}, {T}) -> {T}\n %y = graph.relu %s : ({T}) -> {T}\n func.return %y : {T}",
+            extra_args=f", %r: {T}",
+        ),
+        "mkldnn._convolution_pointwise+add+relu",
+        "aten.convolution+add+relu",
+    ),
+    "conv_bias_add_residual": (
+        conv_block(
+            f"%s = graph.add %c, %v : ({T}, tensor<4x1x1xf32>) -> {T}\n"
+            f" %t = graph.add %s, %r : ({T}, {T}) -> {T}\n func.return %t : {T}",
+            bias=False,
+            extra_args=f", %v: tensor<4x1x1xf32>, %r: {T}",
+        ),
+        "mkldnn._convolution_pointwise+add+add",
+        "aten.convolution+add+add",
+    ),
+    "conv_uneven_pads_gelu": (
+        conv_block(
+            f'%y = graph.gelu %c {{approximate = "tanh"}} : ({T}) -> {T}\n func.return %y : {T}', pads="2, 0, 0, 2"
+        ),
+        "mkldnn._convolution_pointwise+gelu",
+        "aten.convolution+gelu",
+    ),
+    "conv_clip": (
+        conv_block(f"%y = graph.clip %c {{min = 0.0 : f64, max = 6.0 : f64}} : ({T}) -> {T}\n func.return %y : {T}"),
+        "mkldnn._convolution_pointwise+clip",
+        "aten.convolution+clip",
+    ),
+    "conv_two_biases_hard_swish": (  # oneDNN takes one bias: the second is added in place
+        conv_block(
+            f"%s = graph.add %c, %v : ({T}, tensor<1x4x1x1xf32>) -> {T}\n"
+            f" %y = graph.hard_swish %s : ({T}) -> {T}\n func.return %y : {T}",
+            extra_args=", %v: tensor<1x4x1x1xf32>",
+        ),
+        "aten.convolution+add+hard_swish",
+        "aten.convolution+add+hard_swish",
+    ),
+    "linear_gelu": (
+        """
+        func.func @main(%x: tensor<2x3x8xf32>, %w: tensor<5x8xf32>, %b: tensor<5xf32>) -> tensor<2x3x5xf32> {
+          %l = graph.linear %x, %w, %b : (tensor<2x3x8xf32>, tensor<5x8xf32>, tensor<5xf32>) -> tensor<2x3x5xf32>
+          %y = graph.gelu %l {approximate = "none"} : (tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+          func.return %y : tensor<2x3x5xf32>
+        }""",
+        "aten.linear+gelu",
+        "aten.linear+gelu",
+    ),
+    "matmul_bias_leaky_relu": (
+        """
+        func.func @main(%a: tensor<3x8xf32>, %m: tensor<8x5xf32>, %b: tensor<5xf32>) -> tensor<3x5xf32> {
+          %l = graph.matmul %a, %m : (tensor<3x8xf32>, tensor<8x5xf32>) -> tensor<3x5xf32>
+          %s = graph.add %b, %l : (tensor<5xf32>, tensor<3x5xf32>) -> tensor<3x5xf32>
+          %y = graph.leaky_relu %s {alpha = 0.2 : f64} : (tensor<3x5xf32>) -> tensor<3x5xf32>
+          func.return %y : tensor<3x5xf32>
+        }""",
+        "aten.matmul+add+leaky_relu",
+        "aten.matmul+add+leaky_relu",
+    ),
+}
+
+
+@pytest.mark.parametrize("onednn", ["always", "never", "residual"])
+@pytest.mark.parametrize("case", FUSED_BLOCKS, ids=list(FUSED_BLOCKS))
+def test_fused_block_matches_reference(case: str, onednn: OneDNNPolicy) -> None:
+    text, onednn_name, inplace_name = FUSED_BLOCKS[case]
+    module = parse(text)
+    inputs = random_inputs(module)
+    expected = run_reference(module, inputs)
+    name, outputs = run_kernel(function_block(module), inputs, onednn)
+    residual = onednn_name.endswith(("+add+relu", "+add+add"))
+    fused = onednn == "always" or (onednn == "residual" and residual)
+    assert name == (onednn_name if fused else inplace_name)
+    assert_matches(outputs[0], expected[0])
+
+
+def test_single_softmax_kernel_writes_into_its_buffer() -> None:
+    module = parse("""
+    func.func @main(%x: tensor<4x10xf32>) -> tensor<4x10xf32> {
+      %y = graph.softmax %x {axis = 1 : i64} : (tensor<4x10xf32>) -> tensor<4x10xf32>
+      func.return %y : tensor<4x10xf32>
+    }""")
+    kernel = library_kernel(function_block(module))
+    assert kernel is not None
+    assert kernel.name == "aten._softmax"
+    x = np.random.default_rng(0).standard_normal((4, 10)).astype(np.float32)
+    out = np.zeros((4, 10), np.float32)
+    launch = kernel.bind([torch.from_numpy(x)], [torch.from_numpy(out)])
+    for _ in range(2):  # bound once, run per inference
+        launch()
+        assert_matches(out, run_reference(module, [x])[0])
+        x += 1.0  # new inputs in the same buffer
+        out[:] = 0
+
+
+def fused_ops(text: str) -> list[Operation]:
+    return list(function_block(parse(text)).ops)
+
+
+def test_fusible_epilogue_follows_the_grammar() -> None:
+    conv, add, relu, _ = fused_ops(FUSED_BLOCKS["conv_add_relu"][0])
+    assert fusible_epilogue(conv, add)
+    assert fusible_epilogue(conv, relu)
+    assert not fusible_epilogue(add, relu)
+    linear, gelu, _ = fused_ops(FUSED_BLOCKS["linear_gelu"][0])
+    assert fusible_epilogue(linear, gelu)
+    module = parse(f"""
+    func.func @main(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>, %r: {T}) -> {T} {{
+      %c = {CONV.format(bias=", %b", bias_type=", tensor<4xf32>", pads="1, 1, 1, 1")}
+      %s = graph.sub %c, %r : ({T}, {T}) -> {T}
+      %a = graph.add %c, %r : ({T}, {T}) -> {T}
+      %t = graph.tanh %a : ({T}) -> {T}
+      %e = graph.exp %c : ({T}) -> {T}
+      %d = graph.add %c, %c : ({T}, {T}) -> {T}
+      %u = graph.relu %c : ({T}) -> {T}
+      %uu = graph.relu %u : ({T}) -> {T}
+      func.return %t : {T}
+    }}""")
+    conv, sub, add, tanh, exp, double, relu, relu_relu, _ = function_block(module).ops
+    assert fusible_epilogue(conv, add)
+    assert fusible_epilogue(conv, relu)
+    for op in (sub, tanh, exp, double, relu_relu):  # not oneDNN post-ops: no tanh after a residual add
+        assert not fusible_epilogue(conv, op)
+
+
+def test_blocks_library_calls_cannot_compute() -> None:
+    two_outputs = f"""
+    func.func @main(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>) -> ({T}, {T}) {{
+      %c = {CONV.format(bias=", %b", bias_type=", tensor<4xf32>", pads="1, 1, 1, 1")}
+      %y = graph.relu %c : ({T}) -> {T}
+      func.return %c, %y : {T}, {T}
+    }}"""
+    two_activations = conv_block(
+        f"%y = graph.relu %c : ({T}) -> {T}\n %z = graph.sigmoid %y : ({T}) -> {T}\n func.return %z : {T}"
+    )
+    for text in (two_outputs, two_activations):
+        assert library_kernel(function_block(parse(text))) is None
