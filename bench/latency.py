@@ -39,6 +39,8 @@ from gnomon.models import DLRM, MLP, TransformerBlock
 from gnomon.runtime.torch_eager import TorchEagerProgram
 
 THREADS = os.cpu_count() or 1
+COOLDOWN_S = 0.05
+"""Longer than OpenMP's, ORT's and gnomon's worker threads spin after a call."""
 
 
 @dataclass
@@ -111,6 +113,7 @@ def measure(case: Case, repeat: int) -> dict[str, float]:
     samples: dict[str, list[float]] = {system: [] for system in case.systems}
     for _ in range(repeat):
         for system, call in case.systems.items():
+            time.sleep(COOLDOWN_S)
             start = time.perf_counter()
             call()
             samples[system].append(time.perf_counter() - start)

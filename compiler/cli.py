@@ -1,4 +1,4 @@
-"""The `gnomon` command line: `import`, `summary`, `compile` and `run`.
+"""The `gnomon` command line: `import`, `summary`, `compile`, `run`, `analyze` and `calibrate`.
 
 User errors (a missing file, an unsupported op, a bad `--input-shape`) print one line each and
 exit with status 2; `--debug` shows the traceback instead.
@@ -87,7 +87,31 @@ def _cmd_run(args: argparse.Namespace) -> None:
         profile=args.profile,
         as_json=args.json,
         seed=args.seed,
+        trace=args.trace,
     )
+
+
+def _cmd_analyze(args: argparse.Namespace) -> None:
+    from gnomon.analysis import analyze, plot_roofline
+    from gnomon.bundled import model_path
+    from gnomon.trace import write_json
+
+    # A bundled network may be named instead of given by path (`gnomon analyze light_resnet50`).
+    model = args.model if args.model.exists() or args.model.suffix else model_path(str(args.model))
+    report = analyze(
+        model, device=args.device, target=args.target, input_shapes=_input_shapes(args.input_shape), batch=args.batch
+    )
+    if args.plot is not None:
+        plot_roofline(report, args.plot)
+    if args.trace is not None:
+        write_json(args.trace, report.trace())
+    print(report.to_json() if args.json else report.render())
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> None:
+    from gnomon.calibrate import calibrate_command
+
+    calibrate_command(args.output, quick=args.quick, fit=not args.no_fit)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,7 +145,29 @@ def build_parser() -> argparse.ArgumentParser:
     runner.add_argument("--profile", action="store_true", help="time every kernel and show the memory plan")
     runner.add_argument("--json", action="store_true", help="print the outputs' summary (and profile) as JSON")
     runner.add_argument("--seed", type=int, default=0, help="seed of the random inputs used without --inputs")
+    runner.add_argument(
+        "--trace", type=Path, help="with --profile: write the measured timeline as Chrome trace-event JSON"
+    )
     runner.set_defaults(run=_cmd_run)
+
+    analyzer = verbs.add_parser("analyze", help="predict a model's cost per kernel and end to end on a device")
+    _add_model_arguments(analyzer)
+    analyzer.add_argument(
+        "--device", default="local", help="local (the last `gnomon calibrate`), a shipped device or a .toml file"
+    )
+    analyzer.add_argument("--target", choices=("gnomon", "torch-eager"), default="gnomon", help="default: gnomon")
+    analyzer.add_argument("--batch", type=int, help="rebind the inputs' first dim to this batch size")
+    analyzer.add_argument("--json", action="store_true", help="print the report as JSON")
+    analyzer.add_argument("--plot", type=Path, help="write a roofline plot (.png, .svg or .pdf)")
+    analyzer.add_argument("--trace", type=Path, help="write the predicted timeline as Chrome trace-event JSON")
+    analyzer.set_defaults(run=_cmd_analyze)
+
+    calibrator = verbs.add_parser("calibrate", help="measure this machine into a device file (the `local` device)")
+    calibrator.add_argument("-o", "--output", type=Path, help="the device file to write (default: the local device)")
+    calibrator.add_argument("--quick", action="store_true", help="small problems and few repeats (seconds; rough)")
+    calibrator.add_argument("--no-fit", action="store_true", help="keep the default efficiency factors")
+    calibrator.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    calibrator.set_defaults(run=_cmd_calibrate)
     return parser
 
 

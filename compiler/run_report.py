@@ -91,11 +91,11 @@ def render_outputs(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def render_profile(summary: Mapping[str, Any]) -> str:
-    lines = [f"{'kernel':<34} {'kind':<30} {'ops':<34} {'location':<24} {'ms':>9} {'share':>7}"]
+    lines = [f"{'kernel':<30} {'kind':<40} {'ops':<30} {'location':<20} {'ms':>9} {'share':>7}"]
     for k in summary["kernels"]:
         ops = "+".join(k["ops"])
         lines.append(
-            f"{k['kernel'][:34]:<34} {k['kind'][:30]:<30} {ops[:34]:<34} {k['location'][:24]:<24} "
+            f"{k['kernel'][:30]:<30} {k['kind'][:40]:<40} {ops[:30]:<30} {k['location'][:20]:<20} "
             f"{k['ms']:>9.3f} {k['share']:>6.1%}"
         )
     mib = 1 << 20

@@ -3,6 +3,8 @@
 Batch norm at inference is a per-channel affine map, y = (x - mean) * s + beta with
 s = gamma / sqrt(var + eps). After a layer with weight w and bias b it is the same layer with weight
 w * s (per output channel) and bias (b - mean) * s + beta, so the norm costs nothing at run time.
+A norm with no such layer before it (DenseNet's, after a concat) becomes x * s + t with constant
+per-channel s and t: two elementwise ops that fuse with the activation after them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from gnomon.dialects.graph.constant_values import dense_to_numpy, resource_to_numpy
+from gnomon.dialects.graph.elementwise import AddOp, MulOp
 from gnomon.dialects.graph.linalg import LinearOp
 from gnomon.dialects.graph.nn import BatchNormOp, ConvOp, ConvTransposeOp
 from gnomon.dialects.graph.tensor import ConstantOp
@@ -110,12 +113,44 @@ class FoldBatchNormIntoLayer(RewritePattern):
             _erase_if_unused(rewriter, value)
 
 
+class BatchNormToAffine(RewritePattern):
+    """batch_norm(x) = x * s + t per channel, with s = gamma / sqrt(var + eps) and t = beta - mean * s.
+
+    Applies to a norm with constant statistics that no layer could absorb (run after FoldBatchNormIntoLayer).
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: BatchNormOp, rewriter: PatternRewriter) -> None:
+        params = [op.scale, op.bias, op.mean, op.variance]
+        arrays = _constant_arrays(params)
+        result_type = op.result.type
+        if arrays is None or not isinstance(result_type, TensorType):
+            return
+        gamma, beta, mean, variance = (a.astype(np.float64) for a in arrays)
+        scale = gamma / np.sqrt(variance + op.epsilon.value.data)
+        shift = beta - mean * scale
+        # (C, 1, ..., 1): broadcasts against (N, C, spatial...) from the right.
+        shape = (scale.shape[0],) + (1,) * (len(result_type.get_shape()) - 2)
+        element_type = result_type.get_element_type()
+        constants = [
+            folded_constant(v.reshape(shape), TensorType(element_type, shape), op.location) for v in (scale, shift)
+        ]
+        scaled = MulOp.build(operands=[op.input, constants[0].result], result_types=[result_type])
+        shifted = AddOp.build(operands=[scaled.results[0], constants[1].result], result_types=[result_type])
+        for new in (scaled, shifted):
+            new.location = op.location
+        rewriter.replace(op, [*constants, scaled, shifted])
+        for value in dict.fromkeys(params):
+            _erase_if_unused(rewriter, value)
+
+
 @dataclass(frozen=True)
 class GraphFoldBatchNormPass(ModulePass):
-    """Fold inference batch norms into the constant-weight conv, conv_transpose or linear layer that feeds them."""
+    """Fold inference batch norms into the layer that feeds them, else into a per-channel multiply-add."""
 
     name = "graph-fold-batch-norm"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        walker = PatternRewriteWalker(GreedyRewritePatternApplier([FoldBatchNormIntoLayer()], dce_enabled=False))
-        walker.rewrite_module(op)
+        # Folding into a layer first: the affine form would hide the norm from that pattern.
+        for pattern in (FoldBatchNormIntoLayer(), BatchNormToAffine()):
+            PatternRewriteWalker(GreedyRewritePatternApplier([pattern], dce_enabled=False)).rewrite_module(op)

@@ -17,7 +17,7 @@ from gnomon import load, models
 from gnomon.bundled import model_path
 from gnomon.context import gnomon_context
 from gnomon.dialects.graph.constant_values import dense_to_resource, numpy_to_dense
-from gnomon.dialects.graph.elementwise import DropoutOp
+from gnomon.dialects.graph.elementwise import DropoutOp, MulOp
 from gnomon.dialects.graph.linalg import LinearOp
 from gnomon.dialects.graph.nn import BatchNormOp, ConvOp, ConvTransposeOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp, TransposeOp
@@ -229,3 +229,20 @@ def test_fold_constants_transposed_weight() -> None:
     ops = [op.name for op in module.walk() if not isinstance(op, ModuleOp | func.FuncOp)]
     assert ops == ["graph.constant", "graph.constant", "graph.matmul", "graph.add", "func.return"]
     np.testing.assert_array_equal(run_reference(module, [x])[0], before)
+
+
+def test_batch_norm_after_concat_becomes_affine_light_densenet121() -> None:
+    # DenseNet's norms follow concats, not layers: they become a per-channel multiply-add.
+    module = load(model_path("light_densenet121"))
+    randomize_weights(module)
+    x = random_input(module)
+    before = run_reference(module, [x])[0]
+    norms = count(module, BatchNormOp)
+    multiplies = count(module, MulOp)
+
+    apply(module, GraphFoldBatchNormPass())
+
+    assert count(module, BatchNormOp) == 0
+    assert count(module, MulOp) - multiplies == 62
+    assert norms == 121  # the other 59 fold into the convolutions before them
+    assert relative_l2(run_reference(module, [x])[0], before) <= 1e-4

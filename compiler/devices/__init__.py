@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -131,9 +132,34 @@ def available_devices() -> tuple[str, ...]:
     return tuple(sorted(path.stem for path in DEVICE_DIR.glob("*.toml")))
 
 
+LOCAL = "local"
+"""The name of this machine's device: the file the last `gnomon calibrate` wrote."""
+
+
+class NoCalibrationError(DeviceError):
+    """`local` was asked for, but this machine has not been calibrated."""
+
+
+def local_device_path() -> Path:
+    """Where `gnomon calibrate` writes this machine's device: `$GNOMON_CACHE_DIR/local.toml`, else
+    `$XDG_CACHE_HOME/gnomon/local.toml`, else `~/.cache/gnomon/local.toml`."""
+    explicit = os.environ.get("GNOMON_CACHE_DIR")
+    if explicit:
+        return Path(explicit) / "local.toml"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "gnomon" / "local.toml"
+
+
 def load_device(name_or_path: str) -> Device:
-    """A shipped device by name (`h100`), or a device file by path (anything ending in .toml or with a `/`)."""
-    if name_or_path.endswith(".toml") or "/" in name_or_path:
+    """A shipped device by name (`h100`), `local` (the last calibration), or a device file by path (anything
+    ending in .toml or with a `/`)."""
+    if name_or_path == LOCAL:
+        path = local_device_path()
+        if not path.is_file():
+            raise NoCalibrationError(
+                f"no calibration of this machine ({path} does not exist): run `gnomon calibrate` first"
+            )
+    elif name_or_path.endswith(".toml") or "/" in name_or_path:
         path = Path(name_or_path)
         if not path.is_file():
             raise DeviceFileError(f"device file {path} does not exist")
@@ -142,7 +168,7 @@ def load_device(name_or_path: str) -> Device:
         if not path.is_file():
             known = ", ".join(available_devices())
             raise UnknownDeviceError(
-                f"unknown device '{name_or_path}'; known devices: {known} (or give the path of a .toml file)"
+                f"unknown device '{name_or_path}'; known devices: {known}, local (or give the path of a .toml file)"
             )
     try:
         data = tomllib.loads(path.read_text())

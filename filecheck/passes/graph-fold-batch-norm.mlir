@@ -99,7 +99,7 @@ func.func @grouped_conv_transpose(%x: tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32
   func.return %1 : tensor<1x2x3x3xf32>
 }
 
-// Not folded: a statistic that is not a constant.
+// Not folded at all: a statistic that is not a constant.
 
 // CHECK-LABEL: func.func @mean_not_constant(
 // CHECK:         %[[Y:.*]] = graph.conv
@@ -115,11 +115,15 @@ func.func @mean_not_constant(%x: tensor<1x1x4x4xf32>, %mean: tensor<2xf32>) -> t
   func.return %1 : tensor<1x2x4x4xf32>
 }
 
-// Not folded: a weight that is not a constant.
+// Not folded into the layer, a weight that is not a constant; the norm becomes x * s + t, with
+// s = 1 / sqrt(1 + 1) = 0.7071 and t = 1 - 1 * s = 0.2929 per channel, shaped (C, 1, 1).
 
 // CHECK-LABEL: func.func @weight_not_constant(
 // CHECK:         %[[Y:.*]] = graph.conv
-// CHECK-NEXT:    %[[Z:.*]] = graph.batch_norm %[[Y]],
+// CHECK-NEXT:    %[[S:.*]] = graph.constant {value = dense<0.707106769> : tensor<2x1x1xf32>}
+// CHECK-NEXT:    %[[T:.*]] = graph.constant {value = dense<0.292893231> : tensor<2x1x1xf32>}
+// CHECK-NEXT:    %[[M:.*]] = graph.mul %[[Y]], %[[S]] : (tensor<1x2x4x4xf32>, tensor<2x1x1xf32>) -> tensor<1x2x4x4xf32>
+// CHECK-NEXT:    %[[Z:.*]] = graph.add %[[M]], %[[T]] : (tensor<1x2x4x4xf32>, tensor<2x1x1xf32>) -> tensor<1x2x4x4xf32>
 // CHECK-NEXT:    func.return %[[Z]]
 func.func @weight_not_constant(%x: tensor<1x1x4x4xf32>, %w: tensor<2x1x1x1xf32>) -> tensor<1x2x4x4xf32> {
   %stat = graph.constant {value = dense<1.0> : tensor<2xf32>} : () -> tensor<2xf32>
@@ -128,11 +132,14 @@ func.func @weight_not_constant(%x: tensor<1x1x4x4xf32>, %w: tensor<2x1x1x1xf32>)
   func.return %1 : tensor<1x2x4x4xf32>
 }
 
-// Not folded: the conv's own result is used too, so it must stay unnormalized.
+// Not folded into the layer: the conv's own result is used too, so it must stay unnormalized.
 
 // CHECK-LABEL: func.func @conv_used_twice(
 // CHECK:         %[[Y:.*]] = graph.conv
-// CHECK-NEXT:    %[[Z:.*]] = graph.batch_norm %[[Y]],
+// CHECK-NEXT:    %[[S:.*]] = graph.constant {value = dense<0.707106769> : tensor<2x1x1xf32>}
+// CHECK-NEXT:    %[[T:.*]] = graph.constant {value = dense<0.292893231> : tensor<2x1x1xf32>}
+// CHECK-NEXT:    %[[M:.*]] = graph.mul %[[Y]], %[[S]] : (tensor<1x2x4x4xf32>, tensor<2x1x1xf32>) -> tensor<1x2x4x4xf32>
+// CHECK-NEXT:    %[[Z:.*]] = graph.add %[[M]], %[[T]] : (tensor<1x2x4x4xf32>, tensor<2x1x1xf32>) -> tensor<1x2x4x4xf32>
 // CHECK-NEXT:    func.return %[[Y]], %[[Z]]
 func.func @conv_used_twice(%x: tensor<1x1x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) {
   %w = graph.constant {value = dense<[[[[2.0]]], [[[3.0]]]]> : tensor<2x1x1x1xf32>} : () -> tensor<2x1x1x1xf32>
@@ -142,11 +149,15 @@ func.func @conv_used_twice(%x: tensor<1x1x4x4xf32>) -> (tensor<1x2x4x4xf32>, ten
   func.return %0, %1 : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
 }
 
-// Not folded: on a rank-3 linear output the norm's channel axis 1 is not the feature axis.
+// Not folded into the layer: on a rank-3 linear output the norm's channel axis 1 is not the
+// feature axis. The affine form broadcasts (C, 1) against (N, C, L).
 
 // CHECK-LABEL: func.func @linear_rank3(
 // CHECK:         %[[Y:.*]] = graph.linear
-// CHECK-NEXT:    %[[Z:.*]] = graph.batch_norm %[[Y]],
+// CHECK-NEXT:    %[[S:.*]] = graph.constant {value = dense<0.707106769> : tensor<2x1xf32>}
+// CHECK-NEXT:    %[[T:.*]] = graph.constant {value = dense<0.292893231> : tensor<2x1xf32>}
+// CHECK-NEXT:    %[[M:.*]] = graph.mul %[[Y]], %[[S]]
+// CHECK-NEXT:    %[[Z:.*]] = graph.add %[[M]], %[[T]]
 // CHECK-NEXT:    func.return %[[Z]]
 func.func @linear_rank3(%x: tensor<5x2x3xf32>) -> tensor<5x2x2xf32> {
   %w = graph.constant {value = dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>} : () -> tensor<2x3xf32>

@@ -1,0 +1,553 @@
+"""`gnomon calibrate`: measure this machine into a device file, the `local` device of the cost model.
+
+What it measures, in well under a minute (`quick` shrinks every problem, for tests):
+
+- peak fp32 (and fp64) FLOP/s: a large `torch.mm`, the library GEMM the runtime's linear/matmul kernels call, on
+  torch's threads (the runtime's); gnomon's generated matmul on the same problem where the code generator has one
+  (`MATMUL_GENERATED`), reported beside it. Best of a few calls: a peak is what the machine can do, and noise from
+  other processes only ever slows a call down, so the best call is the reproducible figure.
+- streaming bandwidth of each memory level: cache sizes from sysfs (`/sys/devices/system/cpu/cpu0/cache`), DRAM's
+  from `/proc/meminfo`; one NumPy thread per core sums a stride-0 view of its own array into an accumulator
+  (`acc += x`, again and again: two reads and a write per element), with working sets of half of each cache level
+  and eight times the last one for DRAM. Best of a few passes.
+- the runtime's per-kernel launch overhead: a program of tiny kernels (one-element generated adds alternating with
+  library softmaxes, the two kinds the runtime launches) minus a program of one, per launch; median of many runs.
+- PyTorch eager's per-op dispatch overhead: tiny torch ops called one by one from Python; median per op.
+- the analytical models' efficiency factors (`gnomon.passes.cost.analytical.Efficiency`): a suite of kernels
+  (GEMMs, convolutions, a depthwise convolution, elementwise, transpose, normalization, pooling) is compiled and
+  profiled through the runtime, and `gemm`, `gemm_k_overhead`, `vector`, `depthwise` and `stream` are fitted by
+  coordinate descent to minimize the squared log error of the per-kernel predictions (launch overhead plus kernel
+  time, as `gnomon analyze` predicts them). The suite's shapes are not the benchmark models' own.
+
+The device file says `calibrated = true`; its `source` names the machine and what was measured.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnomon.devices import Device, MemoryLevel, load_device, local_device_path, save_device
+from gnomon.errors import GnomonError
+from gnomon.passes.cost import efficiency
+
+__all__ = ["Calibration", "FitResult", "calibrate", "calibrate_command", "fit_efficiency", "profile_suite"]
+
+FITTED = ("gemm", "gemm_k_overhead", "vector", "depthwise", "stream")
+"""The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
+BOUNDS: dict[str, tuple[float, float]] = {
+    "gemm": (0.02, 1.0),
+    "gemm_k_overhead": (0, 1024),
+    "vector": (0.005, 1.0),
+    "depthwise": (0.005, 1.0),
+    "stream": (0.02, 2.0),  # relative to the measured bandwidth, which NumPy's loop may not saturate
+}
+
+
+class CalibrationError(GnomonError):
+    """The machine could not be measured (no cache information, an output file that cannot be written)."""
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """How well the fitted factors predict the suite's kernels."""
+
+    factors: dict[str, float]
+    kernels: int
+    error_before: float
+    """Geomean absolute percentage error with the default factors."""
+    error_after: float
+
+
+@dataclass(frozen=True)
+class Calibration:
+    device: Device
+    measured: dict[str, float] = field(default_factory=dict[str, float])
+    """Every figure measured, by name (also in the device's `source`)."""
+    fit: FitResult | None = None
+    notes: tuple[str, ...] = ()
+    """What could not be measured, and why."""
+
+
+# ---- timing ----
+
+
+def _best(call: Callable[[], object], trials: int) -> float:
+    call()
+    times: list[float] = []
+    for _ in range(trials):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _median(call: Callable[[], object], trials: int) -> float:
+    call()
+    times: list[float] = []
+    for _ in range(trials):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# ---- compute ----
+
+
+def peak_flops(n: int, dtype: str, trials: int) -> float:
+    """FLOP/s of an n x n x n torch.mm on torch's threads (the library GEMM the runtime calls)."""
+    import torch
+
+    torch_dtype = {"fp32": torch.float32, "fp64": torch.float64}[dtype]
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(n, n, generator=generator, dtype=torch_dtype)
+    b = torch.randn(n, n, generator=generator, dtype=torch_dtype)
+    c = torch.empty(n, n, dtype=torch_dtype)
+    return 2 * n**3 / _best(lambda: torch.mm(a, b, out=c), trials)
+
+
+def generated_matmul_flops(n: int, trials: int) -> float | None:
+    """FLOP/s of gnomon's generated n x n x n f32 matmul on all cores; None where the code generator has none."""
+    from xdsl.parser import Parser
+
+    from gnomon.context import gnomon_context
+    from gnomon.dialects import kernel
+    from gnomon.runtime.codegen import MATMUL_GENERATED, compile_kernel
+
+    if not MATMUL_GENERATED:
+        return None
+    t = f"tensor<{n}x{n}xf32>"
+    schedule = f"#kernel.schedule<tile = [0, 0], vector = 8, order = [0, 1], threads = {_cores()}>"
+    text = (
+        f'kernel.func @calibrate_matmul(%a: {t}, %b: {t}) -> {t} attributes {{kind = "generated", '
+        f"schedule = {schedule}}} {{\n  %r = graph.matmul %a, %b : ({t}, {t}) -> {t}\n  kernel.yield %r : {t}\n}}\n"
+    )
+    module = Parser(gnomon_context(), text).parse_module()
+    (kernel_op,) = [op for op in module.ops if isinstance(op, kernel.FuncOp)]
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
+    c = np.empty((n, n), np.float32)
+    run = compile_kernel(kernel_op).bind([a, b], [c])
+    return 2 * n**3 / _best(run, trials)
+
+
+# ---- memory ----
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _size(text: str) -> int:
+    """sysfs's cache sizes: `32K`, `1024K`, `32M`."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip()
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+def cache_levels(cache_dir: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> list[tuple[str, int, bool]]:
+    """(name, capacity in bytes, per core) of each data cache level, innermost first, from sysfs."""
+    levels: dict[int, tuple[str, int, bool]] = {}
+    for index in sorted(cache_dir.glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text())
+            capacity = _size((index / "size").read_text())
+            shared = (index / "shared_cpu_list").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction":
+            continue
+        levels[level] = (f"l{level}", capacity, _cpu_count(shared) == 1)
+    return [levels[level] for level in sorted(levels)]
+
+
+def _cpu_count(cpu_list: str) -> int:
+    """How many CPUs a sysfs list such as `0-1,4` names."""
+    count = 0
+    for part in cpu_list.split(","):
+        first, _, last = part.partition("-")
+        count += int(last) - int(first) + 1 if last else 1
+    return count
+
+
+def dram_bytes() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return load_device("generic-cpu").dram.capacity_bytes
+
+
+def stream_bandwidth(per_thread_bytes: int, threads: int, trials: int, moved_per_call: int) -> float:
+    """Bytes per second of `threads` NumPy threads, each summing a stride-0 view of its own array into an
+    accumulator; each thread's array and accumulator together take `per_thread_bytes`."""
+    n = max(per_thread_bytes // 8, 64)
+    rows = max(2, moved_per_call // (12 * n))
+    arrays = [np.ones(n, np.float32) for _ in range(threads)]
+    sums = [np.zeros(n, np.float32) for _ in range(threads)]
+    views = [np.lib.stride_tricks.as_strided(x, (rows, n), (0, x.itemsize)) for x in arrays]
+    best = math.inf
+    for _ in range(trials + 1):  # the first pass faults the pages in
+        start, done = threading.Barrier(threads + 1), threading.Barrier(threads + 1)
+
+        def work(i: int, start: threading.Barrier = start, done: threading.Barrier = done) -> None:
+            start.wait()
+            np.add.reduce(views[i], axis=0, out=sums[i])
+            done.wait()
+
+        workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+        for worker in workers:
+            worker.start()
+        start.wait()
+        began = time.perf_counter()
+        done.wait()
+        best = min(best, time.perf_counter() - began)
+        for worker in workers:
+            worker.join()
+    # The first row is copied into the accumulator (a read, a write); each later one is added (two reads, a write).
+    return threads * n * 4 * (2 + 3 * (rows - 1)) / best
+
+
+# ---- overheads ----
+
+
+def _tiny_chain(launches: int) -> str:
+    """A program of `launches` one-element kernels, alternating generated adds and library max-pools; each add
+    reads its input twice, so that no two kernels fuse."""
+    t = "tensor<1x1x1x1xf32>"
+    pool = (
+        "{kernel = array<i64: 1, 1>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, "
+        "dilations = array<i64: 1, 1>, ceil_mode = false}"
+    )
+    lines = [f"func.func @main(%v0: {t}) -> {t} {{"]
+    for i in range(launches):
+        if i % 2 == 0:
+            lines.append(f"  %v{i + 1} = graph.add %v{i}, %v{i} : ({t}, {t}) -> {t}")
+        else:
+            lines.append(f"  %v{i + 1} = graph.max_pool %v{i} {pool} : ({t}) -> {t}")
+    lines.append(f"  func.return %v{launches} : {t}\n}}")
+    return "\n".join(lines)
+
+
+def _executable(text: str) -> Any:
+    from xdsl.parser import Parser
+
+    from gnomon.context import gnomon_context
+    from gnomon.executable import Executable, lower
+
+    module = Parser(gnomon_context(), text).parse_module()
+    return Executable(lower(module, "the calibration suite"))
+
+
+def launch_overhead(launches: int, trials: int) -> float:
+    """Seconds per launch of gnomon's runtime, from a long and a one-kernel program of tiny kernels."""
+    x = [np.ones((1, 1, 1, 1), np.float32)]
+    long, short = _executable(_tiny_chain(launches)), _executable(_tiny_chain(1))
+    spread = _median(lambda: long.run(x), trials) - _median(lambda: short.run(x), trials)
+    return max(spread, 0.0) / (launches - 1)
+
+
+def dispatch_overhead(ops: int, trials: int) -> float:
+    """Seconds per op of PyTorch eager: tiny ops (add, relu, softmax, a reshape) called one by one."""
+    import torch
+
+    x = torch.ones(1)
+
+    def run() -> None:
+        with torch.inference_mode():
+            y = x
+            for _ in range(ops // 4):
+                y = torch.add(y, y)
+                y = torch.relu(y)
+                y = torch.softmax(y, 0)
+                y = y.reshape(1)
+
+    return _median(run, trials) / (ops // 4 * 4)
+
+
+# ---- fitting the analytical models' factors ----
+
+
+def _conv(name: str, x: tuple[int, ...], w: tuple[int, ...], stride: int, pad: int, groups: int = 1) -> list[str]:
+    out = (x[0], w[0], (x[2] + 2 * pad - w[2]) // stride + 1, (x[3] + 2 * pad - w[3]) // stride + 1)
+    tx, tw, ty = (_tensor(s) for s in (x, w, out))
+    return [
+        f"%{name} = graph.conv %{name}_x, %{name}_w {{strides = array<i64: {stride}, {stride}>, "
+        f"pads = array<i64: {pad}, {pad}, {pad}, {pad}>, dilations = array<i64: 1, 1>, groups = {groups} : i64}} "
+        f": ({tx}, {tw}) -> {ty}",
+        f"{name}_x: {tx}",
+        f"{name}_w: {tw}",
+        ty,
+    ]
+
+
+def _tensor(shape: Sequence[int]) -> str:
+    return f"tensor<{'x'.join(map(str, shape))}xf32>"
+
+
+def _linear(name: str, m: int, n: int, k: int) -> list[str]:
+    tx, tw, tb, ty = _tensor((m, k)), _tensor((n, k)), _tensor((n,)), _tensor((m, n))
+    line = f"%{name} = graph.linear %{name}_x, %{name}_w, %{name}_b : ({tx}, {tw}, {tb}) -> {ty}"
+    return [line, f"{name}_x: {tx}", f"{name}_w: {tw}", f"{name}_b: {tb}", ty]
+
+
+def _unary(name: str, op: str, shape: tuple[int, ...], attributes: str = "", result: tuple[int, ...] = ()) -> list[str]:
+    tx, ty = _tensor(shape), _tensor(result or shape)
+    return [f"%{name} = graph.{op} %{name}_x {attributes} : ({tx}) -> {ty}", f"{name}_x: {tx}", ty]
+
+
+def _suite_ops(quick: bool) -> list[list[str]]:
+    """The calibration kernels: each is [op line, its arguments (`name: type`)..., its result type]."""
+    if quick:
+        return [
+            _linear("linear", 64, 256, 256),
+            _conv("conv", (1, 16, 28, 28), (16, 16, 3, 3), 1, 1),
+            _unary("relu", "relu", (1, 16, 28, 28)),
+            _unary("softmax", "softmax", (64, 100), "{axis = 1 : i64}"),
+        ]
+    return [
+        _linear("linear_large", 256, 1024, 1024),
+        _linear("linear_wide", 64, 2048, 512),
+        _linear("linear_small", 16, 256, 256),
+        _conv("conv3x3", (1, 64, 56, 56), (64, 64, 3, 3), 1, 1),
+        _conv("conv1x1", (1, 256, 56, 56), (64, 256, 1, 1), 1, 0),
+        _conv("conv7x7", (1, 3, 224, 224), (64, 3, 7, 7), 2, 3),
+        _conv("conv_deep", (1, 256, 14, 14), (256, 256, 3, 3), 1, 1),
+        _conv("depthwise", (1, 128, 28, 28), (128, 1, 3, 3), 1, 1, groups=128),
+        _unary("relu", "relu", (1, 64, 56, 56)),
+        _unary("gelu", "gelu", (256, 1024), '{approximate = "none"}'),
+        _unary("sigmoid", "sigmoid", (1, 128, 28, 28)),
+        _unary("transpose", "transpose", (512, 2048), "{permutation = array<i64: 1, 0>}", (2048, 512)),
+        _unary("softmax", "softmax", (256, 1000), "{axis = 1 : i64}"),
+        _unary(
+            "max_pool",
+            "max_pool",
+            (1, 64, 112, 112),
+            "{kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, "
+            "dilations = array<i64: 1, 1>, ceil_mode = false}",
+            (1, 64, 56, 56),
+        ),
+        _unary("global_avg_pool", "global_avg_pool", (1, 2048, 7, 7), "", (1, 2048, 1, 1)),
+        [
+            "%layer_norm = graph.layer_norm %layer_norm_x, %layer_norm_g, %layer_norm_b "
+            "{axis = 1 : i64, epsilon = 1.000000e-05 : f64} : "
+            f"({_tensor((1024, 256))}, {_tensor((256,))}, {_tensor((256,))}) -> {_tensor((1024, 256))}",
+            f"layer_norm_x: {_tensor((1024, 256))}",
+            f"layer_norm_g: {_tensor((256,))}",
+            f"layer_norm_b: {_tensor((256,))}",
+            _tensor((1024, 256)),
+        ],
+    ]
+
+
+def suite_text(quick: bool) -> str:
+    """The suite as one function: every kernel reads its own inputs and returns its result, so none fuse."""
+    ops = _suite_ops(quick)
+    arguments = [f"%{arg}" for entry in ops for arg in entry[1:-1]]
+    results = [entry[0].split(" = ")[0] for entry in ops]
+    result_types = [entry[-1] for entry in ops]
+    lines = [f"func.func @main({', '.join(arguments)}) -> ({', '.join(result_types)}) {{"]
+    lines += [f"  {entry[0]}" for entry in ops]
+    lines.append(f"  func.return {', '.join(results)} : {', '.join(result_types)}\n}}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One kernel of a profiled program: the median of its launch times, and the kernel it launched."""
+
+    kernel: Any
+    """The `kernel.func`."""
+    seconds: float
+
+
+def profile_suite(executable: Any, runs: int) -> list[Measured]:
+    """Median per-launch times of `runs` profiled runs (after a warm-up), one per launch, in order."""
+    from gnomon.dialects import kernel
+
+    rng = np.random.default_rng(0)
+    inputs = [
+        rng.standard_normal(shape).astype(dtype)
+        for shape, dtype in zip(executable.input_shapes, executable.input_dtypes, strict=True)
+    ]
+    executable.run(inputs)
+    samples: list[list[float]] = []
+    for _ in range(runs):
+        executable.run(inputs, profile=True)
+        samples.append([t.seconds for t in executable.profile().timings])
+    kernels = {op.sym_name.data: op for op in executable.module.ops if isinstance(op, kernel.FuncOp)}
+    timings = executable.profile().timings
+    return [
+        Measured(kernels[timing.kernel], statistics.median(run[i] for run in samples))
+        for i, timing in enumerate(timings)
+    ]
+
+
+def _log_error(device: Device, measured: Sequence[Measured]) -> float:
+    from gnomon.analysis import kernel_cost
+
+    return statistics.fmean(math.log(kernel_cost(m.kernel, device).predicted_s / m.seconds) ** 2 for m in measured)
+
+
+def geomean_error(device: Device, measured: Sequence[Measured]) -> float:
+    """Geometric mean of |predicted / measured - 1| over the kernels."""
+    from gnomon.analysis import kernel_cost
+
+    errors = [abs(kernel_cost(m.kernel, device).predicted_s / m.seconds - 1) for m in measured]
+    return math.exp(statistics.fmean(math.log(max(e, 1e-6)) for e in errors))
+
+
+def fit_efficiency(device: Device, measured: Sequence[Measured], sweeps: int = 3) -> FitResult:
+    """Coordinate descent on `FITTED`: each factor in turn takes the best of a geometric grid around its value."""
+    defaults = efficiency(device)
+    factors: dict[str, float] = {name: float(getattr(defaults, name)) for name in FITTED}
+    before = geomean_error(replace(device, efficiency=factors), measured)
+    for sweep in range(sweeps):
+        step = 2.0 ** (1 / (2 << sweep))  # finer each sweep: 2^(1/2), 2^(1/4), 2^(1/8)
+        for name in FITTED:
+            low, high = BOUNDS[name]
+            # An integer factor may sit at 0, which no multiple of itself leaves: its grid is around at least 1.
+            centre = max(factors[name], 1.0) if name == "gemm_k_overhead" else factors[name]
+            candidates = {min(high, max(low, centre * step**k)) for k in range(-12, 13)}
+            if name == "gemm_k_overhead":
+                candidates = {float(round(c)) for c in candidates} | {0.0}
+
+            def error(value: float, name: str = name) -> float:
+                return _log_error(replace(device, efficiency=factors | {name: value}), measured)
+
+            factors[name] = min(sorted(candidates), key=error)
+    after = geomean_error(replace(device, efficiency=factors), measured)
+    return FitResult(factors, len(measured), before, after)
+
+
+# ---- the whole calibration ----
+
+
+def calibrate(quick: bool = False, fit: bool = True, log: Callable[[str], None] = print) -> Calibration:
+    """Measure this machine (see the module docstring); `log` gets each figure as it is measured."""
+    import torch
+
+    cores = _cores()
+    threads = torch.get_num_threads()
+    trials = 3 if quick else 5
+    measured: dict[str, float] = {}
+    notes: list[str] = []
+    log(
+        f"gnomon calibrate: {_cpu_name()}, {cores} cores, torch on {threads} threads"
+        f"{' (quick: small problems, few repeats)' if quick else ''}"
+    )
+    log("peaks and bandwidths: best of several calls; overheads: medians")
+
+    n = 384 if quick else 1536
+    measured["peak_fp32"] = peak_flops(n, "fp32", trials)
+    log(f"  peak fp32, torch.mm {n}^3 on {threads} threads: {measured['peak_fp32'] / 1e9:.1f} GFLOP/s")
+    n64 = 256 if quick else 1024
+    measured["peak_fp64"] = peak_flops(n64, "fp64", trials)
+    log(f"  peak fp64, torch.mm {n64}^3: {measured['peak_fp64'] / 1e9:.1f} GFLOP/s")
+    n_generated = 256 if quick else 1024
+    generated = generated_matmul_flops(n_generated, trials)
+    if generated is None:
+        notes.append("generated matmul: not available (gnomon.runtime.codegen.MATMUL_GENERATED is False)")
+        log(f"  {notes[-1]}")
+    else:
+        measured["generated_matmul_fp32"] = generated
+        log(
+            f"  generated matmul (gnomon codegen) {n_generated}^3 on {cores} threads: {generated / 1e9:.1f} GFLOP/s "
+            f"({generated / measured['peak_fp32']:.0%} of torch.mm; the device's peak is torch.mm's)"
+        )
+
+    caches = cache_levels()
+    if not caches:
+        generic = load_device("generic-cpu")
+        caches = [(level.name, level.capacity_bytes, level.per_core) for level in generic.memory[:-1]]
+        notes.append("no cache sizes in sysfs: generic-cpu's cache sizes are assumed")
+        log(f"  {notes[-1]}")
+    levels: list[MemoryLevel] = []
+    moved = (64 if quick else 256) << 20
+    for name, capacity, per_core in caches:
+        per_thread = capacity // 2 if per_core else capacity // (2 * cores)
+        bandwidth = stream_bandwidth(per_thread, cores, trials, moved)
+        measured[f"bandwidth_{name}"] = bandwidth
+        levels.append(MemoryLevel(name, capacity, bandwidth, per_core))
+        scope = "per core" if per_core else "shared"
+        log(
+            f"  bandwidth {name} ({capacity >> 10} KiB {scope}; {per_thread >> 10} KiB per thread): "
+            f"{bandwidth / 1e9:.1f} GB/s"
+        )
+    last_cache = caches[-1][1] * (cores if caches[-1][2] else 1)
+    dram_working_set = (2 if quick else 8) * last_cache
+    bandwidth = stream_bandwidth(dram_working_set // cores, cores, trials, 2 * dram_working_set)
+    measured["bandwidth_dram"] = bandwidth
+    levels.append(MemoryLevel("dram", dram_bytes(), bandwidth))
+    log(f"  bandwidth dram ({dram_working_set >> 20} MiB working set): {bandwidth / 1e9:.1f} GB/s")
+
+    launch = launch_overhead(16 if quick else 64, 50 if quick else 300)
+    measured["launch_overhead_s"] = launch
+    log(f"  runtime launch overhead (tiny generated and library kernels): {launch * 1e6:.2f} us per kernel")
+    dispatch = dispatch_overhead(40 if quick else 400, 20 if quick else 50)
+    measured["dispatch_overhead_s"] = dispatch
+    log(f"  PyTorch eager dispatch overhead (tiny ops): {dispatch * 1e6:.2f} us per op")
+
+    summary = ", ".join(f"{key} {value:.4g}" for key, value in measured.items())
+    device = Device(
+        name="local",
+        kind="cpu",
+        calibrated=True,
+        peak_flops={"fp32": measured["peak_fp32"], "fp64": measured["peak_fp64"]},
+        cores=cores,
+        memory=tuple(levels),
+        launch_overhead_s=launch,
+        dispatch_overhead_s=dispatch,
+        source=f"gnomon calibrate on {_cpu_name()}, {cores} cores, torch {threads} threads, "
+        f"{time.strftime('%Y-%m-%d %H:%M')}: {summary}",
+    )
+    result = None
+    if fit:
+        executable = _executable(suite_text(quick))
+        suite = profile_suite(executable, 5 if quick else 15)
+        result = fit_efficiency(device, suite)
+        device = replace(device, efficiency=result.factors)
+        fitted = ", ".join(f"{k} {v:.3g}" for k, v in result.factors.items())
+        log(f"  efficiency fitted on {result.kernels} kernels: {fitted}")
+        log(
+            f"    per-kernel geomean error {result.error_before:.1%} with the default factors, "
+            f"{result.error_after:.1%} fitted"
+        )
+    return Calibration(device, measured, result, tuple(notes))
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def calibrate_command(output: Path | None, quick: bool, fit: bool) -> None:
+    """`gnomon calibrate`: measure, print, and write the device file (by default, the `local` device)."""
+    path = output if output is not None else local_device_path()
+    calibration = calibrate(quick=quick, fit=fit)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_device(calibration.device, path)
+    except OSError as error:
+        raise CalibrationError(f"cannot write the device file {path}: {error.strerror or error}") from error
+    print(f"wrote {path}" + (" (the `local` device)" if output is None else ""))
