@@ -37,10 +37,12 @@ def read_inputs(executable: Executable, path: Path) -> list[np.ndarray]:
         raise InputError(f"{path} is not an .npz file: {error}") from error
     missing = [name for name in executable.input_names if name not in arrays]
     if missing:
-        raise InputError(f"{path} has no array '{missing[0]}' (the model's inputs: {', '.join(executable.input_names)})")
+        names = ", ".join(executable.input_names)
+        raise InputError(f"{path} has no array '{missing[0]}' (the model's inputs: {names})")
     unknown = sorted(set(arrays) - set(executable.input_names))
     if unknown:
-        raise InputError(f"{path} has an array '{unknown[0]}' that is not an input ({', '.join(executable.input_names)})")
+        names = ", ".join(executable.input_names)
+        raise InputError(f"{path} has an array '{unknown[0]}' that is not an input ({names})")
     return [arrays[name] for name in executable.input_names]
 
 

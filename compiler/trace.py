@@ -60,10 +60,9 @@ def trace_json(title: str, events: Sequence[TraceEvent], metadata: Mapping[str, 
     return {"traceEvents": trace, "displayTimeUnit": "ms", "otherData": dict(metadata or {})}
 
 
-def write_trace(
-    path: Path, title: str, events: Sequence[TraceEvent], metadata: Mapping[str, Any] | None = None
-) -> None:
+def write_json(path: Path, document: Mapping[str, Any]) -> None:
+    """Write a trace document (`trace_json`'s) to `path`."""
     try:
-        path.write_text(json.dumps(trace_json(title, events, metadata), indent=1))
+        path.write_text(json.dumps(document, indent=1))
     except OSError as error:
         raise GnomonError(f"cannot write the trace {path}: {error.strerror or error}") from error

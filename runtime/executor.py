@@ -26,10 +26,10 @@ from gnomon.errors import GnomonError
 from gnomon.locations import location_name
 from gnomon.passes.kernel_to_rt import ALIGNMENT, rt_functions, verify_plan
 
-__all__ = ["KernelTiming", "Profile", "Program", "RuntimeError_"]
+__all__ = ["KernelTiming", "Profile", "Program", "ProgramError"]
 
 
-class RuntimeError_(GnomonError):  # noqa: N801 (the builtin's name is taken)
+class ProgramError(GnomonError):
     """An rt program cannot be loaded or run."""
 
 
@@ -106,7 +106,7 @@ class Program:
     def __init__(self, module: ModuleOp):
         functions = rt_functions(module)
         if len(functions) != 1:
-            raise RuntimeError_(f"expected one rt program in the module, found {len(functions)}")
+            raise ProgramError(f"expected one rt program in the module, found {len(functions)}")
         self.function = function = functions[0]
         verify_plan(function)
         kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
@@ -176,7 +176,7 @@ class Program:
 
         library = library_kernel(kernel_func.body.block)
         if library is None:
-            raise RuntimeError_(f"kernel @{kernel_func.sym_name.data}: no library call {kernel_func.callee.data}")
+            raise ProgramError(f"kernel @{kernel_func.sym_name.data}: no library call {kernel_func.callee.data}")
         return library.bind([torch.from_numpy(a) for a in args], [torch.from_numpy(r) for r in results])
 
     def run(self, inputs: Sequence[np.ndarray], profile: bool = False) -> list[np.ndarray]:
