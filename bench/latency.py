@@ -20,6 +20,7 @@ the table shows medians, the ratios gnomon/torch and gnomon/ORT, and their geome
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import math
 import os
@@ -27,6 +28,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -90,15 +92,19 @@ def torch_case(name: str, model: torch.nn.Module, example: tuple[torch.Tensor, .
     return Case(name, inputs, {"gnomon": lambda: exe(*inputs), "torch": eager, "ort": _ort_call(session, inputs)})
 
 
-def torch_cases() -> list[Case]:
+def transformer_case() -> Case:
     transformer = TransformerBlock(d_model=256, heads=8, seq=128)
+    return torch_case("transformer_block", transformer, transformer.example_inputs(8))
+
+
+def dlrm_case() -> Case:
     dlrm = DLRM(dense_features=13, tables=8, rows=100_000, dim=64, pooling=20)
+    return torch_case("dlrm", dlrm, dlrm.example_inputs(256))
+
+
+def mlp_case() -> Case:
     mlp = MLP(sizes=(1024, 2048, 2048, 1000))
-    return [
-        torch_case("transformer_block", transformer, transformer.example_inputs(8)),
-        torch_case("dlrm", dlrm, dlrm.example_inputs(256)),
-        torch_case("mlp", mlp, mlp.example_inputs(64)),
-    ]
+    return torch_case("mlp", mlp, mlp.example_inputs(64))
 
 
 def relative_l2(a: np.ndarray, b: np.ndarray) -> float:
@@ -138,21 +144,30 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(THREADS)
     wanted = set(args.models.split(",")) if args.models else None
-    cases = [onnx_case(str(p)) for p in light_models() if wanted is None or p.stem.removeprefix("light_") in wanted]
-    cases += [c for c in torch_cases() if wanted is None or c.name in wanted]
+    # Each case is built just before it is measured and dropped after: a process holding twelve
+    # models' sessions, arenas and weights at once measured the first ones up to 5x slower.
+    factories: dict[str, Callable[[], Case]] = {
+        p.stem.removeprefix("light_"): partial(onnx_case, str(p)) for p in light_models()
+    }
+    factories |= {"transformer_block": transformer_case, "dlrm": dlrm_case, "mlp": mlp_case}
     print(f"threads: {THREADS}; median of {args.repeat} interleaved runs; times in ms")
     print("torch = the torch module in eager mode; for ONNX networks, the graph op by op through ATen")
     header = f"{'model':<20}{'gnomon':>10}{'torch':>10}{'ORT':>10}{'g/torch':>9}{'g/ORT':>8}{'rel L2 vs ORT':>15}"
     print(header)
     to_torch: list[float] = []
     to_ort: list[float] = []
-    for case in cases:
+    for name, factory in factories.items():
+        if wanted is not None and name not in wanted:
+            continue
+        case = factory()
         error = check(case)
         ms = measure(case, args.repeat)
+        del case
+        gc.collect()
         to_torch.append(ms["gnomon"] / ms["torch"])
         to_ort.append(ms["gnomon"] / ms["ort"])
         print(
-            f"{case.name:<20}{ms['gnomon']:>10.3f}{ms['torch']:>10.3f}{ms['ort']:>10.3f}"
+            f"{name:<20}{ms['gnomon']:>10.3f}{ms['torch']:>10.3f}{ms['ort']:>10.3f}"
             f"{to_torch[-1]:>9.2f}{to_ort[-1]:>8.2f}{error:>15.2e}"
         )
     print(f"{'geomean':<50}{geomean(to_torch):>9.2f}{geomean(to_ort):>8.2f}")

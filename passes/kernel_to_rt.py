@@ -32,13 +32,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import SymbolTable
 
 from gnomon.dialects import kernel, rt
-from gnomon.dialects.graph import elementwise
 from gnomon.dialects.graph.constant_values import numpy_dtype
+from gnomon.dialects.graph.elementwise import POINTWISE
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
 from gnomon.errors import GnomonError
 from gnomon.runtime.memory_plan import Buffer, MemoryPlan, plan, verify
 
-_ELEMENTWISE = (elementwise.UnaryOp, elementwise.BinaryOp, elementwise.CastOp, elementwise.WhereOp)
 ALIGNMENT = 64
 """Byte alignment of every buffer: a cache line, and enough for any vector load."""
 
@@ -69,7 +68,7 @@ def _check_static(function: func.FuncOp) -> None:
 
 def _pointwise(body: Region) -> bool:
     """Whether a kernel body reads each input element only to write the result element at the same index."""
-    return all(isinstance(inner, (*_ELEMENTWISE, kernel.YieldOp)) for inner in body.block.ops)
+    return all(isinstance(inner, (*POINTWISE, kernel.YieldOp)) for inner in body.block.ops)
 
 
 def _in_place_candidate(op: kernel.GeneratedOp, owner: dict[SSAValue, int]) -> int | None:

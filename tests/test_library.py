@@ -16,13 +16,14 @@ import numpy as np
 import onnx
 import pytest
 import torch
+from test_reference import BACKEND_MODELS, read_tensors, relative_l2
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType, IntegerType, ModuleOp, TensorType
 from xdsl.ir import Block, Operation
 from xdsl.parser import Parser
 
 from gnomon import load, models
-from gnomon.bundled import light_models, onnx_test_data_dir
+from gnomon.bundled import light_models
 from gnomon.context import gnomon_context
 from gnomon.dialects.graph.constant_values import numpy_dtype
 from gnomon.dialects.graph.nn import BatchNormTrainOp
@@ -32,22 +33,6 @@ from gnomon.registry import DIALECTS
 from gnomon.runtime.library import TORCH_IMPLS, OneDNNPolicy, fusible_epilogue, library_kernel
 from gnomon.runtime.reference import run_reference
 from gnomon.runtime.torch_eager import TorchEagerError, TorchEagerProgram, unsupported_ops
-
-BACKEND_MODELS = sorted(
-    path.parent
-    for suite in ("pytorch-converted", "pytorch-operator")
-    for path in (onnx_test_data_dir() / suite).glob("*/model.onnx")
-)
-
-
-def read_tensors(folder: Path, prefix: str) -> list[np.ndarray]:
-    count = len(list(folder.glob(f"{prefix}_*.pb")))
-    return [onnx.numpy_helper.to_array(onnx.load_tensor(str(folder / f"{prefix}_{i}.pb"))) for i in range(count)]
-
-
-def relative_l2(actual: np.ndarray, expected: np.ndarray) -> float:
-    expected64 = expected.astype(np.float64)
-    return float(np.linalg.norm(actual.astype(np.float64) - expected64) / max(np.linalg.norm(expected64), 1e-30))
 
 
 def parse(text: str) -> ModuleOp:

@@ -284,3 +284,6 @@ ELEMENTWISE_OPS = [
     NegOp, NotOp, OrOp, PowOp, PreluOp, ReciprocalOp, ReluOp, RemOp, RoundOp, RsqrtOp, SeluOp, SigmoidOp, SignOp,
     SiluOp, SinOp, SoftplusOp, SoftsignOp, SqrtOp, SubOp, TanhOp, WhereOp,
 ]  # fmt: skip
+
+POINTWISE = (UnaryOp, BinaryOp, CastOp, WhereOp)
+"""The bases of every op here: each result element comes from the operand elements at its (broadcast) index."""

@@ -25,7 +25,8 @@ func.func @residual_block(%x: tensor<1x3x8x8xf32>, %r: tensor<1x4x8x8xf32>) -> t
 }
 
 // Elementwise ops on one shape fuse into one generated kernel, broadcast operands included; the
-// schedule covers the result's loops. The transpose changes shape, so it is a kernel of its own.
+// schedule covers the result's loops. The transpose changes shape, so it is a kernel of its own, its
+// two inner loops tiled 32x32.
 
 // CHECK-LABEL: func.func @elementwise_chain(
 // CHECK-NEXT:    %[[T:.*]] = kernel.generated "add_tanh_0"(%{{.*}}, %{{.*}}) schedule <tile = [0, 0], vector = 8, order = [0, 1], threads = 2> : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
@@ -34,7 +35,7 @@ func.func @residual_block(%x: tensor<1x3x8x8xf32>, %r: tensor<1x4x8x8xf32>) -> t
 // CHECK-NEXT:      %[[H:.*]] = graph.tanh %[[S]]
 // CHECK-NEXT:      kernel.yield %[[H]] : tensor<4x8xf32>
 // CHECK-NEXT:    }
-// CHECK-NEXT:    %[[U:.*]] = kernel.generated "transpose_1"(%[[T]])
+// CHECK-NEXT:    %[[U:.*]] = kernel.generated "transpose_1"(%[[T]]) schedule <tile = [32, 32], vector = 8, order = [0, 1], threads = 2>
 // CHECK-NEXT:    ^{{.*}}(%[[I:.*]]: tensor<4x8xf32>):
 // CHECK-NEXT:      %[[P:.*]] = graph.transpose %[[I]] {permutation = array<i64: 1, 0>}
 // CHECK-NEXT:      kernel.yield %[[P]] : tensor<8x4xf32>

@@ -81,7 +81,7 @@ class Timeline:
         return total
 
     def on_critical_path(self, task: int) -> bool:
-        return (task, "device") in self.critical or (task, "host") in self.critical
+        return _device(task) in self.critical or _host(task) in self.critical
 
 
 def schedule(tasks: Sequence[Task], streams: int = 1, synchronous: bool = True) -> Timeline:
@@ -96,15 +96,17 @@ def schedule(tasks: Sequence[Task], streams: int = 1, synchronous: bool = True) 
     """What each segment's start waited for."""
     stream_free = [0.0] * streams
     stream_last: list[int | None] = [None] * streams
-    host_free, host_after = 0.0, None
+    host_free = 0.0
+    host_after: Segment | None = None
+    """What the next dispatch waits for: the previous dispatch, or on a CPU the previous kernel."""
     for index, task in enumerate(tasks):
         host_end = host_free + task.host_s
         host.append(Span(index, HOST, host_free, host_end))
-        waited[(index, "host")] = host_after
+        waited[_host(index)] = host_after
         if task.device_s <= 0:
             kernels.append(None)
             ready.append(host_end)
-            host_free, host_after = host_end, (index, "host")
+            host_free, host_after = host_end, _host(index)
             continue
         last_input = max(task.depends_on, key=lambda j: ready[j], default=None)
         inputs_ready = ready[last_input] if last_input is not None else 0.0
@@ -117,25 +119,33 @@ def schedule(tasks: Sequence[Task], streams: int = 1, synchronous: bool = True) 
         ready.append(end)
         previous = stream_last[stream]
         if start == host_end:
-            waited[(index, "device")] = (index, "host")
+            waited[_device(index)] = _host(index)
         elif last_input is not None and start == inputs_ready:
-            waited[(index, "device")] = (last_input, "device") if kernels[last_input] else (last_input, "host")
+            waited[_device(index)] = _device(last_input) if kernels[last_input] else _host(last_input)
         else:
-            waited[(index, "device")] = (previous, "device") if previous is not None else (index, "host")
+            waited[_device(index)] = _device(previous) if previous is not None else _host(index)
         stream_free[stream], stream_last[stream] = end, index
         if synchronous:
-            host_free, host_after = end, (index, "device")
+            host_free, host_after = end, _device(index)
         else:
-            host_free, host_after = host_end, (index, "host")
+            host_free, host_after = host_end, _host(index)
     return Timeline(tuple(tasks), tuple(host), tuple(kernels), _critical(host, kernels, waited))
+
+
+def _host(task: int) -> Segment:
+    return (task, "host")
+
+
+def _device(task: int) -> Segment:
+    return (task, "device")
 
 
 def _critical(
     host: Sequence[Span], kernels: Sequence[Span | None], waited: dict[Segment, Segment | None]
 ) -> tuple[Segment, ...]:
     """Back from the segment that ends last, through what each segment waited for."""
-    ends: list[tuple[float, Segment]] = [(span.end_s, (span.task, "host")) for span in host]
-    ends += [(span.end_s, (span.task, "device")) for span in kernels if span is not None]
+    host_ends = [(span.end_s, _host(span.task)) for span in host]
+    ends = host_ends + [(span.end_s, _device(span.task)) for span in kernels if span is not None]
     if not ends:
         return ()
     path: list[Segment] = []
