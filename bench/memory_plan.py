@@ -12,6 +12,9 @@ inputs with the result's exact type whose buffer dies at this step; `plan` decid
 
 Prints, per model: buffers, in-place reuses taken, the lower bound and the arena in MB (2^20 bytes),
 their ratio, and the median time of `plan` over `--repeat` runs. Every plan is checked by `verify`.
+A second table gives the same figures for the program `gnomon.compile` really runs: its schedule is
+the kernel launches after fusion (fewer, larger steps), read back from the rt function with
+`plan_of` and checked by `verify_plan`.
 
     python bench/memory_plan.py [--repeat 5] [--no-inplace]
 """
@@ -24,16 +27,18 @@ import statistics
 import time
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FixedBitwidthType, ModuleOp, TensorType
+from xdsl.dialects.builtin import FixedBitwidthType, IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
 import gnomon
 from gnomon.bundled import light_models
+from gnomon.dialects import rt
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import BinaryOp, UnaryOp
 from gnomon.dialects.graph.nn import BatchNormOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
 from gnomon.errors import GnomonError
+from gnomon.passes.kernel_to_rt import plan_of, rt_functions, verify_plan
 from gnomon.runtime.memory_plan import Buffer, plan, verify
 
 VIEW_OPS = (ReshapeOp,)
@@ -120,6 +125,24 @@ def main() -> None:
             f"{name:<16}{len(buffers):>8}{len(result.inplace):>9}{result.lower_bound / MB:>10.2f}"
             f"{result.arena_size / MB:>10.2f}{result.arena_size / result.lower_bound:>7.3f}{milliseconds:>9.1f}"
         )
+    print()
+    print("compiled programs (gnomon.compile): one step per kernel launch")
+    print(f"{'model':<16}{'launches':>9}{'buffers':>8}{'in-place':>9}{'lower MB':>10}{'arena MB':>10}{'ratio':>7}")
+    for path in light_models():
+        function = rt_functions(gnomon.compile(path).module)[0]
+        verify_plan(function)
+        buffers, compiled = plan_of(function)
+        bound, arena = (_integer(function.attributes[k]) for k in (rt.ARENA_LOWER_BOUND, rt.ARENA_SIZE))
+        launches = sum(isinstance(op, rt.LaunchOp) for op in function.body.block.ops)
+        print(
+            f"{path.stem.removeprefix('light_'):<16}{launches:>9}{len(buffers):>8}{len(compiled.inplace):>9}"
+            f"{bound / MB:>10.2f}{arena / MB:>10.2f}{arena / bound:>7.3f}"
+        )
+
+
+def _integer(attr: object) -> int:
+    assert isinstance(attr, IntegerAttr)
+    return attr.value.data
 
 
 if __name__ == "__main__":
