@@ -41,7 +41,19 @@ from gnomon.passes.cost.critical_path import Task, Timeline, schedule
 from gnomon.passes.cost.roofline import VIEW_OPS, nbytes, storage
 from gnomon.trace import DISPATCH, KERNEL, TraceEvent, trace_json
 
-__all__ = ["GPU_STREAMS", "TARGETS", "OpRecord", "Report", "analyze", "gnomon_steps", "kernel_cost", "plot_roofline"]
+__all__ = [
+    "GPU_STREAMS",
+    "TARGETS",
+    "OpRecord",
+    "Report",
+    "analyze",
+    "analyze_program",
+    "eager_steps",
+    "gnomon_steps",
+    "kernel_cost",
+    "onnx_batch_shapes",
+    "plot_roofline",
+]
 
 TARGETS = ("gnomon", "torch-eager")
 GPU_STREAMS = 4
@@ -264,19 +276,35 @@ def analyze(
         if batch is None:
             raise
         raise AnalysisError(f"--batch {batch}: {error}") from error
-    parameters, parameter_bytes = _parameters(module)
+    parameters = _parameters(module)
     if target == "torch-eager":
-        steps = eager_steps(module, resolved)
-        activation_bytes = _peak_live_bytes(module)
-        streams = 1
-    else:
-        from gnomon.executable import lower
+        return _report(name, target, resolved, eager_steps(module, resolved), 1, parameters, _peak_live_bytes(module))
+    from gnomon.executable import lower
 
-        lower(module, name)
-        steps = gnomon_steps(module, resolved)
-        activation_bytes = _arena_lower_bound(module)
-        streams = 1 if resolved.kind == "cpu" else GPU_STREAMS
-    timeline = schedule([step.task for step in steps], streams, synchronous=resolved.kind == "cpu")
+    return analyze_program(lower(module, name), resolved, name, parameters)
+
+
+def analyze_program(
+    module: ModuleOp, device: Device, name: str = "the program", parameters: tuple[int, int] | None = None
+) -> Report:
+    """The `gnomon` target of a module already lowered to rt (`Executable.module`, a `gnomon compile` output);
+    `parameters` (count, bytes) default to its constants'."""
+    streams = 1 if device.kind == "cpu" else GPU_STREAMS
+    steps = gnomon_steps(module, device)
+    counted = parameters if parameters is not None else _parameters(module)
+    return _report(name, "gnomon", device, steps, streams, counted, _arena_lower_bound(module))
+
+
+def _report(
+    name: str,
+    target: str,
+    device: Device,
+    steps: Sequence[Step],
+    streams: int,
+    parameters: tuple[int, int],
+    activation_bytes: int,
+) -> Report:
+    timeline = schedule([step.task for step in steps], streams, synchronous=device.kind == "cpu")
     records = tuple(
         OpRecord(
             name=step.task.name,
@@ -296,7 +324,7 @@ def analyze(
         )
         for index, step in enumerate(steps)
     )
-    return Report(name, target, resolved, records, timeline, parameters, parameter_bytes, activation_bytes)
+    return Report(name, target, device, records, timeline, parameters[0], parameters[1], activation_bytes)
 
 
 def _rebatched(
@@ -308,17 +336,18 @@ def _rebatched(
     if input_shapes:
         return example_inputs, {name: [batch, *dims[1:]] for name, dims in input_shapes.items()}
     if not isinstance(model, str | Path):
-        make = getattr(model, "example_inputs", None)
-        if example_inputs is not None or not callable(make):
+        make: Any = getattr(model, "example_inputs", None)  # gnomon.models' modules make inputs at any batch
+        if example_inputs is not None or make is None:
             raise AnalysisError("batch: give a torch module's example inputs at the batch size you want instead")
         return make(batch), None
     path = Path(model)
     if path.suffix.lower() != ".onnx":
         raise AnalysisError(f"--batch with {path.name}: give the input shapes (--input-shape NAME=DIMS) instead")
-    return None, _onnx_batch_shapes(path, batch)
+    return None, onnx_batch_shapes(path, batch)
 
 
-def _onnx_batch_shapes(path: Path, batch: int) -> dict[str, list[int]]:
+def onnx_batch_shapes(path: Path, batch: int) -> dict[str, list[int]]:
+    """The shapes of an ONNX model's inputs with their first dim bound to `batch`."""
     import onnx
 
     if not path.is_file():
@@ -341,11 +370,15 @@ def _onnx_batch_shapes(path: Path, batch: int) -> dict[str, list[int]]:
 
 
 def _parameters(module: ModuleOp) -> tuple[int, int]:
+    """Elements and bytes of the module's constants (graph constants, or an rt program's)."""
     count, size = 0, 0
     for op in module.walk():
         if isinstance(op, ConstantOp):
-            count += math.prod(op.result.type.get_shape()) if isinstance(op.result.type, TensorType) else 1
+            count += math.prod(op.result.type.get_shape())
             size += nbytes(op.result)
+        elif isinstance(op, rt.ConstantOp):
+            count += math.prod(_memref_shape(op.result.type))
+            size += _memref_bytes(op.result.type)
     return count, size
 
 
@@ -422,8 +455,8 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
         steps += [_copy_step(f"copy input {i}", "input", arg, device) for i, arg in enumerate(block.args)]
     ranges: dict[SSAValue, tuple[int, int]] = {}
     """The arena bytes each buffer (or view of one) occupies."""
-    touched: list[tuple[int, tuple[int, int], bool]] = []
-    """(task, arena range, written) of every launch so far: later writers of those bytes wait for them."""
+    touched: list[tuple[int, tuple[int, int]]] = []
+    """(task, arena range) of every buffer a launch so far read or wrote: a later writer of those bytes waits."""
     producer: dict[SSAValue, int] = {}
     for op in block.ops:
         if isinstance(op, rt.BufferOp):
@@ -438,13 +471,14 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
             index = len(steps)
             kernel_func = kernels[op.callee.string_value()]
             name = kernel_func.sym_name.data
-            cost = costs[name] = costs.get(name) or kernel_cost(kernel_func, device)
+            if name not in costs:  # launches of one kernel.func cost the same
+                costs[name] = kernel_cost(kernel_func, device)
+            cost = costs[name]
             depends = {producer[v] for v in op.ins if v in producer}
             for out in op.outs:
                 written = ranges[out]
-                depends |= {task for task, span, _ in touched if _overlap(span, written)}
-            touched += [(index, ranges[v], False) for v in op.ins if v in ranges]
-            touched += [(index, ranges[v], True) for v in op.outs]
+                depends |= {task for task, span in touched if _overlap(span, written)}
+            touched += [(index, ranges[v]) for v in (*op.ins, *op.outs) if v in ranges]
             producer |= dict.fromkeys(op.outs, index)
             task = Task(name, cost.launch_s, cost.kernel_s, tuple(sorted(depends)))
             ops = [inner.name.removeprefix("graph.") for inner in kernel_func.body.block.ops]

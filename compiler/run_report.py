@@ -12,6 +12,7 @@ import numpy as np
 
 from gnomon.errors import GnomonError
 from gnomon.executable import Executable, InputError, compile_model, load_compiled
+from gnomon.trace import KERNEL, TraceEvent, trace_json, write_json
 
 
 def random_inputs(executable: Executable, seed: int) -> list[np.ndarray]:
@@ -113,6 +114,24 @@ def render_profile(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def measured_trace(executable: Executable, model: str) -> dict[str, Any]:
+    """The last profiled run as Chrome trace-event JSON (`gnomon.trace`), one `kernel` event per launch.
+
+    The profile records each launch's duration, not its start: launches are laid end to end, in order, on the
+    track of stream 0, where `gnomon analyze --trace` puts its predicted kernels. On a CPU each measured launch
+    is the runtime's launch overhead and the kernel together.
+    """
+    events: list[TraceEvent] = []
+    start = 0.0
+    for timing in executable.profile().timings:
+        ops = "+".join(op.removeprefix("graph.") for op in timing.source_ops)
+        args = {"op": ops, "kind": timing.kind, "location": timing.location}
+        events.append(TraceEvent(timing.kernel, KERNEL, "stream 0", start, timing.seconds, args))
+        start += timing.seconds
+    metadata = {"run_seconds": executable.profile().run_seconds}
+    return trace_json(f"measured: {model}, gnomon runtime (profiled run)", events, metadata)
+
+
 def run_command(
     model: Path,
     *,
@@ -123,7 +142,10 @@ def run_command(
     profile: bool,
     as_json: bool,
     seed: int,
+    trace: Path | None = None,
 ) -> None:
+    if trace is not None and not (profile and backend == "native"):
+        raise GnomonError("--trace writes the measured timeline of a profiled run: add --profile (native backend)")
     if model.suffix == ".mlir":
         if backend != "native":
             raise GnomonError(f"{model} is a compiled program; it runs on the native backend only")
@@ -141,6 +163,8 @@ def run_command(
     report: dict[str, Any] = {"model": str(model), "backend": backend, "outputs": rows}
     if profile and backend == "native":
         report["profile"] = profile_summary(executable)
+    if trace is not None:
+        write_json(trace, measured_trace(executable, str(model)))
     if as_json:
         print(json.dumps(report, indent=2))
         return

@@ -1,0 +1,255 @@
+"""`gnomon analyze` and `gnomon.analyze`: reports, the critical-path model, traces, the roofline plot, CLI errors.
+
+Devices here are datasheet files (`calibrated = false`) or files written by the test, so the figures checked are the
+models' arithmetic and the outputs' structure, never measured times.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import gnomon
+from gnomon.analysis import Report, analyze_program
+from gnomon.bundled import model_path
+from gnomon.cli import main
+from gnomon.devices import load_device, save_device
+from gnomon.dialects import rt
+from gnomon.executable import lower
+from gnomon.models import MLP, SmallCNN, TransformerBlock
+from gnomon.passes.cost.critical_path import Task, schedule
+from gnomon.passes.graph_cost import annotate_cost
+from gnomon.trace import write_json
+
+MAKE_ONNX = Path(__file__).parent.parent / "filecheck" / "import" / "Inputs" / "make_onnx.py"
+
+
+def make_onnx(kind: str, out: Path) -> Path:
+    subprocess.run([sys.executable, str(MAKE_ONNX), kind, str(out)], check=True)
+    return out
+
+
+def launches(module: Any) -> int:
+    return sum(1 for op in module.walk() if isinstance(op, rt.LaunchOp))
+
+
+def kernel_events(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+
+
+def check_trace_events(trace: dict[str, Any]) -> None:
+    """The trace-event format's complete and metadata events, as Perfetto reads them."""
+    assert isinstance(trace["traceEvents"], list)
+    for event in trace["traceEvents"]:
+        assert event["ph"] in ("X", "M")
+        assert isinstance(event["pid"], int)
+        assert isinstance(event["tid"], int)
+        if event["ph"] == "X":
+            assert isinstance(event["name"], str)
+            assert event["ts"] >= 0
+            assert event["dur"] >= 0
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert "host" in names
+    assert "stream 0" in names
+
+
+# ---- the critical-path model ----
+
+
+TASKS = [Task("a", 1.0, 10.0), Task("b", 1.0, 10.0), Task("c", 1.0, 1.0, depends_on=(0, 1))]
+
+
+def test_a_synchronous_schedule_takes_the_sum_of_host_and_device_time() -> None:
+    timeline = schedule(TASKS, streams=1, synchronous=True)
+    assert timeline.e2e_s == 24.0
+    assert timeline.active_s == 21.0
+    assert [(s.start_s, s.end_s) for s in timeline.kernels if s is not None] == [(1, 11), (12, 22), (23, 24)]
+    assert len(timeline.critical) == 6  # every dispatch and every kernel, in turn
+
+
+def test_an_asynchronous_host_runs_ahead_and_streams_overlap() -> None:
+    one = schedule(TASKS, streams=1, synchronous=False)
+    assert [(s.start_s, s.end_s) for s in one.kernels if s is not None] == [(1, 11), (11, 21), (21, 22)]
+    two = schedule(TASKS, streams=2, synchronous=False)
+    spans = [s for s in two.kernels if s is not None]
+    assert [(s.start_s, s.end_s, s.track) for s in spans] == [
+        (1, 11, "stream 0"),
+        (2, 12, "stream 1"),
+        (12, 13, "stream 1"),
+    ]
+    assert two.e2e_s == 13.0
+    assert two.active_s == 12.0
+    # c waited for b, which waited for its dispatch, which waited for a's dispatch.
+    assert two.critical == ((0, "host"), (1, "host"), (1, "device"), (2, "device"))
+
+
+def test_a_launch_bound_gpu_schedule_is_the_host_time() -> None:
+    tasks = [Task(f"k{i}", 5.0, 1.0, depends_on=(i - 1,) if i else ()) for i in range(10)]
+    timeline = schedule(tasks, streams=4, synchronous=False)
+    assert timeline.e2e_s == 51.0
+    assert timeline.active_s == 10.0
+
+
+# ---- reports ----
+
+
+def test_report_flops_equal_the_cost_service_for_both_targets() -> None:
+    for model in (TransformerBlock(), MLP(), SmallCNN()):
+        example = model.example_inputs(2)
+        device = load_device("a100")
+        expected = annotate_cost(gnomon.load(model, example), device).total_flops
+        eager = gnomon.analyze(model, example, device=device, target="torch-eager")
+        assert eager.total_flops == expected
+        if not isinstance(model, SmallCNN):  # gnomon folds SmallCNN's batch norms into its convolutions
+            assert gnomon.analyze(model, example, device=device, target="gnomon").total_flops == expected
+
+
+def test_gnomon_report_has_one_record_per_launch_and_its_times_add_up_on_a_cpu() -> None:
+    model = TransformerBlock()
+    example = model.example_inputs(2)
+    report = gnomon.analyze(model, example, device="generic-cpu")
+    module = lower(gnomon.load(model, example))
+    assert report.kernels == launches(module)
+    # On a CPU the host waits for each kernel: end to end is every dispatch and kernel (and copy) in turn.
+    assert report.predicted_e2e_s == pytest.approx(sum(r.predicted_s for r in report.records))
+    assert report.predicted_active_s == pytest.approx(sum(r.kernel_s for r in report.records))
+    assert all(r.critical for r in report.records)
+    assert report.activation_bytes > 0
+    assert report.parameters == sum(p.numel() for p in model.parameters())
+    assert analyze_program(module, load_device("generic-cpu")).predicted_e2e_s == pytest.approx(report.predicted_e2e_s)
+
+
+def test_on_a_gpu_the_host_overlaps_the_device() -> None:
+    model = TransformerBlock(d_model=256, heads=8, seq=128)
+    example = model.example_inputs(8)
+    report = gnomon.analyze(model, example, device="h100")
+    kernels_s = sum(r.kernel_s for r in report.records)
+    host_s = sum(r.overhead_s for r in report.records)
+    assert report.predicted_e2e_s < kernels_s + host_s
+    assert report.predicted_e2e_s >= max(host_s, report.predicted_active_s)
+    assert "analytical, from datasheets" in report.render()
+
+
+def test_eager_pays_dispatch_for_every_op_and_runs_views_on_no_stream() -> None:
+    model = MLP()
+    example = model.example_inputs(4)
+    device = load_device("h100")
+    report = gnomon.analyze(model, example, device=device, target="torch-eager")
+    assert all(r.overhead_s == device.dispatch_overhead_s for r in report.records)
+    assert report.kernels == sum(1 for r in report.records if r.kernel_s > 0)
+    assert {span.track for span in report.timeline.kernels if span is not None} == {"stream 0"}
+
+
+def test_the_transformer_blocks_predicted_trace_has_one_kernel_event_per_launch(tmp_path: Path) -> None:
+    model = TransformerBlock()
+    example = model.example_inputs(2)
+    report = gnomon.analyze(model, example, device="a100")
+    path = tmp_path / "transformer_block.trace.json"
+    write_json(path, report.trace())
+    trace = json.loads(path.read_text())
+    check_trace_events(trace)
+    events = kernel_events(trace)
+    assert len(events) == launches(lower(gnomon.load(model, example)))
+    assert [e["name"] for e in events] == [r.name for r in report.records if r.is_kernel]
+    # On a GPU every kernel has its dispatch on the host track, and starts no earlier than the dispatch ends.
+    dispatches = [e for e in trace["traceEvents"] if e.get("cat") == "dispatch"]
+    assert len(dispatches) == len(events)
+    assert all(k["ts"] >= d["ts"] + d["dur"] - 1e-6 for d, k in zip(dispatches, events, strict=True))
+
+
+def test_json_is_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", "light_squeezenet", "--device", "generic-cpu", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["target"] == "gnomon"
+    assert data["device"]["calibrated"] is False
+    assert data["totals"]["kernels"] == sum(1 for op in data["ops"] if op["kind"] != "runtime")
+    assert data["totals"]["flops"] == sum(op["flops"] for op in data["ops"])
+    assert data["totals"]["predicted_e2e_s"] == pytest.approx(sum(op["predicted_s"] for op in data["ops"]))
+
+
+def test_the_table_of_resnet50_and_its_roofline_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from matplotlib import image
+
+    png = tmp_path / "resnet50_roofline.png"
+    model = str(model_path("light_resnet50"))
+    assert main(["analyze", model, "--device", "h100", "--target", "torch-eager", "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "graph.conv" not in out  # ops are shown without their dialect
+    assert " conv " in out
+    assert "predicted: end to end" in out
+    assert "analytical, from datasheets" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = image.imread(png)
+    assert pixels.ndim == 3
+    assert pixels.shape[0] > 100
+    assert pixels.shape[1] > 100
+    assert float(np.std(pixels)) > 0  # something is drawn
+
+
+def test_svg_by_extension(tmp_path: Path) -> None:
+    svg = tmp_path / "roofline.svg"
+    assert main(["analyze", "light_squeezenet", "--device", "generic-cpu", "--plot", str(svg)]) == 0
+    assert "<svg" in svg.read_text()[:1000]
+
+
+def test_batch_rebinds_a_dynamic_onnx_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = str(make_onnx("dynamic_batch", tmp_path / "dynamic.onnx"))
+    assert main(["analyze", model, "--device", "a100", "--batch", "4", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ops"][0]["shapes"][0][0] == 4
+    assert main(["analyze", model, "--device", "a100"]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 1
+    assert "dynamic" in errors[0]
+
+
+def test_errors_are_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = str(model_path("light_squeezenet"))
+    assert main(["analyze", model, "--device", "h900"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("gnomon: error: unknown device 'h900'; known devices: a100")
+    monkeypatch.setenv("GNOMON_CACHE_DIR", str(tmp_path / "empty"))
+    assert main(["analyze", model, "--device", "local"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("gnomon: error: no calibration of this machine")
+    assert "run `gnomon calibrate` first" in line
+    assert main(["analyze", str(model_path("light_resnet50")), "--device", "a100", "--batch", "2"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("gnomon: error: --batch 2: ")
+
+
+def test_local_is_the_last_calibration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GNOMON_CACHE_DIR", str(tmp_path))
+    save_device(load_device("generic-cpu"), tmp_path / "local.toml")
+    assert main(["analyze", "light_squeezenet", "--device", "local", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["device"]["name"] == "generic-cpu"
+
+
+def test_run_profile_trace_has_one_event_per_launch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = str(make_onnx("conv_block", tmp_path / "conv_block.onnx"))
+    trace_path = tmp_path / "measured.json"
+    assert main(["run", model, "--profile", "--json", "--trace", str(trace_path)]) == 0
+    profile = json.loads(capsys.readouterr().out)["profile"]
+    trace = json.loads(trace_path.read_text())
+    check_trace_events(trace)
+    events = kernel_events(trace)
+    assert [e["name"] for e in events] == [k["kernel"] for k in profile["kernels"]]
+    assert [e["dur"] for e in events] == pytest.approx([k["ms"] * 1e3 for k in profile["kernels"]])
+    assert main(["run", model, "--trace", str(trace_path)]) == 2
+    assert "add --profile" in capsys.readouterr().err
+
+
+def test_report_renders_every_record() -> None:
+    report: Report = gnomon.analyze(MLP(), MLP().example_inputs(2), device="v100", target="torch-eager")
+    lines = report.render().splitlines()
+    assert len(lines) == 2 + len(report.records) + 3

@@ -1,0 +1,73 @@
+"""`gnomon calibrate`: sysfs parsing, the fit of the efficiency factors, and a quick calibration's device file.
+
+The quick calibration runs small problems only; the test checks what it writes (a loadable device marked calibrated,
+with this machine's cache levels), never how fast anything ran.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gnomon.analysis import kernel_cost
+from gnomon.calibrate import (
+    FITTED,
+    Measured,
+    cache_levels,
+    cpu_list_count,
+    executable_of,
+    fit_efficiency,
+    suite_texts,
+)
+from gnomon.cli import main
+from gnomon.devices import load_device
+from gnomon.dialects import kernel
+
+
+def write_cache(root: Path, index: int, level: int, kind: str, size: str, shared: str) -> None:
+    directory = root / f"index{index}"
+    directory.mkdir(parents=True)
+    for name, value in (("level", str(level)), ("type", kind), ("size", size), ("shared_cpu_list", shared)):
+        (directory / name).write_text(value + "\n")
+
+
+def test_cache_levels_from_sysfs(tmp_path: Path) -> None:
+    write_cache(tmp_path, 0, 1, "Data", "32K", "0")
+    write_cache(tmp_path, 1, 1, "Instruction", "32K", "0")
+    write_cache(tmp_path, 2, 2, "Unified", "1024K", "0")
+    write_cache(tmp_path, 3, 3, "Unified", "32M", "0-1,4")
+    assert cache_levels(tmp_path) == [("l1", 32 << 10, True), ("l2", 1 << 20, True), ("l3", 32 << 20, False)]
+    assert cpu_list_count("0-1,4") == 3
+    assert cache_levels(tmp_path / "missing") == []
+
+
+def test_the_fit_recovers_known_factors() -> None:
+    """Kernels 'measured' as a device with known factors predicts them: the fit finds factors that predict as well."""
+    kernels = [
+        op for text in suite_texts(quick=True) for op in executable_of(text).module.ops if isinstance(op, kernel.FuncOp)
+    ]
+    base = load_device("generic-cpu")
+    truth = replace(base, efficiency={"gemm": 0.4, "gemm_k_overhead": 40.0, "vector": 0.1, "stream": 0.5})
+    measured = [Measured(k, kernel_cost(k, truth).predicted_s) for k in kernels]
+    result = fit_efficiency(base, measured)
+    assert set(result.factors) == set(FITTED)
+    assert result.kernels == len(kernels)
+    assert result.error_after < 0.03
+    assert result.error_after < result.error_before
+
+
+@pytest.mark.parametrize("fit", [True, False])
+def test_a_quick_calibration_writes_a_calibrated_device(tmp_path: Path, fit: bool) -> None:
+    path = tmp_path / "machine.toml"
+    assert main(["calibrate", "--quick", "-o", str(path), *([] if fit else ["--no-fit"])]) == 0
+    device = load_device(str(path))
+    assert device.calibrated
+    assert device.kind == "cpu"
+    assert device.peak("fp32") > 0
+    assert device.launch_overhead_s > 0
+    assert device.dispatch_overhead_s > 0
+    assert [level.name for level in device.memory] == [name for name, _, _ in cache_levels()] + ["dram"]
+    assert set(device.efficiency) == (set(FITTED) if fit else set())
+    assert "gnomon calibrate on" in device.source
