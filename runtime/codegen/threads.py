@@ -23,9 +23,11 @@ from typing import Any
 
 from gnomon.runtime.codegen.cache import cache_directory, write_atomically
 
-PART_WORK = 1 << 13
-"""Scalar results a slice needs to be worth a thread: dispatching costs ~1 us, which an 8K-element
-add+relu slice (2 us) just wins back (see bench/codegen.py)."""
+PART_WORK = 1 << 19
+"""Scalar results a slice needs to be worth a thread. Alone, dispatching costs ~1 us and an 8K-element
+add+relu slice (2 us) wins it back (bench/codegen.py); but after a library kernel, torch's OpenMP
+workers still spin on the cores this pool needs, and a split kernel then waits 80-240 us for its
+second thread (`gnomon calibrate`'s thread-pool handoff). A slice must outweigh that: 512K results."""
 
 _POOL_SOURCE = r"""
 #include <pthread.h>
