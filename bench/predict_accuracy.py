@@ -233,7 +233,7 @@ def main() -> None:
     parser.add_argument("--save-device", type=Path, help="write the calibration made here to this file")
     parser.add_argument("--models", help="comma-separated subset, e.g. resnet50,squeezenet,mlp")
     parser.add_argument("--runs", type=int, default=7, help="profiled and timed runs per case (fewer for slow ones)")
-    parser.add_argument("--budget", type=float, default=1.5, help="seconds one measurement of a case may take")
+    parser.add_argument("--budget", type=float, default=1.0, help="seconds one measurement of a case may take")
     parser.add_argument("--no-kernels", action="store_true", help="do not print every kernel's pair")
     parser.add_argument("--wait", type=float, default=60, help="seconds to wait for a quiet machine before a case")
     args = parser.parse_args()

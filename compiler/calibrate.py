@@ -14,8 +14,8 @@ What it measures, in well under a minute (`quick` shrinks every problem, for tes
 - the runtime's launch overhead of a tiny kernel: a program of one-element kernels (generated adds alternating with
   library max-pools, the two kinds the runtime launches) minus a program of one, per launch; median of many runs.
 - PyTorch eager's per-op dispatch overhead: tiny torch ops called one by one from Python; median per op.
-- the wait of a generated kernel that follows a library kernel (torch's OpenMP workers spin for a while after each
-  call, on the cores gnomon's thread pool needs): measured and reported, not modelled.
+- the wait of a generated kernel split over threads that follows a library kernel (torch's OpenMP workers spin for
+  a while after each call, on the cores gnomon's thread pool needs): measured and reported, not modelled.
 - the analytical models' efficiency factors (`gnomon.passes.cost.analytical.Efficiency`) and the per-kernel fixed
   cost: a suite of kernels (GEMMs, convolutions, a depthwise convolution, elementwise, broadcast affine, transpose,
   softmax, normalization, pooling, concatenation; generated and library kernels in separate programs, so that the
@@ -422,11 +422,15 @@ def suite_texts(quick: bool) -> tuple[str, str]:
 
 
 def pool_handoff(trials: int) -> float:
-    """Extra seconds a generated kernel takes when it follows a library (OpenMP) kernel: a 128x28x28 broadcast
-    affine after a convolution, against the same kernel after a generated one. Reported, not modelled: the cost
-    models price kernels, and this is a wait between the runtime's two thread pools."""
-    t, tw, tc = _tensor((1, 128, 28, 28)), _tensor((128, 128, 1, 1)), _tensor((128, 1, 1))
-    affine = _broadcast_affine("a", (1, 128, 28, 28))[0].replace("%a_x", "%c")
+    """Extra seconds a generated kernel split over two threads takes when it follows a library (OpenMP) kernel: a
+    broadcast affine of two slices (`PART_WORK` results each) after a 1x1 convolution, against the same kernel after
+    a generated one. Reported, not modelled: the cost models price kernels, and this is a wait between the
+    runtime's two thread pools."""
+    from gnomon.runtime.codegen.threads import PART_WORK
+
+    shape = (1, 64, 2 * PART_WORK // (64 * 64), 64)
+    t, tw, tc = _tensor(shape), _tensor((64, 64, 1, 1)), _tensor((64, 1, 1))
+    affine = _broadcast_affine("a", shape)[0].replace("%a_x", "%c")
     conv = (
         f"%c = graph.conv %x, %w {{strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, "
         f"dilations = array<i64: 1, 1>, groups = 1 : i64}} : ({t}, {tw}) -> {t}"
@@ -616,8 +620,8 @@ def calibrate(quick: bool = False, fit: bool = True, log: Callable[[str], None] 
     handoff = pool_handoff(5 if quick else 20)
     measured["pool_handoff_s"] = handoff
     log(
-        f"  thread-pool handoff (not modelled): a generated kernel after a library one takes {handoff * 1e6:.0f} us "
-        "longer (torch's OpenMP workers spin on the cores gnomon's pool needs)"
+        f"  thread-pool handoff (not modelled): a generated kernel split over threads after a library one takes "
+        f"{handoff * 1e6:.0f} us longer (torch's OpenMP workers spin on the cores gnomon's pool needs)"
     )
     dram_round()
     bandwidth = measured["bandwidth_dram"] = statistics.median(rounds)
