@@ -124,7 +124,7 @@ class BatchNormToAffine(RewritePattern):
         params = [op.scale, op.bias, op.mean, op.variance]
         arrays = _constant_arrays(params)
         result_type = op.result.type
-        if arrays is None or not isinstance(result_type, TensorType):
+        if arrays is None:
             return
         gamma, beta, mean, variance = (a.astype(np.float64) for a in arrays)
         scale = gamma / np.sqrt(variance + op.epsilon.value.data)
