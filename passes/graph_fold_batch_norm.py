@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import AnyFloat, DenseResourceAttr, ModuleOp, TensorType
+from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -25,7 +25,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from gnomon.dialects.graph.constant_values import dense_to_numpy, resource_to_numpy
+from gnomon.dialects.graph.constant_values import constant_to_numpy
 from gnomon.dialects.graph.elementwise import AddOp, MulOp
 from gnomon.dialects.graph.linalg import LinearOp
 from gnomon.dialects.graph.nn import BatchNormOp, ConvOp, ConvTransposeOp
@@ -42,9 +42,7 @@ def _constant_array(value: SSAValue) -> np.ndarray | None:
         return None
     if not isinstance(value.type.get_element_type(), AnyFloat):
         return None
-    if isinstance(owner.value, DenseResourceAttr):
-        return resource_to_numpy(owner.value)
-    return dense_to_numpy(owner.value)
+    return constant_to_numpy(owner.value)
 
 
 def _constant_arrays(values: Sequence[SSAValue]) -> list[np.ndarray] | None:
