@@ -11,8 +11,14 @@ Models: the onnx package's light networks (batch 1, as shipped), and gnomon's to
   default graph optimizations.
 
 Every system gets the same inputs and both cores (torch.set_num_threads, ORT intra-op threads).
-Calls are interleaved round-robin, after warm-up, so that machine noise hits all systems alike;
-the table shows medians, the ratios gnomon/torch and gnomon/ORT, and their geometric means.
+The figure is warm, back-to-back latency, as a serving loop sees it. Systems take turns, round-robin,
+so that machine noise hits all of them alike; in each turn a system gets a pause (for the other
+systems' spinning worker threads to sleep), one untimed call that wakes its own threads, then
+`BURST` timed calls back to back. The untimed call matters on this machine: OpenMP workers that
+have slept (after ~50 ms idle) take ~10 ms to come back, so a 60 us addmm measured 9.8 ms when each
+call followed a 50 ms pause, for torch and for gnomon's library kernels alike, but not for ORT's
+own thread pool. The table shows medians, the ratios gnomon/torch and gnomon/ORT, and their
+geometric means.
 
     python bench/latency.py [--repeat 20] [--models resnet50,mlp]
 """
@@ -42,7 +48,8 @@ from gnomon.runtime.torch_eager import TorchEagerProgram
 
 THREADS = os.cpu_count() or 1
 COOLDOWN_S = 0.05
-"""Longer than OpenMP's, ORT's and gnomon's worker threads spin after a call."""
+"""Longer than OpenMP's and ORT's worker threads spin after a call."""
+BURST = 3
 
 
 @dataclass
@@ -120,9 +127,11 @@ def measure(case: Case, repeat: int) -> dict[str, float]:
     for _ in range(repeat):
         for system, call in case.systems.items():
             time.sleep(COOLDOWN_S)
-            start = time.perf_counter()
             call()
-            samples[system].append(time.perf_counter() - start)
+            for _ in range(BURST):
+                start = time.perf_counter()
+                call()
+                samples[system].append(time.perf_counter() - start)
     return {system: statistics.median(times) * 1e3 for system, times in samples.items()}
 
 
@@ -150,7 +159,7 @@ def main() -> None:
         p.stem.removeprefix("light_"): partial(onnx_case, str(p)) for p in light_models()
     }
     factories |= {"transformer_block": transformer_case, "dlrm": dlrm_case, "mlp": mlp_case}
-    print(f"threads: {THREADS}; median of {args.repeat} interleaved runs; times in ms")
+    print(f"threads: {THREADS}; median of {args.repeat} turns x {BURST} back-to-back calls, interleaved; times in ms")
     print("torch = the torch module in eager mode; for ONNX networks, the graph op by op through ATen")
     header = f"{'model':<20}{'gnomon':>10}{'torch':>10}{'ORT':>10}{'g/torch':>9}{'g/ORT':>8}{'rel L2 vs ORT':>15}"
     print(header)

@@ -361,8 +361,8 @@ _MAX_POOL = (
 
 def _suite_ops(quick: bool) -> tuple[list[list[str]], list[list[str]]]:
     """The calibration kernels, generated ones and library ones: each [op lines, its arguments (`name: type`)...,
-    its result type]. Two programs, because a generated kernel that follows a library kernel waits for torch's
-    OpenMP workers to stop spinning (see `pool_handoff`): the factors describe the kernels, not that wait."""
+    its result type]. Two programs, so that a wait between library and generated kernels (`pool_handoff`), if
+    there is one, never enters the kernels' factors."""
     if quick:
         generated = [_unary("relu", "relu", (1, 16, 28, 28)), _broadcast_affine("affine", (1, 16, 28, 28))]
         library = [_linear("linear", 64, 256, 256), _conv("conv", (1, 16, 28, 28), (16, 16, 3, 3), 1, 1)]
@@ -424,8 +424,8 @@ def suite_texts(quick: bool) -> tuple[str, str]:
 def pool_handoff(trials: int) -> float:
     """Extra seconds a generated kernel split over two threads takes when it follows a library (OpenMP) kernel: a
     broadcast affine of two slices (`PART_WORK` results each) after a 1x1 convolution, against the same kernel after
-    a generated one. Reported, not modelled: the cost models price kernels, and this is a wait between the
-    runtime's two thread pools."""
+    a generated one. Both run on torch's OpenMP team, so this should be ~0; it was 80-240 us when generated kernels
+    had a thread pool of their own, whose threads waited for torch's spinning workers to give up the cores."""
     from gnomon.runtime.codegen.threads import PART_WORK
 
     shape = (1, 64, 2 * PART_WORK // (64 * 64), 64)
@@ -621,8 +621,8 @@ def calibrate(quick: bool = False, fit: bool = True, log: Callable[[str], None] 
     handoff = pool_handoff(5 if quick else 20)
     measured["pool_handoff_s"] = handoff
     log(
-        f"  thread-pool handoff (not modelled): a generated kernel split over threads after a library one takes "
-        f"{handoff * 1e6:.0f} us longer (torch's OpenMP workers spin on the cores gnomon's pool needs)"
+        f"  thread handoff (not modelled): a generated kernel split over threads after a library one takes "
+        f"{handoff * 1e6:.0f} us longer than after a generated one"
     )
     rounds()
     bandwidth = measured["bandwidth_dram"] = statistics.median(dram_rounds)

@@ -1,12 +1,19 @@
-"""The threads generated kernels run on: a small pthread pool in C, and when splitting pays off.
+"""The threads generated kernels run on: the OpenMP team torch's library kernels use, and when splitting pays off.
 
 A generated function computes the `part`-th of `parts` slices of its outer loop. A split call is
-one ctypes call of `gnomon_parallel`, which hands the slices to persistent worker threads and
-runs slices itself until all are done, so the dispatch costs microseconds and never touches the
-GIL (a Python thread pool costs ~40 us per call here, more than a 200K-element kernel takes).
-Workers call MLIR's packed entry point (`_mlir__mlir_ciface_<name>(void **args)`), which works
-for any number of memref arguments. The pool's source is compiled with `cc` once per machine,
-into the kernel cache.
+one ctypes call of `gnomon_parallel`, a few lines of C that hand the slices to libgomp's
+`GOMP_parallel`, the entry point `#pragma omp parallel` compiles to. It is looked up in the process
+(torch has loaded its libgomp globally), so generated and library kernels share one team of threads:
+
+- a second pool would contend with torch's OpenMP workers, which spin for a while after each
+  library kernel on the very cores the pool needs: a split kernel waited 80-240 us for its second
+  thread after a convolution when gnomon had its own pthread pool;
+- the dispatch costs microseconds and never touches the GIL (a Python thread pool costs ~40 us per
+  call here, more than a 200K-element kernel takes).
+
+The slices run MLIR's packed entry point (`_mlir__mlir_ciface_<name>(void **args)`), which works for
+any number of memref arguments. Without libgomp in the process the slices run on the calling thread.
+The source is compiled with `cc` once per machine, into the kernel cache.
 """
 
 from __future__ import annotations
@@ -21,104 +28,54 @@ from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
+import torch  # noqa: F401  (loads libgomp into the process, globally: `GOMP_parallel` resolves to torch's team)
+
 from gnomon.runtime.codegen.cache import cache_directory, write_atomically
 
-PART_WORK = 1 << 19
-"""Scalar results a slice needs to be worth a thread. Alone, dispatching costs ~1 us and an 8K-element
-add+relu slice (2 us) wins it back (bench/codegen.py); but after a library kernel, torch's OpenMP
-workers still spin on the cores this pool needs, and a split kernel then waits 80-240 us for its
-second thread (`gnomon calibrate`'s thread-pool handoff). A slice must outweigh that: 512K results."""
+PART_WORK = 1 << 15
+"""Scalar results a slice needs to be worth a thread. Waking the OpenMP team and joining it costs ~4 us:
+in bench/codegen.py's table 2, two threads first beat one on an add+relu of 64K elements (two 32K slices)."""
 
 _POOL_SOURCE = r"""
-#include <pthread.h>
-#include <sched.h>
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#define PAUSE() __builtin_ia32_pause()
-#else
-#define PAUSE() ((void)0)
-#endif
-
 typedef void (*packed_fn)(void **);
-enum { MAX_ARGS = 256, SPIN = 4000 };
+typedef void (*gomp_parallel_fn)(void (*)(void *), void *, unsigned, unsigned);
+enum { MAX_ARGS = 256 };
 
-/* One job at a time; a claim is (generation << 32 | next part), so a worker that wakes late
-   cannot take a part of a later job with the arguments of an earlier one. */
-static pthread_mutex_t dispatch = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t wake_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
-static int workers;
-static uint32_t generation;
-static packed_fn job_fn;
-static void **job_args;
-static int job_nargs;
-static int64_t job_parts;
-static _Atomic uint64_t claim;
-static _Atomic int64_t done;
+struct job {
+    packed_fn fn;
+    void **args;
+    int nargs;
+    int64_t parts;
+    _Atomic int64_t next;
+};
 
-static void run_parts(uint32_t gen, packed_fn fn, void **shared, int nargs, int64_t parts) {
+/* Each thread of the team claims slices until none is left. */
+static void run_parts(void *data) {
+    struct job *job = data;
     void *args[MAX_ARGS + 2];
-    int64_t part, count = parts;
-    memcpy(args, shared, (size_t)nargs * sizeof(void *));
-    args[nargs] = &part;
-    args[nargs + 1] = &count;
-    for (;;) {
-        uint64_t seen = atomic_load(&claim);
-        if ((uint32_t)(seen >> 32) != gen || (int64_t)(seen & 0xffffffffu) >= parts) return;
-        if (!atomic_compare_exchange_weak(&claim, &seen, seen + 1)) continue;
-        part = (int64_t)(seen & 0xffffffffu);
-        fn(args);
-        atomic_fetch_add(&done, 1);
-    }
-}
-
-static void *worker(void *unused) {
-    (void)unused;
-    uint32_t seen = 0;
-    for (;;) {
-        /* Spin ~0.1 ms before sleeping: a model launches kernels back to back. */
-        for (int i = 0; i < SPIN && __atomic_load_n(&generation, __ATOMIC_ACQUIRE) == seen; i++) PAUSE();
-        pthread_mutex_lock(&wake_lock);
-        while (generation == seen) pthread_cond_wait(&wake, &wake_lock);
-        seen = generation;
-        packed_fn fn = job_fn;
-        void **args = job_args;
-        int nargs = job_nargs;
-        int64_t parts = job_parts;
-        pthread_mutex_unlock(&wake_lock);
-        run_parts(seen, fn, args, nargs, parts);
-    }
-    return 0;
+    int64_t part, count = job->parts;
+    memcpy(args, job->args, (size_t)job->nargs * sizeof(void *));
+    args[job->nargs] = &part;
+    args[job->nargs + 1] = &count;
+    while ((part = atomic_fetch_add(&job->next, 1)) < count) job->fn(args);
 }
 
 void gnomon_parallel(packed_fn fn, void **args, int nargs, int64_t parts, int threads) {
-    pthread_mutex_lock(&dispatch);
-    for (; workers < threads - 1; workers++) {
-        pthread_t thread;
-        if (pthread_create(&thread, 0, worker, 0) != 0) break;
-        pthread_detach(thread);
+    static gomp_parallel_fn gomp_parallel;
+    static int looked_up;
+    if (!looked_up) {
+        gomp_parallel = (gomp_parallel_fn)dlsym(RTLD_DEFAULT, "GOMP_parallel");
+        looked_up = 1;
     }
-    pthread_mutex_lock(&wake_lock);
-    uint32_t gen = generation + 1;
-    job_fn = fn;
-    job_args = args;
-    job_nargs = nargs;
-    job_parts = parts;
-    atomic_store(&done, 0);
-    atomic_store(&claim, (uint64_t)gen << 32);
-    __atomic_store_n(&generation, gen, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&wake);
-    pthread_mutex_unlock(&wake_lock);
-    run_parts(gen, fn, args, nargs, parts);
-    /* The last parts are running on workers: spin, then yield in case one of them was preempted. */
-    for (int i = 0; atomic_load(&done) < parts; i++) {
-        if (i < SPIN) PAUSE();
-        else sched_yield();
-    }
-    pthread_mutex_unlock(&dispatch);
+    struct job job = {fn, args, nargs, parts, 0};
+    if (gomp_parallel != 0 && threads > 1) gomp_parallel(run_parts, &job, (unsigned)threads, 0);
+    else run_parts(&job);
 }
 """
 
@@ -144,7 +101,7 @@ def _pool(compiler: str) -> Any:
             source, shared = Path(scratch, "pool.c"), Path(scratch, "pool.so")
             source.write_text(_POOL_SOURCE)
             subprocess.run(
-                [compiler, "-O2", "-shared", "-fPIC", "-pthread", "-o", str(shared), str(source)], check=True
+                [compiler, "-O2", "-shared", "-fPIC", "-o", str(shared), str(source), "-ldl"], check=True
             )
             write_atomically(path, shared.read_bytes())
     library = ctypes.CDLL(str(path))
