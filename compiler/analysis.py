@@ -457,16 +457,16 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
     """The arena bytes each buffer (or view of one) occupies."""
     touched: list[tuple[int, tuple[int, int]]] = []
     """(task, arena range) of every buffer a launch so far read or wrote: a later writer of those bytes waits."""
-    producer: dict[SSAValue, int] = {}
+    written: list[tuple[int, tuple[int, int]]] = []
+    """(task, arena range) of every buffer a launch so far wrote: a later reader of those bytes waits."""
     for op in block.ops:
         if isinstance(op, rt.BufferOp):
             size = _memref_bytes(op.result.type)
             ranges[op.result] = (op.offset.value.data, op.offset.value.data + size)
-        elif isinstance(op, rt.ViewOp):
-            if op.source in ranges:
-                ranges[op.result] = ranges[op.source]
-            if op.source in producer:
-                producer[op.result] = producer[op.source]
+        elif isinstance(op, rt.ViewOp) and op.source in ranges:
+            # A reshape covers its source; a concat slot, a window of it.
+            start = ranges[op.source][0] + op.element_offset * _element_bytes(op.result.type)
+            ranges[op.result] = (start, start + _memref_bytes(op.result.type))
         elif isinstance(op, rt.LaunchOp):
             index = len(steps)
             kernel_func = kernels[op.callee.string_value()]
@@ -474,12 +474,12 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
             if name not in costs:  # launches of one kernel.func cost the same
                 costs[name] = kernel_cost(kernel_func, device)
             cost = costs[name]
-            depends = {producer[v] for v in op.ins if v in producer}
+            read = [ranges[v] for v in op.ins if v in ranges]
+            depends = {task for task, span in written if any(_overlap(span, r) for r in read)}
             for out in op.outs:
-                written = ranges[out]
-                depends |= {task for task, span in touched if _overlap(span, written)}
+                depends |= {task for task, span in touched if _overlap(span, ranges[out])}
             touched += [(index, ranges[v]) for v in (*op.ins, *op.outs) if v in ranges]
-            producer |= dict.fromkeys(op.outs, index)
+            written += [(index, ranges[v]) for v in op.outs]
             task = Task(name, cost.launch_s, cost.kernel_s, tuple(sorted(depends)))
             ops = [inner.name.removeprefix("graph.") for inner in kernel_func.body.block.ops]
             shapes = tuple(_memref_shape(v.type) for v in op.outs)
@@ -500,11 +500,16 @@ def _memref_shape(memref: Any) -> tuple[int, ...]:
     return tuple(memref.get_shape())
 
 
-def _memref_bytes(memref: Any) -> int:
+def _element_bytes(memref: Any) -> int:
     assert isinstance(memref, MemRefType)
     width = getattr(memref.element_type, "width", None)
     bits = width.data if width is not None else 32
-    return math.prod(memref.get_shape()) * max(1, (bits + 7) // 8)
+    return max(1, (bits + 7) // 8)
+
+
+def _memref_bytes(memref: Any) -> int:
+    assert isinstance(memref, MemRefType)
+    return math.prod(memref.get_shape()) * _element_bytes(memref)
 
 
 def _copy_step(name: str, what: str, value: SSAValue, device: Device) -> Step:

@@ -14,13 +14,14 @@ What it measures, in well under a minute (`quick` shrinks every problem, for tes
 - the runtime's launch overhead of a tiny kernel: a program of one-element kernels (generated adds alternating with
   library max-pools, the two kinds the runtime launches) minus a program of one, per launch; median of many runs.
 - PyTorch eager's per-op dispatch overhead: tiny torch ops called one by one from Python; median per op.
-- the wait of a generated kernel split over threads that follows a library kernel (torch's OpenMP workers spin for
-  a while after each call, on the cores gnomon's thread pool needs): measured and reported, not modelled.
+- the wait of a generated kernel split over threads that follows a library kernel: both run on torch's OpenMP
+  team, so it should be ~0; measured and reported, not modelled.
 - the analytical models' efficiency factors (`gnomon.passes.cost.analytical.Efficiency`) and the per-kernel fixed
   cost: a suite of kernels (GEMMs, convolutions, a depthwise convolution, elementwise, broadcast affine, transpose,
-  softmax, normalization, pooling, concatenation; generated and library kernels in separate programs, so that the
-  wait above stays out) is compiled and profiled through the runtime, and `gemm`, `gemm_k_overhead`, `vector`,
-  `depthwise`, `stream` and the launch overhead are fitted by coordinate descent to minimize the mean absolute log
+  softmax, normalization, pooling, concatenation, each family at a large and a small size, so that the fixed cost
+  and the rates separate; generated and library kernels in separate programs, so that the wait above stays out) is
+  compiled and profiled through the runtime, and `gemm`, `gemm_k_overhead`, `vector`, `depthwise`, `pool`,
+  `stream` and the launch overhead are fitted by coordinate descent to minimize the mean absolute log
   error of the per-kernel predictions (launch overhead plus kernel time, as `gnomon analyze` predicts them). The
   launch overhead only grows from the tiny kernel's: a kernel that runs on several cores also wakes their threads.
   The suite's shapes are not the benchmark models' own.
@@ -61,7 +62,7 @@ __all__ = [
     "suite_texts",
 ]
 
-FITTED = ("gemm", "gemm_k_overhead", "vector", "depthwise", "stream")
+FITTED = ("gemm", "gemm_k_overhead", "vector", "depthwise", "pool", "stream")
 """The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
 LAUNCH = "launch_overhead_s"
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -69,6 +70,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "gemm_k_overhead": (1, 1024),  # a device file's factors are positive
     "vector": (0.005, 1.0),
     "depthwise": (0.005, 1.0),
+    "pool": (0.002, 1.0),
     "stream": (0.02, 2.0),  # relative to the measured bandwidth, which NumPy's loop may not saturate
 }
 
@@ -359,6 +361,13 @@ _MAX_POOL = (
 )
 
 
+_AVG_POOL = (
+    "{kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, "
+    "count_include_pad = true, ceil_mode = false}"
+)
+"""A 3x3 stride-1 average (AlexNet's local response normalization pools like this)."""
+
+
 def _suite_ops(quick: bool) -> tuple[list[list[str]], list[list[str]]]:
     """The calibration kernels, generated ones and library ones: each [op lines, its arguments (`name: type`)...,
     its result type]. Two programs, so that a wait between library and generated kernels (`pool_handoff`), if
@@ -384,6 +393,9 @@ def _suite_ops(quick: bool) -> tuple[list[list[str]], list[list[str]]]:
         _unary("softmax", "softmax", (256, 1000), "{axis = 1 : i64}"),
         _broadcast_affine("affine", (1, 128, 28, 28)),
         _broadcast_affine("affine_large", (1, 64, 112, 112)),
+        _unary("relu_small", "relu", (1, 64, 14, 14)),
+        _broadcast_affine("affine_small", (1, 32, 14, 14)),
+        _unary("transpose_small", "transpose", (64, 256), "{permutation = array<i64: 1, 0>}", (256, 64)),
     ]
     library = [
         _linear("linear_large", 256, 1024, 1024),
@@ -396,9 +408,13 @@ def _suite_ops(quick: bool) -> tuple[list[list[str]], list[list[str]]]:
         _conv("conv_deep", (1, 256, 14, 14), (256, 256, 3, 3), 1, 1),
         _conv("conv_large", (1, 128, 56, 56), (128, 128, 3, 3), 1, 1),
         _conv("depthwise", (1, 128, 28, 28), (128, 1, 3, 3), 1, 1, groups=128),
+        _conv("conv_small", (1, 32, 14, 14), (32, 32, 3, 3), 1, 1),
         _unary("max_pool", "max_pool", (1, 64, 112, 112), _MAX_POOL, (1, 64, 56, 56)),
+        _unary("max_pool_small", "max_pool", (1, 64, 28, 28), _MAX_POOL, (1, 64, 14, 14)),
+        _unary("avg_pool", "avg_pool", (1, 96, 56, 56), _AVG_POOL, (1, 96, 56, 56)),
         _unary("global_avg_pool", "global_avg_pool", (1, 2048, 7, 7), "", (1, 2048, 1, 1)),
         _concat("concat", (1, 128, 28, 28), 3),
+        _concat("concat_small", (1, 32, 14, 14), 2),
         layer_norm,
     ]
     return generated, library

@@ -3,7 +3,8 @@
 `kernel-to-rt` turns a function of kernels on tensors into a function on memrefs: every
 intermediate is an `rt.buffer` at a fixed offset of the function's arena (the static memory
 plan, sized by the function's `rt.arena_size` attribute), weights are `rt.constant`s,
-reshapes are `rt.view`s that share their source's memory, and each kernel is an
+reshapes (and a concat's inputs, written into its buffer) are `rt.view`s that share their
+source's memory, and each kernel is an
 `rt.launch` of an outlined `kernel.func`. The runtime executes the launches in order.
 """
 
@@ -27,6 +28,7 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
@@ -112,27 +114,71 @@ class ConstantOp(IRDLOperation):
 
 @irdl_op_definition
 class ViewOp(IRDLOperation):
-    """The same memory seen with another shape (a reshape of contiguous data costs nothing).
+    """The same memory seen with another shape: a reshape of its source (a contiguous reinterpretation
+    costs nothing), or, with an element offset, a contiguous window of it (a concat's input written
+    straight into its slot of the concat's buffer).
 
     `%v = rt.view %b : memref<1x512x1x1xf32> -> memref<1x512xf32>`
+    `%w = rt.view %b [3136] : memref<1x96x56x56xf32> -> memref<1x32x56x56xf32>`
     """
 
     name = "rt.view"
     source = operand_def(MemRefType)
+    offset = opt_prop_def(IntegerAttr)
+    """Elements of the source before the window; absent for a reshape of the whole source."""
     result = result_def(MemRefType)
     traits = traits_def(Pure())
 
-    assembly_format = "$source attr-dict `:` type($source) `->` type($result)"
+    def __init__(self, source: SSAValue, memref_type: MemRefType, offset: int | None = None):
+        properties = {} if offset is None else {"offset": IntegerAttr(offset, i64)}
+        super().__init__(operands=[source], properties=properties, result_types=[memref_type])
 
-    def __init__(self, source: SSAValue, memref_type: MemRefType):
-        super().__init__(operands=[source], result_types=[memref_type])
+    @property
+    def element_offset(self) -> int:
+        return 0 if self.offset is None else self.offset.value.data
 
     def verify_(self) -> None:
         source, result = self.source.type, self.result.type
         assert isinstance(source, MemRefType)
         assert isinstance(result, MemRefType)
-        if source.element_type != result.element_type or prod(source.get_shape()) != prod(result.get_shape()):
-            raise VerifyException(f"rt.view: {source} and {result} differ in element type or count")
+        if source.element_type != result.element_type:
+            raise VerifyException(f"rt.view: {source} and {result} differ in element type")
+        if self.offset is None and prod(source.get_shape()) != prod(result.get_shape()):
+            raise VerifyException(f"rt.view: {source} and {result} differ in element count")
+        end = self.element_offset + prod(result.get_shape())
+        if self.element_offset < 0 or end > prod(source.get_shape()):
+            raise VerifyException(
+                f"rt.view: elements {self.element_offset}..{end} of {result} do not lie within {source}"
+            )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.source)
+        if self.offset is not None:
+            printer.print_string(f" [{self.offset.value.data}]")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.source.type)
+        printer.print_string(" -> ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ViewOp:
+        source = parser.parse_operand()
+        offset = None
+        if parser.parse_optional_punctuation("[") is not None:
+            offset = parser.parse_integer(allow_negative=False, allow_boolean=False)
+            parser.parse_punctuation("]")
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        source_type = parser.parse_type()
+        parser.parse_punctuation("->")
+        result_type = parser.parse_type()
+        if not isinstance(result_type, MemRefType) or source_type != source.type:
+            parser.raise_error(f"rt.view: expected {source.type} -> a memref type, got {source_type} -> {result_type}")
+        op = ViewOp(source, result_type, offset)
+        op.attributes |= attributes
+        return op
 
 
 class _LaunchCalleeMatches(SymbolUserOpInterface):

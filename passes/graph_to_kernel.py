@@ -12,7 +12,9 @@ data and as views) lands in exactly one kernel:
 
 An op joins the kernel before it only if it consumes that kernel's last value and is that
 value's only user: each kernel then has one result, and fusing never changes the order in
-which values are computed, so the rewrite is legal without a dependence analysis.
+which values are computed, so the rewrite is legal without a dependence analysis. One op moves
+forward: a transpose that the library reads as a strided view (`reads_transposed`: a matmul's
+operand) joins its only user's kernel; it is pure, and its operand is defined before it.
 """
 
 from __future__ import annotations
@@ -64,22 +66,34 @@ def _kind(op: Operation) -> Kind:
     return "anchor" if any(fusible_epilogue(op, user) for user in users) else "single"
 
 
-def _joins(group: list[Operation], candidate: Operation, kind: Kind) -> bool:
+@dataclass
+class _Group:
+    """The ops of one kernel, in order: transposes read as views (`prologue`), then the ops that compute."""
+
+    ops: list[Operation]
+    kind: Kind
+    prologue: list[Operation]
+
+    def all_ops(self) -> list[Operation]:
+        return [*self.prologue, *self.ops]
+
+
+def _joins(group: _Group, candidate: Operation) -> bool:
     """Whether `candidate` may join the kernel being built from `group`."""
     from gnomon.runtime.codegen import generatable
     from gnomon.runtime.library import fusible_epilogue, library_kernel
 
-    last = group[-1]
+    kind, last = group.kind, group.ops[-1]
     if len(last.results) != 1 or not last.results[0].has_one_use():
         return False
     if kind == "single" or last.results[0] not in candidate.operands or not candidate.results:
         return False
     if kind == "anchor":
         # The library decides whether the whole chain, in this order, is one of its fused calls.
-        chain = [*group, candidate]
+        chain = [*group.all_ops(), candidate]
         operands = _external_operands(chain)
         return (
-            fusible_epilogue(group[0], candidate)
+            fusible_epilogue(group.ops[0], candidate)
             and library_kernel(_body(chain, operands, list(candidate.results)).block) is not None
         )
     return (
@@ -124,23 +138,26 @@ def _schedule(group: Sequence[Operation], result: SSAValue, threads: int) -> Sch
     return ScheduleAttr.get(tile, 8, list(range(rank)), threads)
 
 
-def _kernel(group: list[Operation], kind: Kind, index: int, threads: int) -> Operation:
+def _kernel(group: _Group, index: int, threads: int) -> Operation:
     from gnomon.runtime.library import library_kernel
 
-    operands = _external_operands(group)
-    results = list(group[-1].results)
-    body = _body(group, operands, results)
+    ops = group.all_ops()
+    operands = _external_operands(ops)
+    results = list(ops[-1].results)
+    body = _body(ops, operands, results)
     result_types = [result.type for result in results]
-    if kind == "generated":
-        name = "_".join(_short(op) for op in group) + f"_{index}"
-        return GeneratedOp(name, _schedule(group, results[0], threads), operands, result_types, body)
+    if group.kind == "generated":
+        name = "_".join(_short(op) for op in ops) + f"_{index}"
+        return GeneratedOp(name, _schedule(ops, results[0], threads), operands, result_types, body)
     library = library_kernel(body.block)
-    callee = library.name if library is not None else f"numpy.{_short(group[0])}"
+    callee = library.name if library is not None else f"numpy.{_short(group.ops[0])}"
     return LibraryOp(callee, operands, result_types, body)
 
 
 def partition(function: func.FuncOp, threads: int) -> None:
     """Rewrite `function`'s graph ops into kernels, in place."""
+    from gnomon.runtime.library import reads_transposed
+
     block = function.body.block
     # Constants go first (in their order), so that a kernel may be placed where its last op was.
     first_compute = next((op for op in block.ops if not isinstance(op, ConstantOp)), None)
@@ -149,19 +166,29 @@ def partition(function: func.FuncOp, threads: int) -> None:
             constant.detach()
             block.insert_op_before(constant, first_compute)
     ops = [op for op in block.ops if op.name.startswith("graph.") and not isinstance(op, ConstantOp | ReshapeOp)]
-    groups: list[tuple[list[Operation], Kind]] = []
+    prologues: dict[Operation, list[Operation]] = {}
     for op in ops:
-        if groups and _joins(groups[-1][0], op, groups[-1][1]):
-            groups[-1][0].append(op)
+        if reads_transposed(op):
+            prologues.setdefault(next(iter(op.results[0].uses)).operation, []).append(op)
+    moved = {op for prologue in prologues.values() for op in prologue}
+    groups: list[_Group] = []
+    for op in ops:
+        if op in moved:
             continue
-        groups.append(([op], _kind(op)))
-    for index, (group, kind) in enumerate(groups):
-        kernel = _kernel(group, kind, index, threads)
-        kernel.location = group[0].location
-        Rewriter.insert_op(kernel, InsertPoint.before(group[-1]))
-        for old, new in zip(group[-1].results, kernel.results, strict=True):
+        if groups and _joins(groups[-1], op):
+            groups[-1].ops.append(op)
+            continue
+        groups.append(_Group([op], _kind(op), prologues.get(op, [])))
+    for index, group in enumerate(groups):
+        kernel = _kernel(group, index, threads)
+        kernel.location = group.ops[0].location
+        last = group.ops[-1]
+        Rewriter.insert_op(kernel, InsertPoint.before(last))
+        for old, new in zip(last.results, kernel.results, strict=True):
             old.replace_all_uses_with(new)
-        for op in reversed(group):
+        for op in reversed(group.ops):
+            Rewriter.erase_op(op)
+        for op in reversed(group.prologue):
             Rewriter.erase_op(op)
 
 

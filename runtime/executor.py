@@ -11,6 +11,7 @@ next run). With profiling on, each launch is timed with `perf_counter_ns`.
 from __future__ import annotations
 
 import time
+from math import prod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -130,7 +131,10 @@ class Program:
             elif isinstance(op, rt.ConstantOp):
                 arrays[op.result] = constant_to_numpy(op.value)
             elif isinstance(op, rt.ViewOp):
-                arrays[op.result] = arrays[op.source].reshape(op.result.type.get_shape())
+                shape = op.result.type.get_shape()
+                start = op.element_offset
+                window = arrays[op.source].reshape(-1)[start : start + prod(shape)]  # views, never copies
+                arrays[op.result] = window.reshape(shape)
             elif isinstance(op, rt.LaunchOp):
                 kernel_func = kernels[op.callee.string_value()]
                 args, results = [arrays[v] for v in op.ins], [arrays[v] for v in op.outs]

@@ -30,7 +30,7 @@ from gnomon.dialects.graph.nn import BatchNormTrainOp
 from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.pipeline import load as load_path
 from gnomon.registry import DIALECTS
-from gnomon.runtime.library import TORCH_IMPLS, OneDNNPolicy, fusible_epilogue, library_kernel
+from gnomon.runtime.library import TORCH_IMPLS, OneDNNPolicy, fusible_epilogue, library_kernel, reads_transposed
 from gnomon.runtime.reference import run_reference
 from gnomon.runtime.torch_eager import TorchEagerError, TorchEagerProgram, unsupported_ops
 
@@ -555,6 +555,58 @@ def test_fused_block_matches_reference(case: str, onednn: OneDNNPolicy) -> None:
     fused = onednn == "always" or (onednn == "residual" and residual)
     assert name == (onednn_name if fused else inplace_name)
     assert_matches(outputs[0], expected[0])
+
+
+TRANSPOSED_OPERANDS = {
+    "batched_rhs": (
+        """
+        func.func @main(%z: tensor<4x3x8xf32>) -> tensor<4x3x3xf32> {
+          %t = graph.transpose %z {permutation = array<i64: 0, 2, 1>} : (tensor<4x3x8xf32>) -> tensor<4x8x3xf32>
+          %d = graph.matmul %z, %t : (tensor<4x3x8xf32>, tensor<4x8x3xf32>) -> tensor<4x3x3xf32>
+          func.return %d : tensor<4x3x3xf32>
+        }""",
+        "aten.matmul",
+    ),
+    "both_with_epilogue": (
+        """
+        func.func @main(%a: tensor<8x3xf32>, %m: tensor<5x8xf32>, %b: tensor<5xf32>) -> tensor<3x5xf32> {
+          %ta = graph.transpose %a {permutation = array<i64: 1, 0>} : (tensor<8x3xf32>) -> tensor<3x8xf32>
+          %tm = graph.transpose %m {permutation = array<i64: 1, 0>} : (tensor<5x8xf32>) -> tensor<8x5xf32>
+          %l = graph.matmul %ta, %tm : (tensor<3x8xf32>, tensor<8x5xf32>) -> tensor<3x5xf32>
+          %s = graph.add %l, %b : (tensor<3x5xf32>, tensor<5xf32>) -> tensor<3x5xf32>
+          %y = graph.relu %s : (tensor<3x5xf32>) -> tensor<3x5xf32>
+          func.return %y : tensor<3x5xf32>
+        }""",
+        "aten.matmul+add+relu",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", TRANSPOSED_OPERANDS, ids=list(TRANSPOSED_OPERANDS))
+def test_matmul_reads_transposed_operands_as_views(case: str) -> None:
+    text, name = TRANSPOSED_OPERANDS[case]
+    module = parse(text)
+    inputs = random_inputs(module)
+    kernel_name, outputs = run_kernel(function_block(module), inputs)
+    assert kernel_name == name
+    assert_matches(outputs[0], run_reference(module, inputs)[0])
+
+
+def test_only_last_two_dim_transposes_into_a_matmul_are_views() -> None:
+    ops = fused_ops("""
+    func.func @main(%z: tensor<4x4x4xf32>) -> (tensor<4x4x4xf32>, tensor<4x4x4xf32>) {
+      %batch = graph.transpose %z {permutation = array<i64: 1, 0, 2>} : (tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+      %d = graph.matmul %z, %batch : (tensor<4x4x4xf32>, tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+      %twice = graph.transpose %z {permutation = array<i64: 0, 2, 1>} : (tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+      %e = graph.matmul %d, %twice : (tensor<4x4x4xf32>, tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+      %f = graph.add %twice, %e : (tensor<4x4x4xf32>, tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+      %g = graph.transpose %e {permutation = array<i64: 0, 2, 1>} : (tensor<4x4x4xf32>) -> tensor<4x4x4xf32>
+      func.return %f, %g : tensor<4x4x4xf32>, tensor<4x4x4xf32>
+    }""")
+    batch, _, twice, _, _, returned = ops[:6]
+    assert not reads_transposed(batch)  # a batch-dim permutation: BLAS cannot read it as a view
+    assert not reads_transposed(twice)  # a second user needs it computed
+    assert not reads_transposed(returned)  # not read by a matmul
 
 
 def test_single_softmax_kernel_writes_into_its_buffer() -> None:

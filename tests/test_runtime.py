@@ -119,6 +119,47 @@ def test_memory_plan_verifier_rejects_overlap() -> None:
         verify_plan(function)
 
 
+class DenseBlock(torch.nn.Module):
+    """Two DenseNet layers: each concatenates its input with a new conv's features, so the concats nest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.first = torch.nn.Conv2d(4, 3, 3, padding=1)
+        self.second = torch.nn.Conv2d(7, 3, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(x)
+        x = torch.cat([x, torch.relu(self.first(x))], dim=1)
+        return torch.cat([x, torch.relu(self.second(x))], dim=1)
+
+
+def test_nested_concats_are_written_in_place_and_match_eager() -> None:
+    model = DenseBlock().eval()
+    inputs = (torch.randn(1, 4, 8, 8),)
+    executable = gnomon.compile(model, example_inputs=inputs)
+    ops = list(rt_functions(executable.module)[0].body.block.ops)
+    launched = [op.callee.string_value() for op in ops if isinstance(op, rt.LaunchOp)]
+    windows = [op for op in ops if isinstance(op, rt.ViewOp) and op.offset is not None]
+    assert not any(name.startswith("concat") for name in launched)
+    assert len(windows) == 4  # relu(x), the two convs' outputs, and the first concat inside the second
+    with torch.no_grad():
+        expected = model(*inputs).numpy()
+    assert relative_l2(executable(*inputs)[0], expected) <= 1e-6
+    size, bound = arena(executable)
+    assert size <= 1.05 * bound
+
+
+def test_memory_plan_verifier_rejects_overlapping_concat_slots() -> None:
+    executable = gnomon.compile(DenseBlock().eval(), example_inputs=(torch.randn(1, 4, 8, 8),))
+    function = rt_functions(executable.module)[0]
+    relu_slot, conv_slot = [op for op in function.body.block.ops if isinstance(op, rt.ViewOp)][:2]
+    assert relu_slot.element_offset == 0 and conv_slot.element_offset == 4 * 8 * 8
+    conv_slot.offset = IntegerAttr(128, 64)  # half over relu(x)'s slot
+    with pytest.raises(MemoryPlanError, match=r"windows overlap: @conv_relu_\d+ writes elements 128..320"):
+        verify_plan(function)
+
+
 class TestInputChecks:
     @pytest.fixture(scope="class")
     def executable(self) -> Executable:

@@ -68,3 +68,26 @@ func.func @shared_value(%x: tensor<4x8xf32>) -> tensor<1xf32> {
   %q = graph.reduce_sum %v {axes = array<i64: 0>, keepdims = true} : (tensor<32xf32>) -> tensor<1xf32>
   func.return %q : tensor<1xf32>
 }
+
+// A transpose of a matmul operand's last two dims joins the matmul's kernel, where BLAS reads it as a
+// transposed view (DLRM's interaction). A transpose with a second user is computed.
+
+// CHECK-LABEL: func.func @transposed_operand(
+// CHECK-SAME:      %[[Z:.*]]: tensor<4x3x8xf32>)
+// CHECK-NEXT:    %[[D:.*]] = kernel.library "aten.matmul"(%[[Z]]) : (tensor<4x3x8xf32>) -> tensor<4x3x3xf32> {
+// CHECK-NEXT:    ^{{.*}}(%[[Z1:.*]]: tensor<4x3x8xf32>):
+// CHECK-NEXT:      %[[T:.*]] = graph.transpose %[[Z1]] {permutation = array<i64: 0, 2, 1>}
+// CHECK-NEXT:      %[[M:.*]] = graph.matmul %[[Z1]], %[[T]]
+// CHECK-NEXT:      kernel.yield %[[M]] : tensor<4x3x3xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %[[U:.*]] = kernel.generated "transpose_1"(%[[D]])
+// CHECK:         kernel.library "aten.matmul"(%[[D]], %[[U]])
+// CHECK:         kernel.generated "add_3"(%[[U]],
+func.func @transposed_operand(%z: tensor<4x3x8xf32>) -> (tensor<4x3x3xf32>, tensor<4x3x3xf32>) {
+  %t = graph.transpose %z {permutation = array<i64: 0, 2, 1>} : (tensor<4x3x8xf32>) -> tensor<4x8x3xf32>
+  %d = graph.matmul %z, %t : (tensor<4x3x8xf32>, tensor<4x8x3xf32>) -> tensor<4x3x3xf32>
+  %u = graph.transpose %d {permutation = array<i64: 0, 2, 1>} : (tensor<4x3x3xf32>) -> tensor<4x3x3xf32>
+  %e = graph.matmul %d, %u : (tensor<4x3x3xf32>, tensor<4x3x3xf32>) -> tensor<4x3x3xf32>
+  %f = graph.add %u, %e : (tensor<4x3x3xf32>, tensor<4x3x3xf32>) -> tensor<4x3x3xf32>
+  func.return %e, %f : tensor<4x3x3xf32>, tensor<4x3x3xf32>
+}

@@ -14,7 +14,9 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
   tiles re-read less, small ones keep more SMs busy. A CPU's caches hold square blocks that fill a third of a level.
 - depthwise convolution: a stencil on the vector units (one input channel per output channel leaves matrix units
   nothing to reuse), usually memory-bound.
-- elementwise, reductions, normalizations, pooling and data movement: by bytes, at the bandwidth of the innermost
+- pooling: its window reductions at `pool` of the vector peak (ATen's CPU pooling loops run far below the vector
+  units), or its bytes, whichever takes longer;
+- elementwise, reductions, normalizations and data movement: by bytes, at the bandwidth of the innermost
   level that holds the op's working set between kernels (on a GPU, L2 or HBM: per-SM memory does not keep data
   from one kernel to the next), plus the per-kernel launch.
 - embedding lookups and bags: each distinct row is fetched once from wherever the table lives, in whole access
@@ -41,7 +43,15 @@ from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import DropoutOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
-from gnomon.dialects.graph.nn import AttentionOp, ConvOp, ConvTransposeOp
+from gnomon.dialects.graph.nn import (
+    AdaptivePoolOp,
+    AttentionOp,
+    AvgPoolOp,
+    ConvOp,
+    ConvTransposeOp,
+    GlobalPoolOp,
+    MaxPoolOp,
+)
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
 from gnomon.passes.cost.roofline import (
     VIEW_OPS,
@@ -76,6 +86,8 @@ class Efficiency:
     """Fraction of the vector (fp32) peak elementwise code sustains."""
     depthwise: float
     """Fraction of the vector peak a depthwise convolution sustains."""
+    pool: float
+    """Fraction of the vector peak a pooling kernel's window reductions sustain."""
     stream: float
     """Fraction of a memory level's bandwidth a streaming kernel sustains."""
     access_bytes: int
@@ -84,13 +96,13 @@ class Efficiency:
 
 GPU_EFFICIENCY = Efficiency(
     gemm=0.8, gemm_tile_m=256, gemm_tile_n=128, gemm_min_tile=32, gemm_k_overhead=32,
-    vector=0.5, depthwise=0.3, stream=0.85, access_bytes=32,
+    vector=0.5, depthwise=0.3, pool=0.3, stream=0.85, access_bytes=32,
 )  # fmt: skip
 """Typical of cuBLAS/CUTLASS-class kernels (tiles up to 256 x 128): starting values for calibration, not measured."""
 
 CPU_EFFICIENCY = Efficiency(
     gemm=0.85, gemm_tile_m=6, gemm_tile_n=16, gemm_min_tile=16, gemm_k_overhead=8,
-    vector=0.5, depthwise=0.3, stream=0.7, access_bytes=64,
+    vector=0.5, depthwise=0.3, pool=0.1, stream=0.7, access_bytes=64,
 )  # fmt: skip
 """Typical of an AVX2 BLAS (a 6 x 16 fp32 register block): starting values for calibration, not measurements."""
 
@@ -259,6 +271,8 @@ def _kernel(op: GraphOperation, work: OpWork, device: Device, eff: Efficiency) -
             return _gemm(model, gemm_shapes(op), traffic, work, device, eff)
         case AttentionOp():
             return _attention(op, work, device, eff)
+        case MaxPoolOp() | AvgPoolOp() | GlobalPoolOp() | AdaptivePoolOp():
+            return _stream("pool", work, device, eff, device.peak(work.peak_key) * eff.pool)
         case EmbeddingOp() | EmbeddingBagOp():
             return _embedding(op, work, device, eff)
         case _:

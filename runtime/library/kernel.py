@@ -17,6 +17,11 @@ Two ways to run an epilogue:
 - the anchor's out= kernel (addmm, mm, matmul; a copy for conv), then each epilogue op's out= kernel in
   place on the output, while it is still in cache.
 
+A matmul operand may also come through a transpose of its last two dims (`reads_transposed`): the
+kernel then reads the transpose's input as a strided view, which BLAS takes as a transposed operand
+(DLRM's `stacked @ stacked.transpose(1, 2)` ran in 100 us, against 280 us for the same bmm on a
+transposed copy, here), and the transpose is never materialized.
+
 Which one a float32 conv takes is `library_kernel`'s `onednn` option: "residual" (the default) fuses
 in oneDNN the epilogues with a residual add, and runs the others in place. That is what
 `bench/library_epilogue.py` measured on ResNet-50's convolutions over contiguous NCHW buffers (1 and
@@ -45,6 +50,7 @@ from xdsl.traits import IsTerminator
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph import linalg, nn
 from gnomon.dialects.graph.base import ints
+from gnomon.dialects.graph.tensor import TransposeOp
 from gnomon.runtime.library.base import (
     OUT_IMPLS,
     TORCH_IMPLS,
@@ -306,6 +312,38 @@ def _residual_chain(conv: nn.ConvOp, epilogue: _Epilogue) -> SSAValue:
     return conv.result if epilogue.bias is None else epilogue.bias.result
 
 
+# ---- transposed operands ----
+
+
+def reads_transposed(transpose: Operation) -> bool:
+    """Whether a transpose can be a strided view inside its user's library kernel: it swaps the last two dims
+    and its only use is a matmul, which BLAS runs on a transposed operand at no cost."""
+    if not isinstance(transpose, TransposeOp) or not transpose.result.has_one_use():
+        return False
+    perm = list(ints(transpose.permutation))
+    swapped = len(perm) >= 2 and perm == [*range(len(perm) - 2), len(perm) - 1, len(perm) - 2]
+    return swapped and isinstance(next(iter(transpose.result.uses)).operation, linalg.MatmulOp)
+
+
+def _without_transposes(block: Block) -> tuple[Block, list[tuple[int, tuple[int, ...]]]]:
+    """The block with its leading transposes of arguments (`reads_transposed`) turned into extra arguments, and
+    for each extra argument the position of the argument it views and the permutation."""
+    ops = list(block.ops)
+    count = 0
+    while count < len(ops) and reads_transposed(ops[count]) and ops[count].operands[0] in block.args:
+        count += 1
+    if count == 0:
+        return block, []
+    transposes = cast("list[TransposeOp]", ops[:count])
+    stripped = Block(arg_types=[*block.arg_types, *(t.result.type for t in transposes)])
+    mapping: dict[SSAValue, SSAValue] = dict(zip(block.args, stripped.args, strict=False))
+    mapping |= {t.result: stripped.args[len(block.args) + i] for i, t in enumerate(transposes)}
+    for op in ops[count:]:
+        stripped.add_op(op.clone(value_mapper=mapping))
+    views = [(list(block.args).index(t.input), tuple(ints(t.permutation))) for t in transposes]
+    return stripped, views
+
+
 OneDNNPolicy = Literal["residual", "always", "never"]
 """Which float32 conv epilogues `library_kernel` fuses in oneDNN: those with a residual add, all, or none."""
 
@@ -316,8 +354,19 @@ def library_kernel(block: Block, *, onednn: OneDNNPolicy = "residual") -> Librar
     The block's arguments are the kernel's operands; its ops are graph ops and a terminator (any op
     with IsTerminator) returning the kernel's results. Supported: one graph op with a torch
     implementation, or an anchor with a fusible epilogue (see the module docstring) returning the
-    epilogue's result. `onednn` says which conv epilogues oneDNN fuses (see the module docstring).
+    epilogue's result, either after transposes of arguments that `reads_transposed` accepts. `onednn`
+    says which conv epilogues oneDNN fuses (see the module docstring).
     """
+    stripped, views = _without_transposes(block)
+    if views:
+        inner = library_kernel(stripped, onednn=onednn)
+        if inner is None:
+            return None
+
+        def binder(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+            return inner.binder([*args, *(args[p].permute(perm) for p, perm in views)], results)
+
+        return LibraryKernel(inner.name, binder)
     ops = list(block.ops)
     if len(ops) < 2 or not ops[-1].has_trait(IsTerminator):
         return None

@@ -3,9 +3,25 @@
 // One case per message of the rt dialect's verifiers.
 
 func.func @view_count(%x: memref<4x8xf32>) -> memref<16xf32> {
-  // CHECK: rt.view: memref<4x8xf32> and memref<16xf32> differ in element type or count
+  // CHECK: rt.view: memref<4x8xf32> and memref<16xf32> differ in element count
   %v = rt.view %x : memref<4x8xf32> -> memref<16xf32>
   func.return %v : memref<16xf32>
+}
+
+// -----
+
+func.func @view_window(%x: memref<4x8xf32>) -> memref<16xf32> {
+  // CHECK: rt.view: elements 24..40 of memref<16xf32> do not lie within memref<4x8xf32>
+  %v = rt.view %x [24] : memref<4x8xf32> -> memref<16xf32>
+  func.return %v : memref<16xf32>
+}
+
+// -----
+
+func.func @view_element_type(%x: memref<4x8xf32>) -> memref<32xi32> {
+  // CHECK: rt.view: memref<4x8xf32> and memref<32xi32> differ in element type
+  %v = rt.view %x : memref<4x8xf32> -> memref<32xi32>
+  func.return %v : memref<32xi32>
 }
 
 // -----

@@ -20,6 +20,7 @@ kernel.func @relu_1(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> attributes {
 // CHECK-NEXT:    %[[B1:.*]] = rt.buffer 0 : memref<1x2x4x4xf32>
 // CHECK-NEXT:    rt.launch @relu_1(%[[B0]]) outs(%[[B1]]) : (memref<1x2x4x4xf32>) -> (memref<1x2x4x4xf32>)
 // CHECK-NEXT:    %[[V:.*]] = rt.view %[[B1]] : memref<1x2x4x4xf32> -> memref<1x32xf32>
+// CHECK-NEXT:    %{{.*}} = rt.view %[[B1]] [16] : memref<1x2x4x4xf32> -> memref<1x1x4x4xf32>
 // CHECK-NEXT:    func.return %[[V]] : memref<1x32xf32>
 func.func @main(%x: memref<1x3x4x4xf32>) -> memref<1x32xf32> attributes {rt.arena_size = 128 : i64} {
   %w = rt.constant dense<0.5> : tensor<2x3x1x1xf32> -> memref<2x3x1x1xf32>
@@ -28,5 +29,6 @@ func.func @main(%x: memref<1x3x4x4xf32>) -> memref<1x32xf32> attributes {rt.aren
   %b1 = rt.buffer 0 : memref<1x2x4x4xf32>
   rt.launch @relu_1(%b0) outs(%b1) : (memref<1x2x4x4xf32>) -> (memref<1x2x4x4xf32>)
   %v = rt.view %b1 : memref<1x2x4x4xf32> -> memref<1x32xf32>
+  %second_channel = rt.view %b1 [16] : memref<1x2x4x4xf32> -> memref<1x1x4x4xf32>
   func.return %v : memref<1x32xf32>
 }
