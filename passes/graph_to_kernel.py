@@ -97,9 +97,7 @@ def _joins(group: _Group, candidate: Operation) -> bool:
             and library_kernel(_body(chain, operands, list(candidate.results)).block) is not None
         )
     return (
-        isinstance(candidate, POINTWISE)
-        and generatable(candidate)
-        and _result_shape(candidate) == _result_shape(last)
+        isinstance(candidate, POINTWISE) and generatable(candidate) and _result_shape(candidate) == _result_shape(last)
     )
 
 

@@ -38,9 +38,9 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import SymbolTable
 
 from gnomon.dialects import kernel, rt
+from gnomon.dialects.graph.base import ints, normalize_axis
 from gnomon.dialects.graph.constant_values import numpy_dtype
 from gnomon.dialects.graph.elementwise import POINTWISE
-from gnomon.dialects.graph.base import ints, normalize_axis
 from gnomon.dialects.graph.tensor import ConcatOp, ConstantOp, ReshapeOp, SliceOp
 from gnomon.errors import GnomonError
 from gnomon.runtime.memory_plan import Buffer, MemoryPlan, MemoryPlanError, plan, verify

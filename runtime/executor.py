@@ -11,9 +11,9 @@ next run). With profiling on, each launch is timed with `perf_counter_ns`.
 from __future__ import annotations
 
 import time
-from math import prod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from math import prod
 
 import numpy as np
 from xdsl.dialects import func

@@ -557,6 +557,43 @@ def test_fused_block_matches_reference(case: str, onednn: OneDNNPolicy) -> None:
     assert_matches(outputs[0], expected[0])
 
 
+POINTWISE_CONV = """
+    func.func @main(%x: tensor<2x6x5x5xf32>, %w: tensor<4x6x1x1xf32>, %b: tensor<4xf32>, %r: tensor<2x4x5x5xf32>)
+        -> tensor<2x4x5x5xf32> {
+      %c = graph.conv %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>,
+          dilations = array<i64: 1, 1>, groups = 1 : i64}
+          : (tensor<2x6x5x5xf32>, tensor<4x6x1x1xf32>, tensor<4xf32>) -> tensor<2x4x5x5xf32>
+      %s = graph.add %c, %r : (tensor<2x4x5x5xf32>, tensor<2x4x5x5xf32>) -> tensor<2x4x5x5xf32>
+      %y = graph.relu %s : (tensor<2x4x5x5xf32>) -> tensor<2x4x5x5xf32>
+      func.return %y : tensor<2x4x5x5xf32>
+    }"""
+
+
+@pytest.mark.parametrize("onednn", ["never", "residual"])
+def test_pointwise_conv_is_a_blas_product_per_image(onednn: OneDNNPolicy) -> None:
+    # A 1x1 stride-1 conv is W @ x[n] into the output, its residual add and relu in place, even where
+    # the policy would fuse a residual in oneDNN: BLAS is the faster half.
+    module = parse(POINTWISE_CONV)
+    inputs = random_inputs(module)
+    name, outputs = run_kernel(function_block(module), inputs, onednn)
+    assert name == "aten.mm+add+relu"
+    assert_matches(outputs[0], run_reference(module, inputs)[0])
+
+
+def test_pointwise_conv_without_bias_alone() -> None:
+    module = parse("""
+    func.func @main(%x: tensor<1x6x5x5xf32>, %w: tensor<4x6x1x1xf32>) -> tensor<1x4x5x5xf32> {
+      %c = graph.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>,
+          dilations = array<i64: 2, 2>, groups = 1 : i64}
+          : (tensor<1x6x5x5xf32>, tensor<4x6x1x1xf32>) -> tensor<1x4x5x5xf32>
+      func.return %c : tensor<1x4x5x5xf32>
+    }""")
+    inputs = random_inputs(module)
+    name, outputs = run_kernel(function_block(module), inputs)
+    assert name == "aten.mm"
+    assert_matches(outputs[0], run_reference(module, inputs)[0])
+
+
 TRANSPOSED_OPERANDS = {
     "batched_rhs": (
         """

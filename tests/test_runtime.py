@@ -154,7 +154,8 @@ def test_memory_plan_verifier_rejects_overlapping_concat_slots() -> None:
     executable = gnomon.compile(DenseBlock().eval(), example_inputs=(torch.randn(1, 4, 8, 8),))
     function = rt_functions(executable.module)[0]
     relu_slot, conv_slot = [op for op in function.body.block.ops if isinstance(op, rt.ViewOp)][:2]
-    assert relu_slot.element_offset == 0 and conv_slot.element_offset == 4 * 8 * 8
+    assert relu_slot.element_offset == 0
+    assert conv_slot.element_offset == 4 * 8 * 8
     conv_slot.offset = IntegerAttr(128, 64)  # half over relu(x)'s slot
     with pytest.raises(MemoryPlanError, match=r"windows overlap: @conv_relu_\d+ writes elements 128..320"):
         verify_plan(function)

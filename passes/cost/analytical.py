@@ -38,7 +38,7 @@ from dataclasses import dataclass, fields, replace
 
 from xdsl.ir import Operation, SSAValue
 
-from gnomon.devices import Device, DeviceError, MemoryLevel
+from gnomon.devices import Device, DeviceError
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import DropoutOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
@@ -74,6 +74,9 @@ class Efficiency:
 
     gemm: float
     """Fraction of the matrix peak a large GEMM's main loop sustains."""
+    conv: float
+    """Fraction of the matrix peak a large convolution's main loop sustains (oneDNN's direct convolutions are not
+    the BLAS GEMMs of `gemm`)."""
     gemm_tile_m: int
     """Rows of the largest output tile a core computes at once (a CUDA thread block; a CPU register block)."""
     gemm_tile_n: int
@@ -89,20 +92,22 @@ class Efficiency:
     pool: float
     """Fraction of the vector peak a pooling kernel's window reductions sustain."""
     stream: float
-    """Fraction of a memory level's bandwidth a streaming kernel sustains."""
+    """Fraction of a cache level's bandwidth a streaming kernel sustains."""
+    stream_dram: float
+    """Fraction of DRAM's (HBM's) bandwidth a streaming kernel sustains."""
     access_bytes: int
     """The granule of a random access: a cache line on a CPU, a DRAM sector on a GPU."""
 
 
 GPU_EFFICIENCY = Efficiency(
-    gemm=0.8, gemm_tile_m=256, gemm_tile_n=128, gemm_min_tile=32, gemm_k_overhead=32,
-    vector=0.5, depthwise=0.3, pool=0.3, stream=0.85, access_bytes=32,
+    gemm=0.8, conv=0.8, gemm_tile_m=256, gemm_tile_n=128, gemm_min_tile=32, gemm_k_overhead=32,
+    vector=0.5, depthwise=0.3, pool=0.3, stream=0.85, stream_dram=0.85, access_bytes=32,
 )  # fmt: skip
 """Typical of cuBLAS/CUTLASS-class kernels (tiles up to 256 x 128): starting values for calibration, not measured."""
 
 CPU_EFFICIENCY = Efficiency(
-    gemm=0.85, gemm_tile_m=6, gemm_tile_n=16, gemm_min_tile=16, gemm_k_overhead=8,
-    vector=0.5, depthwise=0.3, pool=0.1, stream=0.7, access_bytes=64,
+    gemm=0.85, conv=0.85, gemm_tile_m=6, gemm_tile_n=16, gemm_min_tile=16, gemm_k_overhead=8,
+    vector=0.5, depthwise=0.3, pool=0.1, stream=0.7, stream_dram=0.7, access_bytes=64,
 )  # fmt: skip
 """Typical of an AVX2 BLAS (a 6 x 16 fp32 register block): starting values for calibration, not measurements."""
 
@@ -201,7 +206,7 @@ def group_cost(ops: Sequence[GraphOperation], device: Device) -> OpCost:
     moved = sum(reads.values()) + sum(writes.values())
     if all(isinstance(op, VIEW_OPS) for op in ops):
         return _cost(flops, moved, compute_roof, _Kernel("view", 0.0, 0.0), device)
-    memory_s = moved / (_resident(device, moved).bandwidth_bytes_per_s * eff.stream)
+    memory_s = moved / _sustained(device, eff, _resident_index(device, moved))
     return _cost(flops, moved, compute_roof, _Kernel("fused", compute_s, memory_s, reuse_s), device)
 
 
@@ -238,8 +243,10 @@ def _escapes(value: SSAValue, members: set[Operation]) -> bool:
     return False
 
 
-def _resident(device: Device, working_set: int) -> MemoryLevel:
-    return device.memory[_resident_index(device, working_set)]
+def _sustained(device: Device, eff: Efficiency, level: int) -> float:
+    """Bytes per second a streaming kernel moves from memory level `level`."""
+    dram = level == len(device.memory) - 1
+    return device.memory[level].bandwidth_bytes_per_s * (eff.stream_dram if dram else eff.stream)
 
 
 def _resident_index(device: Device, working_set: int) -> int:
@@ -286,7 +293,7 @@ def _is_depthwise(op: ConvOp) -> bool:
 
 def _stream(model: str, work: OpWork, device: Device, eff: Efficiency, flop_rate: float) -> _Kernel:
     """A kernel that streams its bytes once, from the level that holds them, computing at `flop_rate`."""
-    bandwidth = _resident(device, work.bytes).bandwidth_bytes_per_s * eff.stream
+    bandwidth = _sustained(device, eff, _resident_index(device, work.bytes))
     return _Kernel(model, work.flops / flop_rate, work.bytes / bandwidth)
 
 
@@ -312,12 +319,15 @@ def _tile_edges(largest: int, smallest: int) -> list[int]:
     return edges
 
 
-def _gemm_compute_s(shape: GemmShape, tile: tuple[int, int], peak: float, device: Device, eff: Efficiency) -> float:
-    """Tiles run in waves over the cores; a partial wave, a padded tile and each tile's K overhead all cost time."""
+def _gemm_compute_s(
+    shape: GemmShape, tile: tuple[int, int], peak: float, fraction: float, device: Device, eff: Efficiency
+) -> float:
+    """Tiles run in waves over the cores, each core at `fraction` of its peak; a partial wave, a padded tile and
+    each tile's K overhead all cost time."""
     tile_m, tile_n = tile
     tiles = shape.batch * math.ceil(shape.m / tile_m) * math.ceil(shape.n / tile_n)
     waves = math.ceil(tiles / device.cores)
-    return waves * 2 * tile_m * tile_n * (shape.k + eff.gemm_k_overhead) / (peak / device.cores * eff.gemm)
+    return waves * 2 * tile_m * tile_n * (shape.k + eff.gemm_k_overhead) / (peak / device.cores * fraction)
 
 
 def _gemm_memory_s(
@@ -347,7 +357,8 @@ def _gemm_memory_s(
             + traffic.c_bytes
         )
         slowest = max(slowest, moved / device.memory[index + 1].bandwidth_bytes_per_s)
-    return compulsory / eff.stream, (slowest - compulsory) / eff.stream
+    factor = _sustained(device, eff, resident) / device.memory[resident].bandwidth_bytes_per_s
+    return compulsory / factor, (slowest - compulsory) / factor
 
 
 def _gemm(
@@ -360,7 +371,8 @@ def _gemm(
     for tile_m in _tile_edges(eff.gemm_tile_m, eff.gemm_min_tile):
         for tile_n in _tile_edges(eff.gemm_tile_n, eff.gemm_min_tile):
             tile = (tile_m, tile_n)
-            compute_s = sum(_gemm_compute_s(shape, tile, peak, device, eff) for shape in shapes)
+            fraction = eff.conv if model == "conv" else eff.gemm
+            compute_s = sum(_gemm_compute_s(shape, tile, peak, fraction, device, eff) for shape in shapes)
             memory_s, reuse_s = _gemm_memory_s(shapes[0], tile, traffic, device, eff)
             kernel = _Kernel(model, compute_s, memory_s, reuse_s)
             if best is None or _rank(kernel) < _rank(best):
@@ -393,10 +405,9 @@ def _embedding(op: EmbeddingOp | EmbeddingBagOp, work: OpWork, device: Device, e
     row_bytes = static_shape(op.table)[1] * element_bytes(op.table)
     fetched = math.ceil(row_bytes / eff.access_bytes) * eff.access_bytes * distinct
     rest = work.bytes - distinct * row_bytes
-    table_level = _resident(device, nbytes(op.table))
-    hot_level = _resident(device, distinct * row_bytes + rest)
-    memory_s = (
-        fetched / table_level.bandwidth_bytes_per_s
-        + ((lookups - distinct) * row_bytes + rest) / hot_level.bandwidth_bytes_per_s
-    ) / eff.stream
+    table_level = _resident_index(device, nbytes(op.table))
+    hot_level = _resident_index(device, distinct * row_bytes + rest)
+    memory_s = fetched / _sustained(device, eff, table_level) + ((lookups - distinct) * row_bytes + rest) / _sustained(
+        device, eff, hot_level
+    )
     return _Kernel("embedding", work.flops / (device.peak(work.peak_key) * eff.vector), memory_s)

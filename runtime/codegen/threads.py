@@ -100,9 +100,7 @@ def _pool(compiler: str) -> Any:
         with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
             source, shared = Path(scratch, "pool.c"), Path(scratch, "pool.so")
             source.write_text(_POOL_SOURCE)
-            subprocess.run(
-                [compiler, "-O2", "-shared", "-fPIC", "-o", str(shared), str(source), "-ldl"], check=True
-            )
+            subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(shared), str(source), "-ldl"], check=True)
             write_atomically(path, shared.read_bytes())
     library = ctypes.CDLL(str(path))
     parallel = library.gnomon_parallel
