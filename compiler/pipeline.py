@@ -58,12 +58,17 @@ def _name_input_dims(module: ModuleOp, names: Sequence[tuple[str, ...]]) -> None
 
 
 def verify_after(module: ModuleOp, source: str, after: str) -> None:
-    """A program that stops verifying is gnomon's bug, not the user's: say so, in one line."""
+    """A program that stops verifying is gnomon's bug, not the user's: say so, in one line. One exception: a
+    reshape whose element counts disagree, because the model fixes sizes (often the batch) that the input
+    shapes given to it change."""
     try:
         module.verify()
     except VerifyException as error:
         lines = [line for line in str(error).splitlines() if "does not verify" in line or line.startswith("graph.")]
         detail = lines[0].strip(" |") if lines else str(error).strip().splitlines()[0]
+        if "graph.reshape: input" in detail and " elements, result " in detail:
+            message = f"the input shapes do not fit {source}: a reshape in the model fixes its sizes ({detail})"
+            raise GnomonError(message) from error
         raise GnomonError(f"internal error: the graph of {source} does not verify after {after}: {detail}") from error
 
 

@@ -141,6 +141,21 @@ def test_input_shape_errors_name_the_input(tmp_path: Path):
     assert str(error.value) == f"--input-shape x=1x3 has rank 2 but input 'x' of {path} has rank 4"
 
 
+def test_a_batch_the_model_fixes_is_a_shape_error_not_an_internal_one():
+    from gnomon.bundled import model_path
+    from gnomon.errors import GnomonError
+    from gnomon.pipeline import load
+
+    path = model_path("light_bvlc_alexnet")
+    name = onnx.load(str(path), load_external_data=False).graph.input[0].name
+    with pytest.raises(GnomonError) as error:
+        load(path, input_shapes={name: [2, 3, 224, 224]})
+    assert str(error.value) == (
+        "the input shapes do not fit light_bvlc_alexnet.onnx: a reshape in the model fixes its sizes "
+        "(graph.reshape: input [2, 256, 6, 6] has 18432 elements, result [1, 9216] has 9216)"
+    )
+
+
 def test_file_errors(tmp_path: Path):
     missing = tmp_path / "missing.onnx"
     with pytest.raises(ModelLoadError) as error:

@@ -14,9 +14,12 @@ from gnomon.runtime.library.base import Launch, TorchFn, out_impl, torch_impl
 def wrapped(indices: torch.Tensor, size: int) -> torch.Tensor:
     """Negative indices count from the end, as NumPy's (and ONNX Gather's) do; ATen's lookups reject them.
 
-    One remainder (half the time of a select on the sign): indices outside [-size, size), which NumPy
-    rejects, wrap around too.
+    Most index tensors have none, so the minimum is checked first: 3-5 us on DLRM's 5120 indices, a
+    third of the remainder that wraps them. Negative indices below -size, which NumPy rejects, wrap
+    around too; indices of size and above reach ATen, which raises.
     """
+    if indices.numel() == 0 or int(indices.min()) >= 0:
+        return indices
     return torch.remainder(indices, size)
 
 
