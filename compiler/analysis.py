@@ -439,7 +439,11 @@ class Step:
 def kernel_cost(kernel_func: kernel.FuncOp, device: Device) -> OpCost:
     """What one launch of a kernel costs: its body as one fused group, or its one op's own model."""
     ops = [op for op in kernel_func.body.block.ops if isinstance(op, GraphOperation)]
-    return op_cost(ops[0], device) if len(ops) == 1 else group_cost(ops, device)
+    # The runtime runs a 1x1 convolution as a BLAS product (its library call is then `aten.mm`).
+    as_gemm = kernel_func.callee is not None and kernel_func.callee.data.startswith("aten.mm")
+    if len(ops) == 1:
+        return op_cost(ops[0], device, conv_as_gemm=as_gemm)
+    return group_cost(ops, device, conv_as_gemm=as_gemm)
 
 
 def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:

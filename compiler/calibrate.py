@@ -20,12 +20,11 @@ What it measures, in well under a minute (`quick` shrinks every problem, for tes
   cost: a suite of kernels (GEMMs, convolutions, a depthwise convolution, elementwise, broadcast affine, transpose,
   softmax, normalization, pooling, concatenation, each family at a large and a small size, so that the fixed cost
   and the rates separate; generated and library kernels in separate programs, so that the wait above stays out) is
-  compiled and profiled through the runtime, and `gemm`, `conv`, `gemm_k_overhead`, `vector`, `depthwise`,
-  `pool`, `stream`, `stream_dram` and the launch overhead are fitted by coordinate descent to minimize the mean
-  absolute log error of the per-kernel predictions (launch overhead plus kernel time, as `gnomon analyze` predicts
-  them). The launch overhead only grows from the tiny kernel's: a kernel that runs on several cores also wakes their
-  threads.
-  The suite's shapes are not the benchmark models' own.
+  compiled and profiled through the runtime, and `gemm`, `conv`, `conv_call_s`, `gemm_k_overhead`, `vector`,
+  `depthwise`, `pool`, `stream`, `stream_dram` and the launch overhead are fitted by coordinate descent to minimize
+  the mean absolute log error of the per-kernel predictions (launch overhead plus kernel time, as `gnomon analyze`
+  predicts them). The launch overhead only grows from the tiny kernel's. The suite's shapes are not the benchmark
+  models' own.
 
 The device file says `calibrated = true`; its `source` names the machine and what was measured.
 """
@@ -63,12 +62,13 @@ __all__ = [
     "suite_texts",
 ]
 
-FITTED = ("gemm", "conv", "gemm_k_overhead", "vector", "depthwise", "pool", "stream", "stream_dram")
+FITTED = ("gemm", "conv", "conv_call_s", "gemm_k_overhead", "vector", "depthwise", "pool", "stream", "stream_dram")
 """The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
 LAUNCH = "launch_overhead_s"
 BOUNDS: dict[str, tuple[float, float]] = {
     "gemm": (0.02, 1.0),
     "conv": (0.02, 1.0),
+    "conv_call_s": (1e-7, 1e-3),
     "gemm_k_overhead": (1, 1024),  # a device file's factors are positive
     "vector": (0.005, 1.0),
     "depthwise": (0.005, 1.0),

@@ -77,6 +77,9 @@ class Efficiency:
     conv: float
     """Fraction of the matrix peak a large convolution's main loop sustains (oneDNN's direct convolutions are not
     the BLAS GEMMs of `gemm`)."""
+    conv_call_s: float
+    """Seconds a convolution call takes beyond its launch and main loop: a library's reorders of plain (NCHW) data
+    to its blocked layout and back, and its setup; what makes small convolutions slow."""
     gemm_tile_m: int
     """Rows of the largest output tile a core computes at once (a CUDA thread block; a CPU register block)."""
     gemm_tile_n: int
@@ -100,13 +103,13 @@ class Efficiency:
 
 
 GPU_EFFICIENCY = Efficiency(
-    gemm=0.8, conv=0.8, gemm_tile_m=256, gemm_tile_n=128, gemm_min_tile=32, gemm_k_overhead=32,
+    gemm=0.8, conv=0.8, conv_call_s=0.0, gemm_tile_m=256, gemm_tile_n=128, gemm_min_tile=32, gemm_k_overhead=32,
     vector=0.5, depthwise=0.3, pool=0.3, stream=0.85, stream_dram=0.85, access_bytes=32,
 )  # fmt: skip
 """Typical of cuBLAS/CUTLASS-class kernels (tiles up to 256 x 128): starting values for calibration, not measured."""
 
 CPU_EFFICIENCY = Efficiency(
-    gemm=0.85, conv=0.85, gemm_tile_m=6, gemm_tile_n=16, gemm_min_tile=16, gemm_k_overhead=8,
+    gemm=0.85, conv=0.85, conv_call_s=20e-6, gemm_tile_m=6, gemm_tile_n=16, gemm_min_tile=16, gemm_k_overhead=8,
     vector=0.5, depthwise=0.3, pool=0.1, stream=0.7, stream_dram=0.7, access_bytes=64,
 )  # fmt: skip
 """Typical of an AVX2 BLAS (a 6 x 16 fp32 register block): starting values for calibration, not measurements."""
@@ -175,15 +178,16 @@ class _Kernel:
     """What re-reading operand blocks that miss a cache level adds to `memory_s`."""
 
 
-def op_cost(op: GraphOperation, device: Device) -> OpCost:
-    """The cost of one graph op on `device`; a CostModelError if its shapes are not static."""
+def op_cost(op: GraphOperation, device: Device, *, conv_as_gemm: bool = False) -> OpCost:
+    """The cost of one graph op on `device`; a CostModelError if its shapes are not static. With `conv_as_gemm` a
+    convolution is priced as the BLAS product a runtime computes it with (gnomon's, for 1x1 convolutions)."""
     work = op_work(op)
-    kernel = _kernel(op, work, device, efficiency(device))
+    kernel = _kernel(op, work, device, efficiency(device), conv_as_gemm)
     compute_roof = work.flops / device.peak(work.peak_key) if work.flops else 0.0
     return _cost(work.flops, work.bytes, compute_roof, kernel, device)
 
 
-def group_cost(ops: Sequence[GraphOperation], device: Device) -> OpCost:
+def group_cost(ops: Sequence[GraphOperation], device: Device, *, conv_as_gemm: bool = False) -> OpCost:
     """The cost of `ops` fused into one kernel: only the bytes that cross the group's boundary count."""
     if not ops:
         raise CostModelError("cost model: a fused group needs at least one op")
@@ -194,7 +198,7 @@ def group_cost(ops: Sequence[GraphOperation], device: Device) -> OpCost:
     flops, compute_roof, compute_s, reuse_s = 0, 0.0, 0.0, 0.0
     for op in ops:
         work = op_work(op)
-        kernel = _kernel(op, work, device, eff)
+        kernel = _kernel(op, work, device, eff, conv_as_gemm)
         flops += work.flops
         compute_roof += work.flops / device.peak(work.peak_key) if work.flops else 0.0
         compute_s += kernel.compute_s
@@ -263,7 +267,7 @@ def _resident_index(device: Device, working_set: int) -> int:
 # ---- per-family kernels ----
 
 
-def _kernel(op: GraphOperation, work: OpWork, device: Device, eff: Efficiency) -> _Kernel:
+def _kernel(op: GraphOperation, work: OpWork, device: Device, eff: Efficiency, conv_as_gemm: bool = False) -> _Kernel:
     match op:
         case ConstantOp() | DropoutOp() | ReshapeOp():
             return _Kernel("view", 0.0, 0.0)
@@ -274,8 +278,10 @@ def _kernel(op: GraphOperation, work: OpWork, device: Device, eff: Efficiency) -
         case MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp():
             a, b = op.operands[0], op.operands[1]
             traffic = _Traffic(nbytes(a), nbytes(b), work.bytes - nbytes(a) - nbytes(b), element_bytes(a))
-            model = "gemm" if isinstance(op, MatmulOp | LinearOp) else "conv"
-            return _gemm(model, gemm_shapes(op), traffic, work, device, eff)
+            if isinstance(op, MatmulOp | LinearOp) or conv_as_gemm:
+                return _gemm("gemm", gemm_shapes(op), traffic, work, device, eff)
+            kernel = _gemm("conv", gemm_shapes(op), traffic, work, device, eff)
+            return replace(kernel, compute_s=kernel.compute_s + eff.conv_call_s)
         case AttentionOp():
             return _attention(op, work, device, eff)
         case MaxPoolOp() | AvgPoolOp() | GlobalPoolOp() | AdaptivePoolOp():
