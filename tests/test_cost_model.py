@@ -225,6 +225,21 @@ def test_big_matmul_is_compute_bound_and_relu_memory_bound_on_h100() -> None:
         assert op_cost(op, h100).kernel_s >= roofline(op, h100).time_s
 
 
+def test_a_transcendental_costs_its_vector_instructions_not_its_flop() -> None:
+    # Both count 1 FLOP per element in the roofline; pow is exp(y log x), 28 vector instructions.
+    module = parse("""
+    func.func @f(%a: tensor<1024x1024xf32>, %b: tensor<1024x1024xf32>)
+        -> (tensor<1024x1024xf32>, tensor<1024x1024xf32>) {
+      %0 = graph.add %a, %b : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+      %1 = graph.pow %a, %b : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+      func.return %0, %1 : tensor<1024x1024xf32>, tensor<1024x1024xf32>
+    }""")
+    cpu = load_device("generic-cpu")
+    add, power = only(module, "graph.add"), only(module, "graph.pow")
+    assert roofline(add, cpu).flops == roofline(power, cpu).flops == 1024**2
+    assert op_cost(power, cpu).compute_s == pytest.approx(28 * op_cost(add, cpu).compute_s)
+
+
 def test_gemm_wave_quantization_on_h100() -> None:
     # m = 256 x 132 rows, n = 128: 132 tiles of 256x128 fill the 132 SMs once; 133 tiles need a second wave.
     def matmul(rows: int) -> GraphOperation:

@@ -16,7 +16,9 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
   nothing to reuse), usually memory-bound.
 - pooling: its window reductions at `pool` of the vector peak (ATen's CPU pooling loops run far below the vector
   units), or its bytes, whichever takes longer;
-- elementwise, reductions, normalizations and data movement: by bytes, at the bandwidth of the innermost
+- elementwise, reductions, normalizations and data movement: their vector instructions (`VECTOR_INSTRUCTIONS`:
+  a transcendental function is a polynomial of a dozen or more, where the roofline counts it as one FLOP) at
+  `vector` of the vector peak, or their bytes, at the bandwidth of the innermost
   level that holds the op's working set between kernels (on a GPU, L2 or HBM: per-SM memory does not keep data
   from one kernel to the next), plus the per-kernel launch.
 - embedding lookups and bags: each distinct row is fetched once from wherever the table lives, in whole access
@@ -39,6 +41,7 @@ from dataclasses import dataclass, fields, replace
 from xdsl.ir import Operation, SSAValue
 
 from gnomon.devices import Device, DeviceError
+from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import DropoutOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
@@ -289,7 +292,23 @@ def _kernel(op: GraphOperation, work: OpWork, device: Device, eff: Efficiency, c
         case EmbeddingOp() | EmbeddingBagOp():
             return _embedding(op, work, device, eff)
         case _:
-            return _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)
+            kernel = _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)
+            if type(op) not in VECTOR_INSTRUCTIONS:
+                return kernel
+            instructions = VECTOR_INSTRUCTIONS[type(op)] * math.prod(static_shape(op.results[0]))
+            return replace(kernel, compute_s=instructions / (device.peak(work.peak_key) * eff.vector))
+
+
+VECTOR_INSTRUCTIONS: dict[type[GraphOperation], int] = {
+    ew.ExpOp: 12, ew.LogOp: 14, ew.ErfOp: 16, ew.TanhOp: 14, ew.SinOp: 16, ew.CosOp: 16,
+    ew.PowOp: 28,  # exp(y log x)
+    ew.SigmoidOp: 17, ew.SiluOp: 18, ew.EluOp: 15, ew.SeluOp: 16, ew.SoftplusOp: 30,
+    ew.GeluOp: 20,  # erf's 16, or tanh's 14 and the cubic: about the same
+    ew.DivOp: 4, ew.ReciprocalOp: 4, ew.SqrtOp: 4, ew.RsqrtOp: 4,
+}  # fmt: skip
+"""Vector instructions per result element of the elementwise ops that cost more than their FLOPs: polynomial
+approximations of the transcendental functions (as gnomon's generated kernels and SLEEF-style libraries compute
+them), and divisions and roots, which issue at a fraction of the FMA rate. Other ops cost their FLOPs."""
 
 
 def _is_depthwise(op: ConvOp) -> bool:
