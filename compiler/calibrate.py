@@ -20,8 +20,7 @@ What it measures, in well under a minute (`quick` shrinks every problem, for tes
   cost: a suite of kernels (GEMMs, convolutions, a depthwise convolution, elementwise, broadcast affine, transpose,
   softmax, normalization, pooling, concatenation, each family at a large and a small size, so that the fixed cost
   and the rates separate; generated and library kernels in separate programs, so that the wait above stays out) is
-  compiled, each launch timed warm through the runtime (its operands in cache when they fit, as a model's kernel
-  finds what the one before it wrote), and `gemm`, `conv`, `conv_call_s`, `gemm_k_overhead`, `vector`,
+  compiled and profiled through the runtime, and `gemm`, `conv`, `conv_call_s`, `gemm_k_overhead`, `vector`,
   `depthwise`, `pool`, `stream`, `stream_dram` and the launch overhead are fitted by coordinate descent to minimize
   the mean absolute log error of the per-kernel predictions (launch overhead plus kernel time, as `gnomon analyze`
   predicts them). The launch overhead only grows from the tiny kernel's. The suite's shapes are not the benchmark
@@ -461,7 +460,8 @@ def pool_handoff(trials: int) -> float:
             f"func.func @main(%x: {t}, %w: {tw}, %a_s: {tc}, %a_b: {tc}) -> {t} {{\n"
             f"  {first}\n  {affine}\n  func.return %a : {t}\n}}"
         )
-        seconds.append(_profile_in_order(executable_of(text), trials)[-1])
+        measured = profile_suite(executable_of(text), trials)
+        seconds.append(measured[-1].seconds)
     return max(seconds[0] - seconds[1], 0.0)
 
 
@@ -474,8 +474,10 @@ class Measured:
     seconds: float
 
 
-def _profile_in_order(executable: Executable, runs: int) -> list[float]:
-    """Median per-launch seconds of `runs` profiled runs (after a warm-up), each launch after the one before it."""
+def profile_suite(executable: Executable, runs: int) -> list[Measured]:
+    """Median per-launch times of `runs` profiled runs (after a warm-up), one per launch, in order."""
+    from gnomon.dialects import kernel
+
     rng = np.random.default_rng(0)
     inputs = [
         rng.standard_normal(shape).astype(dtype)
@@ -486,19 +488,12 @@ def _profile_in_order(executable: Executable, runs: int) -> list[float]:
     for _ in range(runs):
         executable.run(inputs, profile=True)
         samples.append([t.seconds for t in executable.profile().timings])
-    return [statistics.median(run[i] for run in samples) for i in range(len(samples[0]))]
-
-
-def profile_suite(executable: Executable, runs: int) -> list[Measured]:
-    """Each launch's warm median time over `runs` calls, in order (`Executable.time_launches`): its operands where
-    its first call left them, as a model's kernel finds what the kernel before it has just written."""
-    rng = np.random.default_rng(0)
-    inputs = [
-        rng.standard_normal(shape).astype(dtype)
-        for shape, dtype in zip(executable.input_shapes, executable.input_dtypes, strict=True)
+    kernels = {op.sym_name.data: op for op in executable.module.ops if isinstance(op, kernel.FuncOp)}
+    timings = executable.profile().timings
+    return [
+        Measured(kernels[timing.kernel], statistics.median(run[i] for run in samples))
+        for i, timing in enumerate(timings)
     ]
-    executable.run(inputs)
-    return [Measured(kernel_func, seconds) for kernel_func, seconds in executable.time_launches(inputs, runs)]
 
 
 def _log_error(device: Device, measured: Sequence[Measured]) -> float:

@@ -134,12 +134,6 @@ class Executable:
     def __call__(self, *inputs: Any) -> tuple[np.ndarray, ...]:
         return self.run(inputs)
 
-    def time_launches(self, inputs: Sequence[Any], repeats: int) -> list[tuple[Any, float]]:
-        """Each launch's `kernel.func` and its warm median time (see `Program.time_launches`); native backend only."""
-        if self._program is None:
-            raise GnomonError("the reference backend launches no kernels; use backend='native'")
-        return self._program.time_launches(self.check_inputs(inputs), repeats)
-
     def profile(self):
         """The last profiled run's per-kernel timings, the compile statistics and the arena size."""
         if self._program is None:

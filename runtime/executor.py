@@ -194,26 +194,6 @@ class Program:
                 launch.run()
         return [np.array(result) for result in self._results]
 
-    def time_launches(self, inputs: Sequence[np.ndarray], repeats: int) -> list[tuple[kernel.FuncOp, float]]:
-        """Each launch, in order, timed warm: one untimed call, then the median of `repeats` back-to-back calls.
-
-        Its operands then sit where that first call left them, in cache when they fit, as a kernel finds the
-        values the kernel before it has just written. For calibration: a launch that writes over its own input
-        computes on its output from the second call on.
-        """
-        for buffer, value in zip(self.inputs, inputs, strict=True):
-            np.copyto(buffer, value)
-        measured: list[tuple[kernel.FuncOp, float]] = []
-        for launch in self._launches:
-            launch.run()
-            samples: list[int] = []
-            for _ in range(repeats):
-                before = time.perf_counter_ns()
-                launch.run()
-                samples.append(time.perf_counter_ns() - before)
-            measured.append((launch.kernel, sorted(samples)[len(samples) // 2] * 1e-9))
-        return measured
-
     def _run_profiled(self) -> None:
         timings: list[KernelTiming] = []
         start = time.perf_counter_ns()
