@@ -5,6 +5,10 @@ s = gamma / sqrt(var + eps). After a layer with weight w and bias b it is the sa
 w * s (per output channel) and bias (b - mean) * s + beta, so the norm costs nothing at run time.
 A norm with no such layer before it (DenseNet's, after a concat) becomes x * s + t with constant
 per-channel s and t: two elementwise ops that fuse with the activation after them.
+
+A convolution followed by such a multiply or add by a constant channel vector (the explicit scale
+and shift after each batch norm of the Caffe2-exported Inception-v2) absorbs it the same way:
+weight * s and bias * s for the multiply, bias + t for the add.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from gnomon.dialects.graph.constant_values import constant_to_numpy
 from gnomon.dialects.graph.elementwise import AddOp, MulOp
 from gnomon.dialects.graph.linalg import LinearOp
 from gnomon.dialects.graph.nn import BatchNormOp, ConvOp, ConvTransposeOp
-from gnomon.dialects.graph.tensor import ConstantOp
+from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
 from gnomon.passes.graph_fold_constants import folded_constant
 
 Layer = ConvOp | ConvTransposeOp | LinearOp
@@ -142,6 +146,72 @@ class BatchNormToAffine(RewritePattern):
             _erase_if_unused(rewriter, value)
 
 
+def _channel_vector(value: SSAValue, channels: int, rank: int) -> np.ndarray | None:
+    """`value` as `channels` floats, when it is a constant (or a reshape of one) broadcast along axis 1 of a
+    rank-`rank` tensor: of shape (C, 1, ..., 1) or (1, C, 1, ..., 1)."""
+    owner = value.owner
+    array = _constant_array(owner.input) if isinstance(owner, ReshapeOp) else _constant_array(value)
+    if array is None or not isinstance(value.type, TensorType):
+        return None
+    shape = tuple(value.type.get_shape())
+    if len(shape) > rank or (1,) * (rank - len(shape)) + shape != (1, channels) + (1,) * (rank - 2):
+        return None
+    return array.reshape(channels).astype(np.float64)
+
+
+def _erase_channel_vector(rewriter: PatternRewriter, value: SSAValue) -> None:
+    owner = value.owner
+    if isinstance(owner, ReshapeOp) and not owner.result.uses:
+        source = owner.input
+        rewriter.erase(owner)
+        _erase_if_unused(rewriter, source)
+    else:
+        _erase_if_unused(rewriter, value)
+
+
+class FoldChannelAffineIntoConv(RewritePattern):
+    """conv(x, w, b) * s = conv(x, w * s, b * s) and conv(x, w, b) + t = conv(x, w, b + t), for constant
+    per-channel s and t."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: MulOp | AddOp, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, MulOp | AddOp):
+            return
+        for conv_value, other in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+            conv = conv_value.owner
+            if not isinstance(conv, ConvOp) or not conv.result.has_one_use() or op.result.type != conv.result.type:
+                continue
+            shape = conv.result.type.get_shape()
+            vector = _channel_vector(other, shape[1], len(shape))
+            arrays = _constant_arrays([conv.weight] if conv.bias is None else [conv.weight, conv.bias])
+            if vector is None or arrays is None:
+                continue
+            weight, *bias = (a.astype(np.float64) for a in arrays)
+            old_bias = bias[0] if bias else np.zeros(shape[1])
+            if isinstance(op, MulOp):
+                weight, new_bias = weight * vector.reshape((-1,) + (1,) * (weight.ndim - 1)), old_bias * vector
+            else:
+                new_bias = old_bias + vector
+            assert isinstance(conv.weight.type, TensorType)
+            element_type = conv.weight.type.get_element_type()
+            weight_op = folded_constant(weight, conv.weight.type, conv.location)
+            bias_op = folded_constant(new_bias, TensorType(element_type, new_bias.shape), conv.location)
+            folded = ConvOp.build(
+                operands=[conv.input, weight_op.result, [bias_op.result]],
+                properties=dict(conv.properties),
+                attributes=dict(conv.attributes),
+                result_types=[conv.result.type],
+            )
+            folded.location = conv.location
+            old_params = [conv.weight] if conv.bias is None else [conv.weight, conv.bias]
+            rewriter.replace(op, [weight_op, bias_op, folded])
+            rewriter.erase(conv)
+            for value in dict.fromkeys(old_params):
+                _erase_if_unused(rewriter, value)
+            _erase_channel_vector(rewriter, other)
+            return
+
+
 @dataclass(frozen=True)
 class GraphFoldBatchNormPass(ModulePass):
     """Fold inference batch norms into the layer that feeds them, else into a per-channel multiply-add."""
@@ -150,5 +220,5 @@ class GraphFoldBatchNormPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         # Folding into a layer first: the affine form would hide the norm from that pattern.
-        for pattern in (FoldBatchNormIntoLayer(), BatchNormToAffine()):
+        for pattern in (FoldBatchNormIntoLayer(), BatchNormToAffine(), FoldChannelAffineIntoConv()):
             PatternRewriteWalker(GreedyRewritePatternApplier([pattern], dce_enabled=False)).rewrite_module(op)

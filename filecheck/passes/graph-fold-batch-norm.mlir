@@ -166,3 +166,37 @@ func.func @linear_rank3(%x: tensor<5x2x3xf32>) -> tensor<5x2x2xf32> {
   %1 = graph.batch_norm %0, %stat, %stat, %stat, %stat {epsilon = 1.0 : f64} : (tensor<5x2x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<5x2x2xf32>
   func.return %1 : tensor<5x2x2xf32>
 }
+
+// A conv's explicit per-channel scale and shift (Caffe2's Inception-v2 after each norm) fold into it too:
+// the weight [2, 3] times s = [2, 0.5] is [4, 1.5]; the bias 1 times s, plus t = [1, -1], is [3, -0.5].
+// The vectors may come through a reshape, which goes with them.
+
+// CHECK-LABEL: func.func @conv_scale_shift(
+// CHECK-SAME:      %[[X:.*]]: tensor<1x1x4x4xf32>)
+// CHECK-NEXT:    %[[W:.*]] = graph.constant {value = dense<{{\[\[\[\[}}4.000000e+00]]], {{\[\[\[}}1.500000e+00]]]]> : tensor<2x1x1x1xf32>}
+// CHECK-NEXT:    %[[B:.*]] = graph.constant {value = dense<[3.000000e+00, -5.000000e-01]> : tensor<2xf32>}
+// CHECK-NEXT:    %[[Y:.*]] = graph.conv %[[X]], %[[W]], %[[B]]
+// CHECK-NEXT:    func.return %[[Y]] : tensor<1x2x4x4xf32>
+func.func @conv_scale_shift(%x: tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32> {
+  %w = graph.constant {value = dense<[[[[2.0]]], [[[3.0]]]]> : tensor<2x1x1x1xf32>} : () -> tensor<2x1x1x1xf32>
+  %b = graph.constant {value = dense<1.0> : tensor<2xf32>} : () -> tensor<2xf32>
+  %s = graph.constant {value = dense<[2.0, 0.5]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %t = graph.constant {value = dense<[[[1.0]], [[-1.0]]]> : tensor<2x1x1xf32>} : () -> tensor<2x1x1xf32>
+  %0 = graph.conv %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x1x4x4xf32>, tensor<2x1x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+  %sv = graph.reshape %s : (tensor<2xf32>) -> tensor<2x1x1xf32>
+  %1 = graph.mul %0, %sv : (tensor<1x2x4x4xf32>, tensor<2x1x1xf32>) -> tensor<1x2x4x4xf32>
+  %2 = graph.add %t, %1 : (tensor<2x1x1xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  func.return %2 : tensor<1x2x4x4xf32>
+}
+
+// A vector along another axis is no channel scale: the multiply stays.
+
+// CHECK-LABEL: func.func @conv_scale_along_width(
+// CHECK:         graph.mul
+func.func @conv_scale_along_width(%x: tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32> {
+  %w = graph.constant {value = dense<2.0> : tensor<2x1x1x1xf32>} : () -> tensor<2x1x1x1xf32>
+  %s = graph.constant {value = dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>} : () -> tensor<4xf32>
+  %0 = graph.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x1x4x4xf32>, tensor<2x1x1x1xf32>) -> tensor<1x2x4x4xf32>
+  %1 = graph.mul %0, %s : (tensor<1x2x4x4xf32>, tensor<4xf32>) -> tensor<1x2x4x4xf32>
+  func.return %1 : tensor<1x2x4x4xf32>
+}
