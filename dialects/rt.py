@@ -164,7 +164,7 @@ class ViewOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> ViewOp:
-        source = parser.parse_operand()
+        unresolved = parser.parse_unresolved_operand()
         offset = None
         if parser.parse_optional_punctuation("[") is not None:
             offset = parser.parse_integer(allow_negative=False, allow_boolean=False)
@@ -174,9 +174,9 @@ class ViewOp(IRDLOperation):
         source_type = parser.parse_type()
         parser.parse_punctuation("->")
         result_type = parser.parse_type()
-        if not isinstance(result_type, MemRefType) or source_type != source.type:
-            parser.raise_error(f"rt.view: expected {source.type} -> a memref type, got {source_type} -> {result_type}")
-        op = ViewOp(source, result_type, offset)
+        if not isinstance(source_type, MemRefType) or not isinstance(result_type, MemRefType):
+            parser.raise_error(f"rt.view: expected memref types, got {source_type} -> {result_type}")
+        op = ViewOp(parser.resolve_operand(unresolved, source_type), result_type, offset)
         op.attributes |= attributes
         return op
 

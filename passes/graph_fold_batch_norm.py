@@ -30,7 +30,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from gnomon.dialects.graph.constant_values import constant_to_numpy
-from gnomon.dialects.graph.elementwise import AddOp, MulOp
+from gnomon.dialects.graph.elementwise import AddOp, BinaryOp, MulOp
 from gnomon.dialects.graph.linalg import LinearOp
 from gnomon.dialects.graph.nn import BatchNormOp, ConvOp, ConvTransposeOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
@@ -174,7 +174,7 @@ class FoldChannelAffineIntoConv(RewritePattern):
     per-channel s and t."""
 
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: MulOp | AddOp, rewriter: PatternRewriter) -> None:
+    def match_and_rewrite(self, op: BinaryOp, rewriter: PatternRewriter) -> None:
         if not isinstance(op, MulOp | AddOp):
             return
         for conv_value, other in ((op.lhs, op.rhs), (op.rhs, op.lhs)):

@@ -124,9 +124,9 @@ def _concat_slots(block: Block, windows: dict[SSAValue, int]) -> dict[SSAValue, 
         if concat is None:
             continue
         assert isinstance(op, kernel.LibraryOp)
-        shape = concat.result.type.get_shape()
+        shape = _shape(concat.result)
         axis = normalize_axis(concat.axis.value.data, len(shape), concat.name)
-        arguments = list(op.body.block.args)
+        arguments: list[SSAValue] = list(op.body.block.args)
         inputs = [op.inputs[arguments.index(v)] for v in concat.inputs]
         if prod(shape[:axis]) != 1 or len(set(inputs)) != len(inputs):
             continue
@@ -135,8 +135,13 @@ def _concat_slots(block: Block, windows: dict[SSAValue, int]) -> dict[SSAValue, 
         offset = 0
         for value in inputs:
             slots[value] = _Slot(op.outputs[0], offset)
-            offset += prod(value.type.get_shape())
+            offset += prod(_shape(value))
     return slots
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    assert isinstance(value.type, TensorType)
+    return tuple(value.type.get_shape())
 
 
 def _slice_window(op: Operation) -> int | None:
@@ -146,7 +151,7 @@ def _slice_window(op: Operation) -> int | None:
     inner = [o for o in op.body.block.ops if not isinstance(o, kernel.YieldOp)]
     if len(inner) != 1 or not isinstance(inner[0], SliceOp):
         return None
-    x, r = inner[0].input.type.get_shape(), inner[0].result.type.get_shape()
+    x, r = _shape(inner[0].input), _shape(inner[0].result)
     starts, steps = ints(inner[0].starts), ints(inner[0].steps)
     partial = [i for i in range(len(x)) if (starts[i], steps[i], r[i]) != (0, 1, x[i])]
     if 0 in r:
@@ -266,7 +271,11 @@ def lower_function(function: func.FuncOp) -> tuple[func.FuncOp, list[kernel.Func
     """The rt form of `function`, its outlined kernels and its memory plan."""
     _check_static(function)
     block = function.body.block
-    slices = {op.outputs[0]: offset for op in block.ops if (offset := _slice_window(op)) is not None}
+    slices: dict[SSAValue, int] = {}
+    for op in block.ops:
+        offset = _slice_window(op)
+        if isinstance(op, kernel.LibraryOp) and offset is not None:
+            slices[op.outputs[0]] = offset
     slots = _concat_slots(block, slices)
     filled = {slot.concat for slot in slots.values()}
     liveness = _liveness(function, slots, slices)

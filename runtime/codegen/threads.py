@@ -28,7 +28,7 @@ from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
-import torch  # noqa: F401  (loads libgomp into the process, globally: `GOMP_parallel` resolves to torch's team)
+import torch  # noqa: F401  # pyright: ignore[reportUnusedImport]  (loads libgomp globally: `GOMP_parallel` is torch's)
 
 from gnomon.runtime.codegen.cache import cache_directory, write_atomically
 

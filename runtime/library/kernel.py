@@ -347,7 +347,8 @@ def _without_transposes(block: Block) -> tuple[Block, list[tuple[int, tuple[int,
     mapping |= {t.result: stripped.args[len(block.args) + i] for i, t in enumerate(transposes)}
     for op in ops[count:]:
         stripped.add_op(op.clone(value_mapper=mapping))
-    views = [(list(block.args).index(t.input), tuple(ints(t.permutation))) for t in transposes]
+    arguments: list[SSAValue] = list(block.args)
+    views = [(arguments.index(t.input), tuple(ints(t.permutation))) for t in transposes]
     return stripped, views
 
 
