@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -68,9 +68,33 @@ def _scaled_weight(layer: Layer, weight: np.ndarray, scale: np.ndarray) -> np.nd
     return (grouped * channel_scale).reshape(weight.shape)
 
 
+def _replace_by_folded_layer(
+    rewriter: PatternRewriter, op: Operation, layer: Layer, weight: np.ndarray, bias: np.ndarray
+) -> None:
+    """Replace `op`, which reads `layer`'s only result, by `layer` with constant `weight` and `bias`; erase `layer`
+    and the constants it leaves unused."""
+    assert isinstance(layer.weight.type, TensorType)  # `_constant_arrays` read it as one
+    element_type = layer.weight.type.get_element_type()
+    weight_op = folded_constant(weight, layer.weight.type, layer.location)
+    bias_op = folded_constant(bias, TensorType(element_type, bias.shape), layer.location)
+    folded = type(layer).build(
+        operands=[layer.input, weight_op.result, [bias_op.result]],
+        properties=dict(layer.properties),
+        attributes=dict(layer.attributes),
+        result_types=[layer.result.type],
+    )
+    folded.location = layer.location
+    old_params = [layer.weight] if layer.bias is None else [layer.weight, layer.bias]
+    rewriter.replace(op, [weight_op, bias_op, folded])
+    rewriter.erase(layer)
+    for value in old_params:
+        _erase_if_unused(rewriter, value)
+
+
 def _erase_if_unused(rewriter: PatternRewriter, value: SSAValue) -> None:
+    """Erase a constant nothing reads any more (once: one constant may be several parameters)."""
     owner = value.owner
-    if isinstance(owner, ConstantOp) and not owner.result.uses:
+    if isinstance(owner, ConstantOp) and owner.parent is not None and not owner.result.uses:
         rewriter.erase(owner)
 
 
@@ -98,20 +122,8 @@ class FoldBatchNormIntoLayer(RewritePattern):
         scale = gamma / np.sqrt(variance + op.epsilon.value.data)
         new_bias = ((bias[0] if bias else 0.0) - mean) * scale + beta
 
-        assert isinstance(layer.weight.type, TensorType)  # `_constant_arrays` read it as one
-        element_type = layer.weight.type.get_element_type()
-        weight_op = folded_constant(_scaled_weight(layer, weight, scale), layer.weight.type, layer.location)
-        bias_op = folded_constant(new_bias, TensorType(element_type, new_bias.shape), layer.location)
-        folded = type(layer).build(
-            operands=[layer.input, weight_op.result, [bias_op.result]],
-            properties=dict(layer.properties),
-            attributes=dict(layer.attributes),
-            result_types=[layer.result.type],
-        )
-        folded.location = layer.location
-        rewriter.replace(op, [weight_op, bias_op, folded])
-        rewriter.erase(layer)
-        for value in dict.fromkeys(params):  # a constant may be two of the parameters
+        _replace_by_folded_layer(rewriter, op, layer, _scaled_weight(layer, weight, scale), new_bias)
+        for value in params[:4]:
             _erase_if_unused(rewriter, value)
 
 
@@ -142,7 +154,7 @@ class BatchNormToAffine(RewritePattern):
         for new in (scaled, shifted):
             new.location = op.location
         rewriter.replace(op, [*constants, scaled, shifted])
-        for value in dict.fromkeys(params):
+        for value in params:
             _erase_if_unused(rewriter, value)
 
 
@@ -189,25 +201,10 @@ class FoldChannelAffineIntoConv(RewritePattern):
             weight, *bias = (a.astype(np.float64) for a in arrays)
             old_bias = bias[0] if bias else np.zeros(shape[1])
             if isinstance(op, MulOp):
-                weight, new_bias = weight * vector.reshape((-1,) + (1,) * (weight.ndim - 1)), old_bias * vector
+                weight, new_bias = _scaled_weight(conv, weight, vector), old_bias * vector
             else:
                 new_bias = old_bias + vector
-            assert isinstance(conv.weight.type, TensorType)
-            element_type = conv.weight.type.get_element_type()
-            weight_op = folded_constant(weight, conv.weight.type, conv.location)
-            bias_op = folded_constant(new_bias, TensorType(element_type, new_bias.shape), conv.location)
-            folded = ConvOp.build(
-                operands=[conv.input, weight_op.result, [bias_op.result]],
-                properties=dict(conv.properties),
-                attributes=dict(conv.attributes),
-                result_types=[conv.result.type],
-            )
-            folded.location = conv.location
-            old_params = [conv.weight] if conv.bias is None else [conv.weight, conv.bias]
-            rewriter.replace(op, [weight_op, bias_op, folded])
-            rewriter.erase(conv)
-            for value in dict.fromkeys(old_params):
-                _erase_if_unused(rewriter, value)
+            _replace_by_folded_layer(rewriter, op, conv, weight, new_bias)
             _erase_channel_vector(rewriter, other)
             return
 

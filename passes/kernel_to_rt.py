@@ -97,12 +97,18 @@ class _Slot:
     offset: int
 
 
-def _concat(op: Operation) -> ConcatOp | None:
-    """The graph.concat that a library kernel runs, if that is all it runs."""
+def _only_op(op: Operation) -> Operation | None:
+    """The one graph op a library kernel runs, if it runs one."""
     if not isinstance(op, kernel.LibraryOp):
         return None
     inner = [o for o in op.body.block.ops if not isinstance(o, kernel.YieldOp)]
-    return inner[0] if len(inner) == 1 and isinstance(inner[0], ConcatOp) else None
+    return inner[0] if len(inner) == 1 else None
+
+
+def _concat(op: Operation) -> ConcatOp | None:
+    """The graph.concat that a library kernel runs, if that is all it runs."""
+    inner = _only_op(op)
+    return inner if isinstance(inner, ConcatOp) else None
 
 
 def _concat_slots(block: Block, windows: dict[SSAValue, int]) -> dict[SSAValue, _Slot]:
@@ -146,13 +152,11 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
 
 def _slice_window(op: Operation) -> int | None:
     """The element offset of a slice kernel's result in its input, if the result is a contiguous window of it."""
-    if not isinstance(op, kernel.LibraryOp):
+    inner = _only_op(op)
+    if not isinstance(inner, SliceOp):
         return None
-    inner = [o for o in op.body.block.ops if not isinstance(o, kernel.YieldOp)]
-    if len(inner) != 1 or not isinstance(inner[0], SliceOp):
-        return None
-    x, r = _shape(inner[0].input), _shape(inner[0].result)
-    starts, steps = ints(inner[0].starts), ints(inner[0].steps)
+    x, r = _shape(inner.input), _shape(inner.result)
+    starts, steps = ints(inner.starts), ints(inner.steps)
     partial = [i for i in range(len(x)) if (starts[i], steps[i], r[i]) != (0, 1, x[i])]
     if 0 in r:
         return None
