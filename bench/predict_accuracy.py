@@ -11,8 +11,8 @@ networks, gnomon's transformer block, DLRM-style model and MLP, each at two batc
 
 Every pair is printed, with the geometric mean of the absolute percentage errors of each group, per model, and per
 kernel kind (which kernels carry the error, and whether they are predicted too fast or too slow). The light
-networks are batch 1 in their files; the second batch size is bound through input shapes where the network's
-reshape constants allow it, and the ones that do not are named. Timings on a shared machine are noisy: before each
+networks are batch 1 in their files; the second batch size is bound through input shapes (the ONNX frontend makes
+the reshapes they spell out for a batch of 1 follow it), and a network that still cannot take it is named. Timings on a shared machine are noisy: before each
 case the bench waits (up to `--wait` seconds) for two quiet seconds, says when it did not get them, and prints the
 load average before and after.
 
@@ -255,7 +255,7 @@ def main() -> None:
             skipped += missing
     cases += torch_cases(device, wanted)
     if skipped:
-        print("batch sizes the models cannot take (their reshape constants fix the batch):")
+        print("batch sizes the models cannot take:")
         for line in skipped:
             print(f"  {line}")
     results: list[Result] = []

@@ -441,9 +441,10 @@ def kernel_cost(kernel_func: kernel.FuncOp, device: Device) -> OpCost:
     ops = [op for op in kernel_func.body.block.ops if isinstance(op, GraphOperation)]
     # The runtime runs a 1x1 convolution as a BLAS product (its library call is then `aten.mm`).
     as_gemm = kernel_func.callee is not None and kernel_func.callee.data.startswith("aten.mm")
+    library = not kernel_func.is_generated
     if len(ops) == 1:
-        return op_cost(ops[0], device, conv_as_gemm=as_gemm)
-    return group_cost(ops, device, conv_as_gemm=as_gemm)
+        return op_cost(ops[0], device, conv_as_gemm=as_gemm, library=library)
+    return group_cost(ops, device, conv_as_gemm=as_gemm, library=library)
 
 
 def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:

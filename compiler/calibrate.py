@@ -9,8 +9,10 @@ What it measures, in well under a minute (`quick` shrinks every problem, for tes
 - streaming bandwidth of each memory level: cache sizes from sysfs (`/sys/devices/system/cpu/cpu0/cache`), DRAM's
   from `/proc/meminfo`; one NumPy thread per core sums a stride-0 view of its own array into an accumulator
   (`acc += x`, again and again: two reads and a write per element), with working sets of half of each cache level
-  and eight times the last one for DRAM. Best of a few passes; DRAM's figure is the median of four such
-  rounds, seconds apart, and the fp32 peak the best of five rounds (a shared host's share drifts over seconds).
+  and eight times the last one for DRAM. Best of a few passes; DRAM's figure and the fp32 peak are the medians of
+  ten rounds spread over the calibration: a shared host's other tenants take a share of the cores, the shared cache
+  and the memory bus that drifts over seconds (on this project's machine single DRAM rounds gave 40 to 82 GB/s, and
+  fp32 rounds 112 to 155 GFLOP/s, in one calibration), so neither the best nor the worst round is reproducible.
 - the runtime's launch overhead of a tiny kernel: a program of one-element kernels (generated adds alternating with
   library max-pools, the two kinds the runtime launches) minus a program of one, per launch; median of many runs.
 - PyTorch eager's per-op dispatch overhead: tiny torch ops called one by one from Python; median per op.
@@ -18,13 +20,14 @@ What it measures, in well under a minute (`quick` shrinks every problem, for tes
   team, so it should be ~0; measured and reported, not modelled.
 - the analytical models' efficiency factors (`gnomon.passes.cost.analytical.Efficiency`) and the per-kernel fixed
   cost: a suite of kernels (GEMMs, convolutions, a depthwise convolution, elementwise, broadcast affine, transpose,
-  softmax, normalization, pooling, concatenation, each family at a large and a small size, so that the fixed cost
-  and the rates separate; generated and library kernels in separate programs, so that the wait above stays out) is
-  compiled and profiled through the runtime, and `gemm`, `conv`, `conv_call_s`, `gemm_k_overhead`, `vector`,
-  `depthwise`, `pool`, `stream`, `stream_dram` and the launch overhead are fitted by coordinate descent to minimize
-  the mean absolute log error of the per-kernel predictions (launch overhead plus kernel time, as `gnomon analyze`
-  predicts them). The launch overhead only grows from the tiny kernel's. The suite's shapes are not the benchmark
-  models' own.
+  softmax, normalization, 2-D and 3-D pooling, concatenation, each family at a large and a small size, so that the
+  fixed costs and the rates separate; generated and library kernels alternate in one program, as in a model; the
+  inputs vary smoothly, as activations do) is compiled and profiled through the runtime in three rounds between the
+  other measurements (each kernel's time is its median within a round, then the median of the rounds: one round
+  taken while a neighbour thrashed the shared cache, or while it idled, must not set the factors). The factors
+  named in `FITTED` and the launch overhead are fitted by coordinate descent to minimize the mean absolute log error
+  of the per-kernel predictions (launch overhead plus kernel time, as `gnomon analyze` predicts them). The launch
+  overhead only grows from the tiny kernel's. The suite's shapes are not the benchmark models' own.
 
 The device file says `calibrated = true`; its `source` names the machine and what was measured.
 """
@@ -38,6 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import zip_longest
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,12 +61,17 @@ __all__ = [
     "calibrate",
     "calibrate_command",
     "fit_efficiency",
+    "median_of_rounds",
     "pool_handoff",
     "profile_suite",
+    "smooth",
     "suite_texts",
 ]
 
-FITTED = ("gemm", "conv", "conv_call_s", "gemm_k_overhead", "vector", "depthwise", "pool", "stream", "stream_dram")
+FITTED = (
+    "gemm", "conv", "conv_call_s", "gemm_k_overhead", "vector", "depthwise", "pool", "pool3d", "stream",
+    "stream_dram", "transpose", "library_call_s",
+)  # fmt: skip
 """The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
 LAUNCH = "launch_overhead_s"
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -73,8 +82,11 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "vector": (0.005, 1.0),
     "depthwise": (0.005, 1.0),
     "pool": (0.002, 1.0),
+    "pool3d": (0.001, 1.0),
     "stream": (0.02, 2.0),  # relative to the measured bandwidth, which NumPy's loop may not saturate
     "stream_dram": (0.02, 2.0),
+    "transpose": (0.01, 2.0),
+    "library_call_s": (1e-7, 2e-4),
 }
 
 
@@ -337,6 +349,15 @@ def _unary(name: str, op: str, shape: tuple[int, ...], attributes: str = "", res
     return [f"%{name} = graph.{op} %{name}_x {attributes} : ({tx}) -> {ty}", f"{name}_x: {tx}", ty]
 
 
+def _layer_norm(name: str, rows: int, columns: int) -> list[str]:
+    tx, tc = _tensor((rows, columns)), _tensor((columns,))
+    line = (
+        f"%{name} = graph.layer_norm %{name}_x, %{name}_g, %{name}_b {{axis = 1 : i64, epsilon = 1.000000e-05 : f64}} "
+        f": ({tx}, {tc}, {tc}) -> {tx}"
+    )
+    return [line, f"{name}_x: {tx}", f"{name}_g: {tc}", f"{name}_b: {tc}", tx]
+
+
 def _broadcast_affine(name: str, shape: tuple[int, ...]) -> list[str]:
     """x * scale + shift, then relu, with per-channel operands: an unfolded batch norm, one generated kernel."""
     tx, tc = _tensor(shape), _tensor((shape[1], 1, 1))
@@ -368,26 +389,22 @@ _AVG_POOL = (
     "{kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, "
     "count_include_pad = true, ceil_mode = false}"
 )
-"""A 3x3 stride-1 average (AlexNet's local response normalization pools like this)."""
+"""A 3x3 stride-1 average, as Inception's branches pool."""
+
+_CHANNEL_POOL = (
+    "{kernel = array<i64: 5, 1, 1>, strides = array<i64: 1, 1, 1>, pads = array<i64: 0, 0, 0, 0, 0, 0>, "
+    "count_include_pad = true, ceil_mode = false}"
+)
+"""A 3-D average over 5 channels: the pool of a local response norm (AlexNet, GoogLeNet) as torch-mlir lowers it."""
 
 
 def _suite_ops(quick: bool) -> tuple[list[list[str]], list[list[str]]]:
     """The calibration kernels, generated ones and library ones: each [op lines, its arguments (`name: type`)...,
-    its result type]. Two programs, so that a wait between library and generated kernels (`pool_handoff`), if
-    there is one, never enters the kernels' factors."""
+    its result type]."""
     if quick:
         generated = [_unary("relu", "relu", (1, 16, 28, 28)), _broadcast_affine("affine", (1, 16, 28, 28))]
         library = [_linear("linear", 64, 256, 256), _conv("conv", (1, 16, 28, 28), (16, 16, 3, 3), 1, 1)]
         return generated, library
-    layer_norm = [
-        "%layer_norm = graph.layer_norm %layer_norm_x, %layer_norm_g, %layer_norm_b "
-        "{axis = 1 : i64, epsilon = 1.000000e-05 : f64} : "
-        f"({_tensor((1024, 256))}, {_tensor((256,))}, {_tensor((256,))}) -> {_tensor((1024, 256))}",
-        f"layer_norm_x: {_tensor((1024, 256))}",
-        f"layer_norm_g: {_tensor((256,))}",
-        f"layer_norm_b: {_tensor((256,))}",
-        _tensor((1024, 256)),
-    ]
     generated = [
         _unary("relu", "relu", (1, 64, 56, 56)),
         _unary("gelu", "gelu", (256, 1024), '{approximate = "none"}'),
@@ -415,10 +432,14 @@ def _suite_ops(quick: bool) -> tuple[list[list[str]], list[list[str]]]:
         _unary("max_pool", "max_pool", (1, 64, 112, 112), _MAX_POOL, (1, 64, 56, 56)),
         _unary("max_pool_small", "max_pool", (1, 64, 28, 28), _MAX_POOL, (1, 64, 14, 14)),
         _unary("avg_pool", "avg_pool", (1, 96, 56, 56), _AVG_POOL, (1, 96, 56, 56)),
+        _unary("channel_pool", "avg_pool", (1, 1, 68, 40, 40), _CHANNEL_POOL, (1, 1, 64, 40, 40)),
         _unary("global_avg_pool", "global_avg_pool", (1, 2048, 7, 7), "", (1, 2048, 1, 1)),
         _concat("concat", (1, 128, 28, 28), 3),
         _concat("concat_small", (1, 32, 14, 14), 2),
-        layer_norm,
+        _layer_norm("layer_norm", 1024, 256),
+        # Tiny library calls: what they take is almost all the call's fixed cost (`library_call_s`).
+        _layer_norm("layer_norm_small", 64, 192),
+        _unary("softmax_small", "softmax", (4, 500), "{axis = 1 : i64}"),
     ]
     return generated, library
 
@@ -434,10 +455,12 @@ def _program(ops: Sequence[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def suite_texts(quick: bool) -> tuple[str, str]:
-    """The calibration suite: a program of generated kernels and one of library kernels."""
+def suite_texts(quick: bool) -> tuple[str, ...]:
+    """The calibration suite's programs: one, whose generated and library kernels alternate as in a model (a kernel's
+    time depends on what ran before it: a parallel kernel after a serial one waits for the thread team to wake)."""
     generated, library = _suite_ops(quick)
-    return _program(generated), _program(library)
+    mixed = [entry for pair in zip_longest(library, generated) for entry in pair if entry is not None]
+    return (_program(mixed),)
 
 
 def pool_handoff(trials: int) -> float:
@@ -474,15 +497,19 @@ class Measured:
     seconds: float
 
 
+def smooth(shape: Sequence[int], dtype: Any) -> np.ndarray:
+    """Smoothly varying values, like a network's activations. Not noise: random values are the worst case for a
+    kernel whose branches depend on the data (ATen's max pooling ran 1.8x slower on noise than on smooth input)."""
+    index = np.arange(math.prod(shape), dtype=np.float64)
+    return (np.sin(index / 7.0) * np.cos(index / 131.0)).reshape(shape).astype(dtype)
+
+
 def profile_suite(executable: Executable, runs: int) -> list[Measured]:
     """Median per-launch times of `runs` profiled runs (after a warm-up), one per launch, in order."""
     from gnomon.dialects import kernel
 
-    rng = np.random.default_rng(0)
-    inputs = [
-        rng.standard_normal(shape).astype(dtype)
-        for shape, dtype in zip(executable.input_shapes, executable.input_dtypes, strict=True)
-    ]
+    shapes = zip(executable.input_shapes, executable.input_dtypes, strict=True)
+    inputs = [smooth(shape, dtype) for shape, dtype in shapes]
     executable.run(inputs)
     samples: list[list[float]] = []
     for _ in range(runs):
@@ -493,6 +520,13 @@ def profile_suite(executable: Executable, runs: int) -> list[Measured]:
     return [
         Measured(kernels[timing.kernel], statistics.median(run[i] for run in samples))
         for i, timing in enumerate(timings)
+    ]
+
+
+def median_of_rounds(rounds: Sequence[Sequence[Measured]]) -> list[Measured]:
+    """Each kernel's median time over rounds of the same suite."""
+    return [
+        Measured(same[0].kernel, statistics.median(m.seconds for m in same)) for same in zip(*rounds, strict=True)
     ]
 
 
@@ -580,12 +614,14 @@ def calibrate(quick: bool = False, fit: bool = True, log: Callable[[str], None] 
         notes.append(f"the CPUs were {busy:.0%} busy with other work before measuring: figures will be noisy")
         log(f"  warning: {notes[-1]}")
 
-    # A shared host lends this machine its cores and memory unevenly over seconds. Peak FLOP/s and DRAM bandwidth are
-    # measured in rounds between the other measurements: the peak is the best round (nothing runs faster than the
-    # hardware), DRAM the rounds' median (a passing burst of free bandwidth must not set it).
+    # A shared host lends this machine its cores, its shared cache and its memory unevenly over seconds. Peak FLOP/s,
+    # DRAM bandwidth and the fitting suite are measured in rounds between the other measurements, and each figure is
+    # the median of its rounds.
     n = 384 if quick else 1536
-    peak_rounds = [peak_flops(n, "fp32", trials)]
+    peak_rounds: list[float] = []
     dram_rounds: list[float] = []
+    suites = [executable_of(text) for text in suite_texts(quick)] if fit else []
+    suite_rounds: list[list[Measured]] = []
     n64 = 256 if quick else 1024
     measured["peak_fp64"] = peak_flops(n64, "fp64", trials)
     log(f"  peak fp64, torch.mm {n64}^3: {measured['peak_fp64'] / 1e9:.1f} GFLOP/s")
@@ -596,9 +632,10 @@ def calibrate(quick: bool = False, fit: bool = True, log: Callable[[str], None] 
         log(f"  {notes[-1]}")
     else:
         measured["generated_matmul_fp32"] = generated
+        library = peak_flops(n_generated, "fp32", trials)
         log(
             f"  generated matmul (gnomon codegen) {n_generated}^3 on {cores} threads: {generated / 1e9:.1f} GFLOP/s "
-            f"({generated / peak_rounds[0]:.0%} of torch.mm's first round; the device's peak is torch.mm's)"
+            f"({generated / library:.0%} of torch.mm's on the same problem; the device's peak is torch.mm's)"
         )
 
     caches = cache_levels()
@@ -622,12 +659,16 @@ def calibrate(quick: bool = False, fit: bool = True, log: Callable[[str], None] 
     last_cache = caches[-1][1] * (cores if caches[-1][2] else 1)
     dram_working_set = (2 if quick else 8) * last_cache
 
-    def rounds() -> None:
-        # Eight passes per call: one pass (a copy) measured 30% below the steady add loop, and less reproducibly.
-        dram_rounds.append(stream_bandwidth(dram_working_set // cores, cores, 3, 8 * dram_working_set))
-        peak_rounds.append(peak_flops(n, "fp32", max(trials // 2, 2)))
+    def rounds(suite: bool = True) -> None:
+        for _ in range(2):
+            # Eight passes per call: one pass (a copy) measured 30% below the steady add loop, and less reproducibly.
+            dram_rounds.append(stream_bandwidth(dram_working_set // cores, cores, 3, 8 * dram_working_set))
+            peak_rounds.append(peak_flops(n, "fp32", max(trials // 2, 2)))
+        if suite and suites:
+            suite_rounds.append([m for program in suites for m in profile_suite(program, 5 if quick else 15)])
 
     rounds()
+    rounds(suite=False)
 
     launch = launch_overhead(16 if quick else 64, 50 if quick else 300)
     measured["launch_overhead_s"] = launch
@@ -635,7 +676,7 @@ def calibrate(quick: bool = False, fit: bool = True, log: Callable[[str], None] 
     log(f"  runtime launch overhead (tiny generated and library kernels): {launch * 1e6:.2f} us per kernel")
     dispatch = dispatch_overhead(40 if quick else 400, 20 if quick else 50)
     measured["dispatch_overhead_s"] = dispatch
-    rounds()
+    rounds(suite=False)
     log(f"  PyTorch eager dispatch overhead (tiny ops): {dispatch * 1e6:.2f} us per op")
     handoff = pool_handoff(5 if quick else 20)
     measured["pool_handoff_s"] = handoff
@@ -648,7 +689,7 @@ def calibrate(quick: bool = False, fit: bool = True, log: Callable[[str], None] 
     levels.append(MemoryLevel("dram", dram_bytes(), bandwidth))
     spread = ", ".join(f"{r / 1e9:.1f}" for r in dram_rounds)
     log(f"  bandwidth dram ({dram_working_set >> 20} MiB working set): {bandwidth / 1e9:.1f} GB/s (rounds: {spread})")
-    measured["peak_fp32"] = max(peak_rounds)
+    measured["peak_fp32"] = statistics.median(peak_rounds)
     spread = ", ".join(f"{r / 1e9:.0f}" for r in peak_rounds)
     log(
         f"  peak fp32, torch.mm {n}^3 on {threads} threads: {measured['peak_fp32'] / 1e9:.1f} GFLOP/s "
@@ -667,8 +708,7 @@ def calibrate(quick: bool = False, fit: bool = True, log: Callable[[str], None] 
     )
     result = None
     if fit:
-        suite = [m for text in suite_texts(quick) for m in profile_suite(executable_of(text), 5 if quick else 15)]
-        result = fit_efficiency(device, suite)
+        result = fit_efficiency(device, median_of_rounds(suite_rounds))
         device = replace(device, efficiency=result.factors, launch_overhead_s=result.launch_overhead_s)
         measured["fitted_launch_overhead_s"] = result.launch_overhead_s
         fitted = ", ".join(f"{k} {v:.3g}" for k, v in result.factors.items())

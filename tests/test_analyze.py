@@ -221,9 +221,26 @@ def test_errors_are_one_line_and_exit_2(
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("gnomon: error: no calibration of this machine")
     assert "run `gnomon calibrate` first" in line
-    assert main(["analyze", str(model_path("light_resnet50")), "--device", "a100", "--batch", "2"]) == 2
+    assert main(["analyze", str(batch_fixed_onnx(tmp_path / "fixed.onnx")), "--device", "a100", "--batch", "2"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith("gnomon: error: --batch 2: ")
+    assert line.startswith("gnomon: error: --batch 2: the input shapes do not fit fixed.onnx: a reshape in the model")
+
+
+def batch_fixed_onnx(path: Path) -> Path:
+    """x [1, 4] reshaped to [4]: a size no batch but 1 fits."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    target = numpy_helper.from_array(np.array([4], np.int64), "target")
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "target"], ["y"])],
+        "fixed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [target],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
 
 
 def test_local_is_the_last_calibration(

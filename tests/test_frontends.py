@@ -141,18 +141,49 @@ def test_input_shape_errors_name_the_input(tmp_path: Path):
     assert str(error.value) == f"--input-shape x=1x3 has rank 2 but input 'x' of {path} has rank 4"
 
 
-def test_a_batch_the_model_fixes_is_a_shape_error_not_an_internal_one():
-    from gnomon.bundled import model_path
+def reshaping_onnx(path: Path, flatten_to: list[int]) -> Path:
+    """A channel shuffle as exporters write it at batch 1 (Reshape to [1, 2, 2, 2, 2], Transpose, Reshape back),
+    then a Reshape to `flatten_to`."""
+    shapes = {"split": [1, 2, 2, 2, 2], "merged": [1, 4, 2, 2], "flat": flatten_to}
+    initializers = [numpy_helper.from_array(np.array(dims, np.int64), name) for name, dims in shapes.items()]
+    nodes = [
+        helper.make_node("Reshape", ["x", "split"], ["s"]),
+        helper.make_node("Transpose", ["s"], ["t"], perm=[0, 2, 1, 3, 4]),
+        helper.make_node("Reshape", ["t", "merged"], ["m"]),
+        helper.make_node("Reshape", ["m", "flat"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "shuffle",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializers,
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_reshapes_written_for_a_batch_of_one_follow_a_new_batch(tmp_path: Path):
+    import gnomon
+
+    path = reshaping_onnx(tmp_path / "shuffle.onnx", [1, -1])
+    executable = gnomon.compile(str(path), input_shapes={"x": [3, 4, 2, 2]})
+    x = np.arange(3 * 16, dtype=np.float32).reshape(3, 4, 2, 2)
+    (y,) = executable.run([x])
+    shuffled = x.reshape(3, 2, 2, 2, 2).transpose(0, 2, 1, 3, 4).reshape(3, 16)
+    np.testing.assert_array_equal(y, shuffled)
+
+
+def test_a_batch_the_model_fixes_is_a_shape_error_not_an_internal_one(tmp_path: Path):
     from gnomon.errors import GnomonError
     from gnomon.pipeline import load
 
-    path = model_path("light_bvlc_alexnet")
-    name = onnx.load(str(path), load_external_data=False).graph.input[0].name
+    path = reshaping_onnx(tmp_path / "fixed.onnx", [16])  # no batch dim to follow: 16 elements, whatever the batch
     with pytest.raises(GnomonError) as error:
-        load(path, input_shapes={name: [2, 3, 224, 224]})
+        load(path, input_shapes={"x": [2, 4, 2, 2]})
     assert str(error.value) == (
-        "the input shapes do not fit light_bvlc_alexnet.onnx: a reshape in the model fixes its sizes "
-        "(graph.reshape: input [2, 256, 6, 6] has 18432 elements, result [1, 9216] has 9216)"
+        "the input shapes do not fit fixed.onnx: a reshape in the model fixes its sizes "
+        "(graph.reshape: input [2, 4, 2, 2] has 32 elements, result [16] has 16)"
     )
 
 

@@ -1,7 +1,8 @@
 """The ONNX frontend: an `.onnx` file to the torch dialect, through torch-mlir.
 
 Stages: load and validate; name anonymous nodes (locations are node names); apply
-`--input-shape` overrides; upgrade old opsets (torch-mlir's ONNX lowerings reject e.g.
+`--input-shape` overrides (`_follow_batch`: reshapes that spell out a batch of 1 follow a new batch
+size); upgrade old opsets (torch-mlir's ONNX lowerings reject e.g.
 opset-9 MaxPool and BatchNormalization); infer shapes with data propagation; import
 with torch-mlir's `onnx_importer`; lower `onnx.*` ops to `torch.aten.*` and canonicalize,
 which folds constant shape arithmetic (ConstantOfShape becomes a splat literal) without
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import shape_inference, version_converter
+from onnx import numpy_helper, shape_inference, version_converter
 from torch_mlir import ir
 from torch_mlir.dialects import torch as torch_d
 from torch_mlir.extras import onnx_importer
@@ -44,6 +45,7 @@ def import_onnx(path: Path, input_shapes: Mapping[str, Sequence[int]] | None = N
     # Old exporters list weights as graph inputs too; only the others are model inputs.
     inputs = [value for value in model.graph.input if value.name not in initializers]
     if input_shapes:
+        _follow_batch(model, inputs, input_shapes)
         _override_shapes(path, model.graph, inputs, input_shapes)
     model, upgrade_error = _upgrade(model)
     try:
@@ -90,6 +92,48 @@ def _name_nodes(graph: onnx.GraphProto) -> None:
                 _name_nodes(attribute.g)
             for subgraph in attribute.graphs:
                 _name_nodes(subgraph)
+
+
+def _follow_batch(
+    model: onnx.ModelProto, inputs: Sequence[onnx.ValueInfoProto], input_shapes: Mapping[str, Sequence[int]]
+) -> None:
+    """When an override changes an input's batch of 1, a Reshape whose constant target starts with that 1 (most
+    exporters write a flatten as Reshape(x, [1, -1]) at batch 1) gets 0 there instead: ONNX's "copy the input's
+    dim". Where the reshape's input has a dim 0 of 1 in the file, 0 and 1 mean the same in the file, so this only
+    changes what a new batch does: the batch follows through, as it would have with a batch-polymorphic export.
+    A target shared with another op, or under `allowzero`, is left alone; its reshape then reports the mismatch."""
+    rebatched = any(
+        name in input_shapes and dims and dims[0].HasField("dim_value") and dims[0].dim_value == 1
+        and list(input_shapes[name][:1]) != [1]
+        for value in inputs
+        for name, dims in [(value.name, value.type.tensor_type.shape.dim)]
+    )  # fmt: skip
+    if not rebatched:
+        return
+    graph = model.graph
+    inferred = shape_inference.infer_shapes(model).graph
+    first_dims: dict[str, int] = {}
+    for value in (*inferred.input, *inferred.value_info, *inferred.output):
+        dims = value.type.tensor_type.shape.dim
+        if dims and dims[0].HasField("dim_value"):
+            first_dims[value.name] = dims[0].dim_value
+    users: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            users.setdefault(name, []).append(node)
+    for target in graph.initializer:
+        shape = numpy_helper.to_array(target).copy()
+        if shape.ndim != 1 or shape.size == 0 or shape[0] != 1:
+            continue
+        readers = users.get(target.name, [])
+        follows = [
+            node.op_type == "Reshape" and list(node.input[1:2]) == [target.name] and node.input[0] != target.name
+            and first_dims.get(node.input[0]) == 1 and not any(a.name == "allowzero" and a.i for a in node.attribute)
+            for node in readers
+        ]  # fmt: skip
+        if readers and all(follows):
+            shape[0] = 0
+            target.CopyFrom(numpy_helper.from_array(shape, target.name))
 
 
 def _override_shapes(

@@ -14,8 +14,11 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
   tiles re-read less, small ones keep more SMs busy. A CPU's caches hold square blocks that fill a third of a level.
 - depthwise convolution: a stencil on the vector units (one input channel per output channel leaves matrix units
   nothing to reuse), usually memory-bound.
-- pooling: its window reductions at `pool` of the vector peak (ATen's CPU pooling loops run far below the vector
-  units), or its bytes, whichever takes longer;
+- transposes: their bytes at `transpose` of the streaming bandwidth (one side of a transpose walks across cache
+  lines, whatever its tiling), as is a fused group of streaming ops that holds one;
+- windowed pooling: its window reductions at `pool` of the vector peak, or `pool3d` for 3-D windows (ATen's CPU
+  pooling loops run far below the vector units, its volumetric ones further still), or its bytes, whichever takes
+  longer;
 - elementwise, reductions, normalizations and data movement: their vector instructions (`VECTOR_INSTRUCTIONS`:
   a transcendental function is a polynomial of a dozen or more, where the roofline counts it as one FLOP) at
   `vector` of the vector peak, or their bytes, at the bandwidth of the innermost
@@ -26,6 +29,9 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
 
 A fused group (`group_cost`) is one kernel: its members' compute, the bytes that cross the group's boundary (not its
 intermediates, which stay on chip), its members' blocked-GEMM re-reads, and one launch.
+
+A kernel that a runtime runs as a library call (`library=True`: an ATen op called from gnomon's Python runtime)
+also pays `library_call_s` at its launch: the call's dispatch, argument checks and output handling.
 
 `Efficiency` holds the factors the models assume. A device file's `[efficiency]` table overrides them: that is where
 a calibration writes what it fits. On a device with datasheet figures (`calibrated = false`) every time here is an
@@ -53,9 +59,12 @@ from gnomon.dialects.graph.nn import (
     ConvOp,
     ConvTransposeOp,
     GlobalPoolOp,
+    LayerNormOp,
+    LogSoftmaxOp,
     MaxPoolOp,
+    SoftmaxOp,
 )
-from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
+from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp, TransposeOp
 from gnomon.passes.cost.roofline import (
     VIEW_OPS,
     Bound,
@@ -96,24 +105,33 @@ class Efficiency:
     depthwise: float
     """Fraction of the vector peak a depthwise convolution sustains."""
     pool: float
-    """Fraction of the vector peak a pooling kernel's window reductions sustain."""
+    """Fraction of the vector peak a 2-D pooling kernel's window reductions sustain."""
+    pool3d: float
+    """Fraction of the vector peak a 3-D pooling kernel's window reductions sustain (a local response norm's pool
+    across channels, as torch-mlir lowers it)."""
     stream: float
     """Fraction of a cache level's bandwidth a streaming kernel sustains."""
     stream_dram: float
     """Fraction of DRAM's (HBM's) bandwidth a streaming kernel sustains."""
+    transpose: float
+    """Fraction of the streaming bandwidth a transposing kernel sustains."""
+    library_call_s: float
+    """Seconds a library call's launch takes beyond the runtime's launch: its dispatch, checks, output handling."""
     access_bytes: int
     """The granule of a random access: a cache line on a CPU, a DRAM sector on a GPU."""
 
 
 GPU_EFFICIENCY = Efficiency(
     gemm=0.8, conv=0.8, conv_call_s=0.0, gemm_tile_m=256, gemm_tile_n=128, gemm_min_tile=32, gemm_k_overhead=32,
-    vector=0.5, depthwise=0.3, pool=0.3, stream=0.85, stream_dram=0.85, access_bytes=32,
+    vector=0.5, depthwise=0.3, pool=0.3, pool3d=0.3, stream=0.85, stream_dram=0.85, transpose=0.5, library_call_s=0.0,
+    access_bytes=32,
 )  # fmt: skip
 """Typical of cuBLAS/CUTLASS-class kernels (tiles up to 256 x 128): starting values for calibration, not measured."""
 
 CPU_EFFICIENCY = Efficiency(
     gemm=0.85, conv=0.85, conv_call_s=20e-6, gemm_tile_m=6, gemm_tile_n=16, gemm_min_tile=16, gemm_k_overhead=8,
-    vector=0.5, depthwise=0.3, pool=0.1, stream=0.7, stream_dram=0.7, access_bytes=64,
+    vector=0.5, depthwise=0.3, pool=0.1, pool3d=0.05, stream=0.7, stream_dram=0.7, transpose=0.3, library_call_s=5e-6,
+    access_bytes=64,
 )  # fmt: skip
 """Typical of an AVX2 BLAS (a 6 x 16 fp32 register block): starting values for calibration, not measurements."""
 
@@ -181,16 +199,20 @@ class _Kernel:
     """What re-reading operand blocks that miss a cache level adds to `memory_s`."""
 
 
-def op_cost(op: GraphOperation, device: Device, *, conv_as_gemm: bool = False) -> OpCost:
+def op_cost(op: GraphOperation, device: Device, *, conv_as_gemm: bool = False, library: bool = False) -> OpCost:
     """The cost of one graph op on `device`; a CostModelError if its shapes are not static. With `conv_as_gemm` a
-    convolution is priced as the BLAS product a runtime computes it with (gnomon's, for 1x1 convolutions)."""
+    convolution is priced as the BLAS product a runtime computes it with (gnomon's, for 1x1 convolutions); with
+    `library` the kernel is a library call, which pays `library_call_s` at its launch."""
     work = op_work(op)
-    kernel = _kernel(op, work, device, efficiency(device), conv_as_gemm)
+    eff = efficiency(device)
+    kernel = _kernel(op, work, device, eff, conv_as_gemm)
     compute_roof = work.flops / device.peak(work.peak_key) if work.flops else 0.0
-    return _cost(work.flops, work.bytes, compute_roof, kernel, device)
+    return _cost(work.flops, work.bytes, compute_roof, kernel, device, eff.library_call_s if library else 0.0)
 
 
-def group_cost(ops: Sequence[GraphOperation], device: Device, *, conv_as_gemm: bool = False) -> OpCost:
+def group_cost(
+    ops: Sequence[GraphOperation], device: Device, *, conv_as_gemm: bool = False, library: bool = False
+) -> OpCost:
     """The cost of `ops` fused into one kernel: only the bytes that cross the group's boundary count."""
     if not ops:
         raise CostModelError("cost model: a fused group needs at least one op")
@@ -213,11 +235,14 @@ def group_cost(ops: Sequence[GraphOperation], device: Device, *, conv_as_gemm: b
     moved = sum(reads.values()) + sum(writes.values())
     if all(isinstance(op, VIEW_OPS) for op in ops):
         return _cost(flops, moved, compute_roof, _Kernel("view", 0.0, 0.0), device)
-    memory_s = moved / _sustained(device, eff, _resident_index(device, moved))
-    return _cost(flops, moved, compute_roof, _Kernel("fused", compute_s, memory_s, reuse_s), device)
+    bandwidth = _sustained(device, eff, _resident_index(device, moved))
+    if any(isinstance(op, TransposeOp) for op in ops) and not any(isinstance(op, GEMM_OPS) for op in ops):
+        bandwidth *= eff.transpose  # a GEMM reads a transposed operand as a strided view, at its own pace
+    call_s = eff.library_call_s if library else 0.0
+    return _cost(flops, moved, compute_roof, _Kernel("fused", compute_s, moved / bandwidth, reuse_s), device, call_s)
 
 
-def _cost(flops: int, moved: int, compute_roof: float, kernel: _Kernel, device: Device) -> OpCost:
+def _cost(flops: int, moved: int, compute_roof: float, kernel: _Kernel, device: Device, call_s: float = 0.0) -> OpCost:
     memory_roof = moved / device.dram.bandwidth_bytes_per_s
     return OpCost(
         flops=flops,
@@ -226,7 +251,7 @@ def _cost(flops: int, moved: int, compute_roof: float, kernel: _Kernel, device: 
         roofline_bound="compute" if compute_roof > memory_roof else "memory",
         compute_s=kernel.compute_s,
         memory_s=kernel.memory_s + kernel.reuse_s,
-        launch_s=0.0 if kernel.model == "view" else device.launch_overhead_s,
+        launch_s=0.0 if kernel.model == "view" else device.launch_overhead_s + call_s,
         model=kernel.model,
     )
 
@@ -288,9 +313,14 @@ def _kernel(op: GraphOperation, work: OpWork, device: Device, eff: Efficiency, c
         case AttentionOp():
             return _attention(op, work, device, eff)
         case MaxPoolOp() | AvgPoolOp() | GlobalPoolOp() | AdaptivePoolOp():
-            return _stream("pool", work, device, eff, device.peak(work.peak_key) * eff.pool)
+            volumetric = len(static_shape(op.results[0])) > 4
+            fraction = eff.pool3d if volumetric else eff.pool
+            return _stream("pool", work, device, eff, device.peak(work.peak_key) * fraction)
         case EmbeddingOp() | EmbeddingBagOp():
             return _embedding(op, work, device, eff)
+        case TransposeOp():
+            bandwidth = _sustained(device, eff, _resident_index(device, work.bytes)) * eff.transpose
+            return _Kernel("transpose", work.flops / (device.peak(work.peak_key) * eff.vector), work.bytes / bandwidth)
         case _:
             kernel = _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)
             if type(op) not in VECTOR_INSTRUCTIONS:
@@ -299,12 +329,17 @@ def _kernel(op: GraphOperation, work: OpWork, device: Device, eff: Efficiency, c
             return replace(kernel, compute_s=instructions / (device.peak(work.peak_key) * eff.vector))
 
 
+GEMM_OPS = (MatmulOp, LinearOp, ConvOp, ConvTransposeOp, AttentionOp)
+
 VECTOR_INSTRUCTIONS: dict[type[GraphOperation], int] = {
     ew.ExpOp: 12, ew.LogOp: 14, ew.ErfOp: 16, ew.TanhOp: 14, ew.SinOp: 16, ew.CosOp: 16,
     ew.PowOp: 28,  # exp(y log x)
     ew.SigmoidOp: 17, ew.SiluOp: 18, ew.EluOp: 15, ew.SeluOp: 16, ew.SoftplusOp: 30,
     ew.GeluOp: 20,  # erf's 16, or tanh's 14 and the cubic: about the same
     ew.DivOp: 4, ew.ReciprocalOp: 4, ew.SqrtOp: 4, ew.RsqrtOp: 4,
+    SoftmaxOp: 30,  # exp for the row's sum and again to normalize, max, subtractions, a division
+    LogSoftmaxOp: 17,  # exp once for the sum, max, subtractions
+    LayerNormOp: 8,  # a mean, a variance, then scale and shift
 }  # fmt: skip
 """Vector instructions per result element of the elementwise ops that cost more than their FLOPs: polynomial
 approximations of the transcendental functions (as gnomon's generated kernels and SLEEF-style libraries compute
