@@ -12,11 +12,14 @@ networks, gnomon's transformer block, DLRM-style model and MLP, each at two batc
 Every pair is printed, with the geometric mean of the absolute percentage errors of each group, per model, and per
 kernel kind (which kernels carry the error, and whether they are predicted too fast or too slow). The light
 networks are batch 1 in their files; the second batch size is bound through input shapes (the ONNX frontend makes
-the reshapes they spell out for a batch of 1 follow it), and a network that still cannot take it is named. Timings on a shared machine are noisy: before each
-case the bench waits (up to `--wait` seconds) for two quiet seconds, says when it did not get them, and prints the
-load average before and after.
+the reshapes they spell out for a batch of 1 follow it), and a network that still cannot take it is named.
 
-    python bench/predict_accuracy.py [--device FILE] [--models resnet50,mlp] [--runs 7] [--no-kernels]
+Timings on a shared machine are noisy: before each case the bench waits (up to `--wait` seconds) for two quiet
+seconds, says when it did not get them, and prints the load average before and after. Other tenants of a shared
+host slow it for seconds at a time, so the cases are measured in `--rounds` rounds over all of them, and each
+measured figure is the median of its rounds.
+
+    python bench/predict_accuracy.py [--device FILE] [--models resnet50,mlp] [--runs 7] [--rounds 3] [--no-kernels]
 """
 
 from __future__ import annotations
@@ -159,33 +162,45 @@ def wait_until_quiet(max_wait_s: float) -> bool:
     return False
 
 
-def measure(case: Case, device: Device, runs: int, budget_s: float) -> Result:
+@dataclass
+class Sample:
+    """One round's measurement of a case: median per-launch profile times, and median end-to-end times."""
+
+    kernels: list[float]
+    gnomon_s: float
+    eager_s: float
+
+
+def sample(case: Case, runs: int, budget_s: float) -> Sample:
     executable, inputs = case.executable, case.inputs
     executable.run(inputs)
     count = _runs_for(lambda: executable.run(inputs), runs, budget_s)
-    samples: list[list[float]] = []
+    profiles: list[list[float]] = []
     for _ in range(count):
         executable.run(inputs, profile=True)
-        samples.append([t.seconds for t in executable.profile().timings])
-    timings = executable.profile().timings
-    measured_kernels = [statistics.median(run[i] for run in samples) for i in range(len(timings))]
+        profiles.append([t.seconds for t in executable.profile().timings])
+    kernels = [statistics.median(run[i] for run in profiles) for i in range(len(profiles[0]))]
     time.sleep(0.2)  # torch's OpenMP workers spin after a call: let them sleep before the next system runs
-    measured_e2e = _median(lambda: executable.run(inputs), count)
-    predicted = analyze_program(executable.module, device, case.name)
-    launches = [r for r in predicted.records if r.kind != "runtime"]
-    assert len(launches) == len(timings), "the prediction and the profile list the same launches"
-    kernels = [
-        (t.kernel, t.kind, r.predicted_s, m) for t, r, m in zip(timings, launches, measured_kernels, strict=True)
-    ]
+    gnomon_s = _median(lambda: executable.run(inputs), count)
     time.sleep(0.2)
     case.eager()
-    eager_runs = _runs_for(case.eager, runs, budget_s)
-    measured_eager = _median(case.eager, eager_runs)
+    eager_s = _median(case.eager, _runs_for(case.eager, runs, budget_s))
+    return Sample(kernels, gnomon_s, eager_s)
+
+
+def result(case: Case, samples: Sequence[Sample], device: Device) -> Result:
+    """The case's predictions against the median of its rounds' measurements."""
+    timings = case.executable.profile().timings
+    predicted = analyze_program(case.executable.module, device, case.name)
+    launches = [r for r in predicted.records if r.kind != "runtime"]
+    assert len(launches) == len(timings), "the prediction and the profile list the same launches"
+    measured = [statistics.median(s.kernels[i] for s in samples) for i in range(len(timings))]
+    kernels = [(t.kernel, t.kind, r.predicted_s, m) for t, r, m in zip(timings, launches, measured, strict=True)]
     return Result(
         f"{case.name} b{case.batch}",
         kernels,
-        (predicted.predicted_e2e_s, measured_e2e),
-        (case.eager_report.predicted_e2e_s, measured_eager),
+        (predicted.predicted_e2e_s, statistics.median(s.gnomon_s for s in samples)),
+        (case.eager_report.predicted_e2e_s, statistics.median(s.eager_s for s in samples)),
     )
 
 
@@ -234,6 +249,7 @@ def main() -> None:
     parser.add_argument("--models", help="comma-separated subset, e.g. resnet50,squeezenet,mlp")
     parser.add_argument("--runs", type=int, default=7, help="profiled and timed runs per case (fewer for slow ones)")
     parser.add_argument("--budget", type=float, default=1.0, help="seconds one measurement of a case may take")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds over all cases (each figure: their median)")
     parser.add_argument("--no-kernels", action="store_true", help="do not print every kernel's pair")
     parser.add_argument("--wait", type=float, default=60, help="seconds to wait for a quiet machine before a case")
     args = parser.parse_args()
@@ -258,13 +274,14 @@ def main() -> None:
         print("batch sizes the models cannot take:")
         for line in skipped:
             print(f"  {line}")
-    results: list[Result] = []
-    for case in cases:
-        quiet = wait_until_quiet(args.wait)
-        results.append(measure(case, device, args.runs, args.budget))
-        gp, gm = results[-1].gnomon
-        note = "" if quiet else f" (the machine was busy after waiting {args.wait:.0f} s)"
-        print(f"  measured {results[-1].case}: gnomon {_ms(gm)} ms (predicted {_ms(gp)}){note}", flush=True)
+    samples: list[list[Sample]] = [[] for _ in cases]
+    for round_ in range(1, args.rounds + 1):
+        for case, taken in zip(cases, samples, strict=True):
+            quiet = wait_until_quiet(args.wait)
+            taken.append(sample(case, args.runs, args.budget))
+            note = "" if quiet else f" (the machine was busy after waiting {args.wait:.0f} s)"
+            print(f"  round {round_}: {case.name} b{case.batch}, gnomon {_ms(taken[-1].gnomon_s)} ms{note}", flush=True)
+    results = [result(case, taken, device) for case, taken in zip(cases, samples, strict=True)]
     print_results(results, not args.no_kernels)
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
 

@@ -19,7 +19,7 @@ from gnomon.calibrate import (
     cpu_list_count,
     executable_of,
     fit_efficiency,
-    suite_texts,
+    suite_program,
 )
 from gnomon.cli import main
 from gnomon.devices import load_device
@@ -45,9 +45,8 @@ def test_cache_levels_from_sysfs(tmp_path: Path) -> None:
 
 def test_the_fit_recovers_known_factors() -> None:
     """Kernels 'measured' as a device with known factors predicts them: the fit finds factors that predict as well."""
-    kernels = [
-        op for text in suite_texts(quick=True) for op in executable_of(text).module.ops if isinstance(op, kernel.FuncOp)
-    ]
+    program = executable_of(suite_program(quick=True).text).module
+    kernels = [op for op in program.ops if isinstance(op, kernel.FuncOp)]
     base = load_device("generic-cpu")
     truth = replace(base, efficiency={"gemm": 0.4, "gemm_k_overhead": 40.0, "vector": 0.1, "stream": 0.5})
     measured = [Measured(k, kernel_cost(k, truth).predicted_s) for k in kernels]

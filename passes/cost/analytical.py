@@ -14,18 +14,20 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
   tiles re-read less, small ones keep more SMs busy. A CPU's caches hold square blocks that fill a third of a level.
 - depthwise convolution: a stencil on the vector units (one input channel per output channel leaves matrix units
   nothing to reuse), usually memory-bound.
-- transposes: their bytes at `transpose` of the streaming bandwidth (one side of a transpose walks across cache
-  lines, whatever its tiling), as is a fused group of streaming ops that holds one;
-- windowed pooling: its window reductions at `pool` of the vector peak, or `pool3d` for 3-D windows (ATen's CPU
-  pooling loops run far below the vector units, its volumetric ones further still), or its bytes, whichever takes
-  longer;
+- transposes that move the innermost axis: their bytes at `transpose` of the streaming bandwidth (one side walks
+  across cache lines, whatever the tiling), as is a fused group of streaming ops that holds one; a transpose that
+  keeps the innermost axis copies contiguous rows and streams;
+- windowed pooling: its window reductions (a max pool's at `MAX_POOL_INSTRUCTIONS` each) at `pool` of the vector
+  peak, or `pool3d` for 3-D windows (ATen's CPU pooling loops run far below the vector units, its volumetric ones
+  further still), or its bytes, whichever takes longer; a global pool is a reduction (ATen's `mean`), priced as one;
 - elementwise, reductions, normalizations and data movement: their vector instructions (`VECTOR_INSTRUCTIONS`:
   a transcendental function is a polynomial of a dozen or more, where the roofline counts it as one FLOP) at
   `vector` of the vector peak, or their bytes, at the bandwidth of the innermost
   level that holds the op's working set between kernels (on a GPU, L2 or HBM: per-SM memory does not keep data
   from one kernel to the next), plus the per-kernel launch.
 - embedding lookups and bags: each distinct row is fetched once from wherever the table lives, in whole access
-  granules (cache lines, DRAM sectors); repeated lookups of a row hit in cache, as do indices and the result.
+  granules (cache lines, DRAM sectors); repeated lookups of a row hit in cache, as do indices and the result; each
+  lookup also costs `lookup_s` of index handling (bounds checks, finding its bag).
 
 A fused group (`group_cost`) is one kernel: its members' compute, the bytes that cross the group's boundary (not its
 intermediates, which stay on chip), its members' blocked-GEMM re-reads, and one launch.
@@ -48,7 +50,7 @@ from xdsl.ir import Operation, SSAValue
 
 from gnomon.devices import Device, DeviceError
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.base import GraphOperation, ints
 from gnomon.dialects.graph.elementwise import DropoutOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
@@ -58,7 +60,6 @@ from gnomon.dialects.graph.nn import (
     AvgPoolOp,
     ConvOp,
     ConvTransposeOp,
-    GlobalPoolOp,
     LayerNormOp,
     LogSoftmaxOp,
     MaxPoolOp,
@@ -119,19 +120,22 @@ class Efficiency:
     """Seconds a library call's launch takes beyond the runtime's launch: its dispatch, checks, output handling."""
     access_bytes: int
     """The granule of a random access: a cache line on a CPU, a DRAM sector on a GPU."""
+    lookup_s: float
+    """Seconds an embedding lookup spends on its index, beyond moving its row (ATen's CPU embedding bag checks each
+    index and maps it to its bag one at a time)."""
 
 
 GPU_EFFICIENCY = Efficiency(
     gemm=0.8, conv=0.8, conv_call_s=0.0, gemm_tile_m=256, gemm_tile_n=128, gemm_min_tile=32, gemm_k_overhead=32,
     vector=0.5, depthwise=0.3, pool=0.3, pool3d=0.3, stream=0.85, stream_dram=0.85, transpose=0.5, library_call_s=0.0,
-    access_bytes=32,
+    access_bytes=32, lookup_s=0.0,
 )  # fmt: skip
 """Typical of cuBLAS/CUTLASS-class kernels (tiles up to 256 x 128): starting values for calibration, not measured."""
 
 CPU_EFFICIENCY = Efficiency(
     gemm=0.85, conv=0.85, conv_call_s=20e-6, gemm_tile_m=6, gemm_tile_n=16, gemm_min_tile=16, gemm_k_overhead=8,
     vector=0.5, depthwise=0.3, pool=0.1, pool3d=0.05, stream=0.7, stream_dram=0.7, transpose=0.3, library_call_s=5e-6,
-    access_bytes=64,
+    access_bytes=64, lookup_s=20e-9,
 )  # fmt: skip
 """Typical of an AVX2 BLAS (a 6 x 16 fp32 register block): starting values for calibration, not measurements."""
 
@@ -236,7 +240,9 @@ def group_cost(
     if all(isinstance(op, VIEW_OPS) for op in ops):
         return _cost(flops, moved, compute_roof, _Kernel("view", 0.0, 0.0), device)
     bandwidth = _sustained(device, eff, _resident_index(device, moved))
-    if any(isinstance(op, TransposeOp) for op in ops) and not any(isinstance(op, GEMM_OPS) for op in ops):
+    if any(isinstance(op, TransposeOp) and _moves_innermost(op) for op in ops) and not any(
+        isinstance(op, GEMM_OPS) for op in ops
+    ):
         bandwidth *= eff.transpose  # a GEMM reads a transposed operand as a strided view, at its own pace
     call_s = eff.library_call_s if library else 0.0
     return _cost(flops, moved, compute_roof, _Kernel("fused", compute_s, moved / bandwidth, reuse_s), device, call_s)
@@ -312,13 +318,16 @@ def _kernel(op: GraphOperation, work: OpWork, device: Device, eff: Efficiency, c
             return replace(kernel, compute_s=kernel.compute_s + eff.conv_call_s)
         case AttentionOp():
             return _attention(op, work, device, eff)
-        case MaxPoolOp() | AvgPoolOp() | GlobalPoolOp() | AdaptivePoolOp():
+        case MaxPoolOp() | AvgPoolOp() | AdaptivePoolOp():
             volumetric = len(static_shape(op.results[0])) > 4
             fraction = eff.pool3d if volumetric else eff.pool
-            return _stream("pool", work, device, eff, device.peak(work.peak_key) * fraction)
+            kernel = _stream("pool", work, device, eff, device.peak(work.peak_key) * fraction)
+            if isinstance(op, MaxPoolOp):
+                return replace(kernel, compute_s=kernel.compute_s * MAX_POOL_INSTRUCTIONS)
+            return kernel
         case EmbeddingOp() | EmbeddingBagOp():
             return _embedding(op, work, device, eff)
-        case TransposeOp():
+        case TransposeOp() if _moves_innermost(op):
             bandwidth = _sustained(device, eff, _resident_index(device, work.bytes)) * eff.transpose
             return _Kernel("transpose", work.flops / (device.peak(work.peak_key) * eff.vector), work.bytes / bandwidth)
         case _:
@@ -330,6 +339,10 @@ def _kernel(op: GraphOperation, work: OpWork, device: Device, eff: Efficiency, c
 
 
 GEMM_OPS = (MatmulOp, LinearOp, ConvOp, ConvTransposeOp, AttentionOp)
+
+MAX_POOL_INSTRUCTIONS = 2
+"""A windowed max pool's cost per compare, in an average pool's adds: ATen's CPU max pooling keeps each window's
+argmax as it compares; on smooth inputs in cache, its windows ran at half the rate of average pooling's here."""
 
 VECTOR_INSTRUCTIONS: dict[type[GraphOperation], int] = {
     ew.ExpOp: 12, ew.LogOp: 14, ew.ErfOp: 16, ew.TanhOp: 14, ew.SinOp: 16, ew.CosOp: 16,
@@ -344,6 +357,13 @@ VECTOR_INSTRUCTIONS: dict[type[GraphOperation], int] = {
 """Vector instructions per result element of the elementwise ops that cost more than their FLOPs: polynomial
 approximations of the transcendental functions (as gnomon's generated kernels and SLEEF-style libraries compute
 them), and divisions and roots, which issue at a fraction of the FMA rate. Other ops cost their FLOPs."""
+
+
+def _moves_innermost(op: TransposeOp) -> bool:
+    """Whether a transpose moves the innermost axis, so that one of its sides walks across cache lines; one that
+    keeps it copies whole contiguous rows (attention's [b, s, h, d] to [b, h, s, d]) and streams."""
+    permutation = ints(op.permutation)
+    return permutation[-1] != len(permutation) - 1
 
 
 def _is_depthwise(op: ConvOp) -> bool:
@@ -470,4 +490,5 @@ def _embedding(op: EmbeddingOp | EmbeddingBagOp, work: OpWork, device: Device, e
     memory_s = fetched / _sustained(device, eff, table_level) + ((lookups - distinct) * row_bytes + rest) / _sustained(
         device, eff, hot_level
     )
-    return _Kernel("embedding", work.flops / (device.peak(work.peak_key) * eff.vector), memory_s)
+    compute_s = work.flops / (device.peak(work.peak_key) * eff.vector) + lookups * eff.lookup_s
+    return _Kernel("embedding", compute_s, memory_s)
