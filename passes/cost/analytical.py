@@ -14,9 +14,9 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
   tiles re-read less, small ones keep more SMs busy. A CPU's caches hold square blocks that fill a third of a level.
 - depthwise convolution: a stencil on the vector units (one input channel per output channel leaves matrix units
   nothing to reuse), usually memory-bound.
-- transposes that move the innermost axis: their bytes at `transpose` of the streaming bandwidth (one side walks
-  across cache lines, whatever the tiling), as is a fused group of streaming ops that holds one; a transpose that
-  keeps the innermost axis copies contiguous rows and streams;
+- transposes: their bytes at `transpose` of the streaming bandwidth, as is a fused group of streaming ops that holds
+  one: a tiled transpose and a permutation that keeps the innermost axis both move short runs (a tile's row, an
+  attention head's row), not whole lines of a stream;
 - windowed pooling: its window reductions (a max pool's at `MAX_POOL_INSTRUCTIONS` each) at `pool` of the vector
   peak, or `pool3d` for 3-D windows (ATen's CPU pooling loops run far below the vector units, its volumetric ones
   further still), or its bytes, whichever takes longer; a global pool is a reduction (ATen's `mean`), priced as one;
@@ -50,7 +50,7 @@ from xdsl.ir import Operation, SSAValue
 
 from gnomon.devices import Device, DeviceError
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph.base import GraphOperation, ints
+from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import DropoutOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
@@ -240,9 +240,7 @@ def group_cost(
     if all(isinstance(op, VIEW_OPS) for op in ops):
         return _cost(flops, moved, compute_roof, _Kernel("view", 0.0, 0.0), device)
     bandwidth = _sustained(device, eff, _resident_index(device, moved))
-    if any(isinstance(op, TransposeOp) and _moves_innermost(op) for op in ops) and not any(
-        isinstance(op, GEMM_OPS) for op in ops
-    ):
+    if any(isinstance(op, TransposeOp) for op in ops) and not any(isinstance(op, GEMM_OPS) for op in ops):
         bandwidth *= eff.transpose  # a GEMM reads a transposed operand as a strided view, at its own pace
     call_s = eff.library_call_s if library else 0.0
     return _cost(flops, moved, compute_roof, _Kernel("fused", compute_s, moved / bandwidth, reuse_s), device, call_s)
@@ -327,7 +325,7 @@ def _kernel(op: GraphOperation, work: OpWork, device: Device, eff: Efficiency, c
             return kernel
         case EmbeddingOp() | EmbeddingBagOp():
             return _embedding(op, work, device, eff)
-        case TransposeOp() if _moves_innermost(op):
+        case TransposeOp():
             bandwidth = _sustained(device, eff, _resident_index(device, work.bytes)) * eff.transpose
             return _Kernel("transpose", work.flops / (device.peak(work.peak_key) * eff.vector), work.bytes / bandwidth)
         case _:
@@ -357,13 +355,6 @@ VECTOR_INSTRUCTIONS: dict[type[GraphOperation], int] = {
 """Vector instructions per result element of the elementwise ops that cost more than their FLOPs: polynomial
 approximations of the transcendental functions (as gnomon's generated kernels and SLEEF-style libraries compute
 them), and divisions and roots, which issue at a fraction of the FMA rate. Other ops cost their FLOPs."""
-
-
-def _moves_innermost(op: TransposeOp) -> bool:
-    """Whether a transpose moves the innermost axis, so that one of its sides walks across cache lines; one that
-    keeps it copies whole contiguous rows (attention's [b, s, h, d] to [b, h, s, d]) and streams."""
-    permutation = ints(op.permutation)
-    return permutation[-1] != len(permutation) - 1
 
 
 def _is_depthwise(op: ConvOp) -> bool:
