@@ -49,10 +49,12 @@ __all__ = [
     "analyze",
     "analyze_program",
     "eager_steps",
+    "generated_threads",
     "gnomon_steps",
     "kernel_cost",
     "onnx_batch_shapes",
     "plot_roofline",
+    "weights_in_dram",
 ]
 
 TARGETS = ("gnomon", "torch-eager")
@@ -436,15 +438,39 @@ class Step:
     copied_bytes: int = 0
 
 
-def kernel_cost(kernel_func: kernel.FuncOp, device: Device) -> OpCost:
-    """What one launch of a kernel costs: its body as one fused group, or its one op's own model."""
+def kernel_cost(kernel_func: kernel.FuncOp, device: Device, *, weights_in_dram: bool = False) -> OpCost:
+    """What one launch of a kernel costs: its body as one fused group, or its one op's own model; `weights_in_dram`
+    says that the program's weights do not fit the caches together (see `weights_in_dram()`)."""
     ops = [op for op in kernel_func.body.block.ops if isinstance(op, GraphOperation)]
     # The runtime runs a 1x1 convolution as a BLAS product (its library call is then `aten.mm`).
     as_gemm = kernel_func.callee is not None and kernel_func.callee.data.startswith("aten.mm")
     library = not kernel_func.is_generated
+    cores = None if library or device.kind != "cpu" else generated_threads(kernel_func, device)
+    options = {"conv_as_gemm": as_gemm, "library": library, "weights_in_dram": weights_in_dram, "cores": cores}
     if len(ops) == 1:
-        return op_cost(ops[0], device, conv_as_gemm=as_gemm, library=library)
-    return group_cost(ops, device, conv_as_gemm=as_gemm, library=library)
+        return op_cost(ops[0], device, **options)
+    return group_cost(ops, device, **options)
+
+
+def generated_threads(kernel_func: kernel.FuncOp, device: Device) -> int:
+    """The threads a call of a generated kernel splits over on a CPU, as the runtime splits it
+    (`gnomon.runtime.codegen.threads.parts_for`): one per `PART_WORK` results, up to its schedule's threads. The
+    results are counted as the elements of its largest array (a reduction's work is its input's)."""
+    from gnomon.runtime.codegen.threads import PART_WORK
+
+    schedule = kernel_func.schedule
+    most = schedule.threads.data if schedule is not None else device.cores
+    types = (*kernel_func.function_type.inputs.data, *kernel_func.function_type.outputs.data)
+    largest = max((math.prod(t.get_shape()) for t in types if isinstance(t, TensorType | MemRefType)), default=0)
+    return max(1, min(most, device.cores, largest // PART_WORK))
+
+
+def weights_in_dram(module: ModuleOp, device: Device) -> bool:
+    """Whether the module's constants (weights, tables) together exceed the device's last cache level: then no
+    kernel finds its weights in cache from the previous run."""
+    last_cache = device.memory[-2] if len(device.memory) > 1 else device.memory[-1]
+    capacity = last_cache.capacity_bytes * (device.cores if last_cache.per_core else 1)
+    return _parameters(module)[1] > capacity
 
 
 def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
@@ -454,6 +480,7 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
         raise AnalysisError("the module is not an rt program (lower it with gnomon.executable.lower first)")
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
     costs: dict[str, OpCost] = {}
+    cold_weights = weights_in_dram(module, device)
     block = function.body.block
     steps: list[Step] = []
     if device.kind == "cpu":
@@ -477,7 +504,7 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
             kernel_func = kernels[op.callee.string_value()]
             name = kernel_func.sym_name.data
             if name not in costs:  # launches of one kernel.func cost the same
-                costs[name] = kernel_cost(kernel_func, device)
+                costs[name] = kernel_cost(kernel_func, device, weights_in_dram=cold_weights)
             cost = costs[name]
             read = [ranges[v] for v in op.ins if v in ranges]
             depends = {task for task, span in written if any(_overlap(span, r) for r in read)}
@@ -539,10 +566,11 @@ def eager_steps(module: ModuleOp, device: Device) -> list[Step]:
     block = _function(module).body.block
     steps: list[Step] = []
     producer: dict[Operation, int] = {}
+    cold_weights = weights_in_dram(module, device)
     for op in block.ops:
         if not isinstance(op, GraphOperation) or isinstance(op, ConstantOp):
             continue
-        cost = op_cost(op, device)
+        cost = op_cost(op, device, weights_in_dram=cold_weights)
         owners = (storage(v).owner for v in op.operands)
         depends = tuple(sorted({producer[o] for o in owners if isinstance(o, Operation) and o in producer}))
         producer[op] = len(steps)

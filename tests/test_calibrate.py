@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from gnomon.analysis import kernel_cost
 from gnomon.calibrate import (
     FITTED,
     Measured,
@@ -19,6 +18,7 @@ from gnomon.calibrate import (
     cpu_list_count,
     executable_of,
     fit_efficiency,
+    suite_prediction,
     suite_program,
 )
 from gnomon.cli import main
@@ -49,7 +49,7 @@ def test_the_fit_recovers_known_factors() -> None:
     kernels = [op for op in program.ops if isinstance(op, kernel.FuncOp)]
     base = load_device("generic-cpu")
     truth = replace(base, efficiency={"gemm": 0.4, "gemm_k_overhead": 40.0, "vector": 0.1, "stream": 0.5})
-    measured = [Measured(k, kernel_cost(k, truth).predicted_s) for k in kernels]
+    measured = [Measured(k, suite_prediction(k, truth)) for k in kernels]
     result = fit_efficiency(base, measured)
     assert set(result.factors) == set(FITTED)
     assert result.kernels == len(kernels)

@@ -203,21 +203,40 @@ class _Kernel:
     """What re-reading operand blocks that miss a cache level adds to `memory_s`."""
 
 
-def op_cost(op: GraphOperation, device: Device, *, conv_as_gemm: bool = False, library: bool = False) -> OpCost:
+def op_cost(
+    op: GraphOperation,
+    device: Device,
+    *,
+    conv_as_gemm: bool = False,
+    library: bool = False,
+    weights_in_dram: bool = False,
+    cores: int | None = None,
+) -> OpCost:
     """The cost of one graph op on `device`; a CostModelError if its shapes are not static. With `conv_as_gemm` a
     convolution is priced as the BLAS product a runtime computes it with (gnomon's, for 1x1 convolutions); with
-    `library` the kernel is a library call, which pays `library_call_s` at its launch."""
+    `library` the kernel is a library call, which pays `library_call_s` at its launch; with `weights_in_dram` the
+    model's weights and tables do not fit the caches together, so each kernel reads its own from DRAM, however
+    small (else they are where the op's working set fits, as activations are); `cores` is how many of the device's
+    cores the kernel runs on (default: all), a share of its compute and bandwidth."""
     work = op_work(op)
     eff = efficiency(device)
-    kernel = _kernel(op, work, device, eff, conv_as_gemm)
+    kernel = _kernel(op, work, device, eff, conv_as_gemm, weights_in_dram)
     compute_roof = work.flops / device.peak(work.peak_key) if work.flops else 0.0
-    return _cost(work.flops, work.bytes, compute_roof, kernel, device, eff.library_call_s if library else 0.0)
+    call_s = eff.library_call_s if library else 0.0
+    return _cost(work.flops, work.bytes, compute_roof, _on_cores(kernel, device, cores), device, call_s)
 
 
 def group_cost(
-    ops: Sequence[GraphOperation], device: Device, *, conv_as_gemm: bool = False, library: bool = False
+    ops: Sequence[GraphOperation],
+    device: Device,
+    *,
+    conv_as_gemm: bool = False,
+    library: bool = False,
+    weights_in_dram: bool = False,
+    cores: int | None = None,
 ) -> OpCost:
-    """The cost of `ops` fused into one kernel: only the bytes that cross the group's boundary count."""
+    """The cost of `ops` fused into one kernel: only the bytes that cross the group's boundary count (the options
+    are `op_cost`'s)."""
     if not ops:
         raise CostModelError("cost model: a fused group needs at least one op")
     members = set[Operation](ops)
@@ -227,7 +246,7 @@ def group_cost(
     flops, compute_roof, compute_s, reuse_s = 0, 0.0, 0.0, 0.0
     for op in ops:
         work = op_work(op)
-        kernel = _kernel(op, work, device, eff, conv_as_gemm)
+        kernel = _kernel(op, work, device, eff, conv_as_gemm, weights_in_dram)
         flops += work.flops
         compute_roof += work.flops / device.peak(work.peak_key) if work.flops else 0.0
         compute_s += kernel.compute_s
@@ -243,7 +262,19 @@ def group_cost(
     if any(isinstance(op, TransposeOp) for op in ops) and not any(isinstance(op, GEMM_OPS) for op in ops):
         bandwidth *= eff.transpose  # a GEMM reads a transposed operand as a strided view, at its own pace
     call_s = eff.library_call_s if library else 0.0
-    return _cost(flops, moved, compute_roof, _Kernel("fused", compute_s, moved / bandwidth, reuse_s), device, call_s)
+    kernel = _on_cores(_Kernel("fused", compute_s, moved / bandwidth, reuse_s), device, cores)
+    return _cost(flops, moved, compute_roof, kernel, device, call_s)
+
+
+def _on_cores(kernel: _Kernel, device: Device, cores: int | None) -> _Kernel:
+    """`kernel` on `cores` of the device's cores: their share of its compute and of its bandwidth (a core's own
+    caches, and its share of the shared ones)."""
+    if cores is None or cores >= device.cores:
+        return kernel
+    slower = device.cores / max(cores, 1)
+    return replace(
+        kernel, compute_s=kernel.compute_s * slower, memory_s=kernel.memory_s * slower, reuse_s=kernel.reuse_s * slower
+    )
 
 
 def _cost(flops: int, moved: int, compute_roof: float, kernel: _Kernel, device: Device, call_s: float = 0.0) -> OpCost:
@@ -299,7 +330,25 @@ def _resident_index(device: Device, working_set: int) -> int:
 # ---- per-family kernels ----
 
 
-def _kernel(op: GraphOperation, work: OpWork, device: Device, eff: Efficiency, conv_as_gemm: bool = False) -> _Kernel:
+def _kernel(
+    op: GraphOperation,
+    work: OpWork,
+    device: Device,
+    eff: Efficiency,
+    conv_as_gemm: bool = False,
+    weights_in_dram: bool = False,
+) -> _Kernel:
+    kernel = _family_kernel(op, work, device, eff, conv_as_gemm, weights_in_dram)
+    if weights_in_dram and isinstance(op, LinearOp | ConvOp | ConvTransposeOp):
+        # The weights stream in from DRAM at least once, whatever the blocked model says of the rest.
+        weights_s = nbytes(op.operands[1]) / _sustained(device, eff, len(device.memory) - 1)
+        return replace(kernel, memory_s=max(kernel.memory_s, weights_s))
+    return kernel
+
+
+def _family_kernel(
+    op: GraphOperation, work: OpWork, device: Device, eff: Efficiency, conv_as_gemm: bool, weights_in_dram: bool
+) -> _Kernel:
     match op:
         case ConstantOp() | DropoutOp() | ReshapeOp():
             return _Kernel("view", 0.0, 0.0)
@@ -324,7 +373,7 @@ def _kernel(op: GraphOperation, work: OpWork, device: Device, eff: Efficiency, c
                 return replace(kernel, compute_s=kernel.compute_s * MAX_POOL_INSTRUCTIONS)
             return kernel
         case EmbeddingOp() | EmbeddingBagOp():
-            return _embedding(op, work, device, eff)
+            return _embedding(op, work, device, eff, weights_in_dram)
         case TransposeOp():
             bandwidth = _sustained(device, eff, _resident_index(device, work.bytes)) * eff.transpose
             return _Kernel("transpose", work.flops / (device.peak(work.peak_key) * eff.vector), work.bytes / bandwidth)
@@ -470,13 +519,15 @@ def _attention(op: AttentionOp, work: OpWork, device: Device, eff: Efficiency) -
     return replace(kernel, compute_s=kernel.compute_s * (blocks + 1) / (2 * blocks))
 
 
-def _embedding(op: EmbeddingOp | EmbeddingBagOp, work: OpWork, device: Device, eff: Efficiency) -> _Kernel:
+def _embedding(
+    op: EmbeddingOp | EmbeddingBagOp, work: OpWork, device: Device, eff: Efficiency, table_in_dram: bool
+) -> _Kernel:
     """Distinct rows from the table's level, in whole granules; repeats, indices and result from cache."""
     lookups, distinct = embedding_rows(op)
     row_bytes = static_shape(op.table)[1] * element_bytes(op.table)
     fetched = math.ceil(row_bytes / eff.access_bytes) * eff.access_bytes * distinct
     rest = work.bytes - distinct * row_bytes
-    table_level = _resident_index(device, nbytes(op.table))
+    table_level = len(device.memory) - 1 if table_in_dram else _resident_index(device, nbytes(op.table))
     hot_level = _resident_index(device, distinct * row_bytes + rest)
     memory_s = fetched / _sustained(device, eff, table_level) + ((lookups - distinct) * row_bytes + rest) / _sustained(
         device, eff, hot_level
