@@ -366,8 +366,8 @@ def _layer_norm(name: str, rows: int, columns: int) -> list[str]:
 
 
 def _embedding_bag(name: str, rows: int, dim: int, bags: int, pooling: int) -> list[str]:
-    """Sum bags of `pooling` rows each; the indices (constants, so the cost model counts their distinct rows) are
-    spread over the table, as a recommender's sparse features are."""
+    """Sum bags of `pooling` rows each, their indices distinct rows spread over the table, as a recommender's sparse
+    features are (a lowered kernel receives its indices as an argument, so its model assumes them distinct)."""
     lookups = bags * pooling
     indices = ", ".join(str(i * 7919 % rows) for i in range(lookups))
     offsets = ", ".join(str(b * pooling) for b in range(bags))
@@ -447,6 +447,7 @@ def _suite_ops(quick: bool) -> tuple[list[list[str]], list[list[str]]]:
         _linear("linear_wide", 64, 2048, 512),
         _linear("linear_small", 16, 256, 256),
         _linear("linear_vector", 1, 4096, 4096),  # batch 1: a matrix-vector product, bound by its weights' traffic
+        _linear("linear_vector_small", 1, 2048, 1536),
         _conv("conv3x3", (1, 64, 56, 56), (64, 64, 3, 3), 1, 1),
         _conv("conv1x1", (1, 256, 56, 56), (64, 256, 1, 1), 1, 0),
         _conv("conv7x7", (1, 3, 224, 224), (64, 3, 7, 7), 2, 3),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,30 @@ def test_gnomon_report_has_one_record_per_launch_and_its_times_add_up_on_a_cpu()
     assert report.activation_bytes > 0
     assert report.parameters == sum(p.numel() for p in model.parameters())
     assert analyze_program(module, load_device("generic-cpu")).predicted_e2e_s == pytest.approx(report.predicted_e2e_s)
+
+
+def test_generated_kernels_run_on_the_threads_the_runtime_gives_them() -> None:
+    from xdsl.parser import Parser
+
+    from gnomon.analysis import generated_threads
+    from gnomon.context import gnomon_context
+    from gnomon.dialects import kernel
+    from gnomon.runtime.codegen.threads import PART_WORK
+
+    def relu_kernel(shape: str) -> kernel.FuncOp:
+        t = f"tensor<{shape}xf32>"
+        text = f"func.func @main(%x: {t}) -> {t} {{\n  %a = graph.relu %x : ({t}) -> {t}\n  func.return %a : {t}\n}}"
+        module = lower(Parser(gnomon_context(), text).parse_module())
+        (func_op,) = [op for op in module.ops if isinstance(op, kernel.FuncOp)]
+        return func_op
+
+    cpu = replace(load_device("generic-cpu"), cores=8)
+    small, large = relu_kernel("1x64x14x14"), relu_kernel("1x64x56x56")
+    assert 64 * 14 * 14 < 2 * PART_WORK  # one slice: the runtime calls it on the calling thread
+    assert generated_threads(small, cpu) == 1
+    schedule = large.schedule
+    assert schedule is not None
+    assert generated_threads(large, cpu) == min(schedule.threads.data, 8, 64 * 56 * 56 // PART_WORK)
 
 
 def test_on_a_gpu_the_host_overlaps_the_device() -> None:

@@ -370,6 +370,82 @@ def test_embedding_rows_are_fetched_in_whole_granules() -> None:
     assert op_cost(known, cpu).memory_s > rows_s / efficiency(cpu).stream
 
 
+def test_weights_that_do_not_fit_the_caches_stream_from_dram() -> None:
+    # A batch-1 linear with 1 MB of weights: they fit the caches alone, but not with a whole model's weights.
+    module = parse("""
+    func.func @f(%x: tensor<1x512xf32>, %w: tensor<512x512xf32>) -> tensor<1x512xf32> {
+      %0 = graph.linear %x, %w : (tensor<1x512xf32>, tensor<512x512xf32>) -> tensor<1x512xf32>
+      func.return %0 : tensor<1x512xf32>
+    }""")
+    linear, cpu = only(module, "graph.linear"), load_device("generic-cpu")
+    weights_s = 512 * 512 * 4 / (cpu.dram.bandwidth_bytes_per_s * efficiency(cpu).stream_dram)
+    assert op_cost(linear, cpu).memory_s < weights_s
+    assert op_cost(linear, cpu, weights_in_dram=True).memory_s == pytest.approx(weights_s)
+
+
+def test_a_kernel_on_fewer_cores_gets_their_share() -> None:
+    module = parse("""
+    func.func @f(%a: tensor<1x64x56x56xf32>) -> tensor<1x64x56x56xf32> {
+      %0 = graph.relu %a : (tensor<1x64x56x56xf32>) -> tensor<1x64x56x56xf32>
+      func.return %0 : tensor<1x64x56x56xf32>
+    }""")
+    relu, cpu = only(module, "graph.relu"), load_device("generic-cpu")
+    everywhere, alone = op_cost(relu, cpu), op_cost(relu, cpu, cores=1)
+    assert alone.kernel_s == pytest.approx(cpu.cores * everywhere.kernel_s)
+    assert alone.launch_s == everywhere.launch_s
+
+
+def test_library_calls_pay_their_call_cost_at_launch() -> None:
+    module = parse("""
+    func.func @f(%a: tensor<4x500xf32>) -> tensor<4x500xf32> {
+      %0 = graph.softmax %a {axis = 1 : i64} : (tensor<4x500xf32>) -> tensor<4x500xf32>
+      func.return %0 : tensor<4x500xf32>
+    }""")
+    softmax, cpu = only(module, "graph.softmax"), load_device("generic-cpu")
+    called = op_cost(softmax, cpu, library=True)
+    assert called.launch_s == pytest.approx(cpu.launch_overhead_s + efficiency(cpu).library_call_s)
+    assert called.kernel_s == op_cost(softmax, cpu).kernel_s
+
+
+def test_pools_and_transposes_have_their_own_rates() -> None:
+    module = parse("""
+    func.func @f(%a: tensor<1x64x56x56xf32>, %c: tensor<1x1x68x40x40xf32>, %t: tensor<512x2048xf32>)
+        -> (tensor<1x64x28x28xf32>, tensor<1x64x28x28xf32>, tensor<1x1x64x40x40xf32>, tensor<2048x512xf32>) {
+      %0 = graph.max_pool %a {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>,
+        dilations = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x64x56x56xf32>) -> tensor<1x64x28x28xf32>
+      %1 = graph.avg_pool %a {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>,
+        count_include_pad = true, ceil_mode = false} : (tensor<1x64x56x56xf32>) -> tensor<1x64x28x28xf32>
+      %2 = graph.avg_pool %c {kernel = array<i64: 5, 1, 1>, strides = array<i64: 1, 1, 1>,
+        pads = array<i64: 0, 0, 0, 0, 0, 0>, count_include_pad = true, ceil_mode = false}
+        : (tensor<1x1x68x40x40xf32>) -> tensor<1x1x64x40x40xf32>
+      %3 = graph.transpose %t {permutation = array<i64: 1, 0>} : (tensor<512x2048xf32>) -> tensor<2048x512xf32>
+      func.return %0, %1, %2, %3 : tensor<1x64x28x28xf32>, tensor<1x64x28x28xf32>, tensor<1x1x64x40x40xf32>,
+        tensor<2048x512xf32>
+    }""")
+    cpu = load_device("generic-cpu")
+    eff = efficiency(cpu)
+    max_pool, avg_pool = only(module, "graph.max_pool"), only(module, "graph.avg_pool")
+    # 3 compares against 4 adds per window, each compare at MAX_POOL_INSTRUCTIONS (2) adds.
+    assert op_cost(max_pool, cpu).compute_s == pytest.approx(op_cost(avg_pool, cpu).compute_s * 2 * 3 / 4)
+    channel_pool = [op for op in graph_ops(module) if op.name == "graph.avg_pool"][1]
+    window_adds = 64 * 40 * 40 * 5
+    assert op_cost(channel_pool, cpu).compute_s == pytest.approx(window_adds / (cpu.peak("fp32") * eff.pool3d))
+    transpose = only(module, "graph.transpose")
+    assert op_cost(transpose, cpu).model == "transpose"
+    streamed = replace(cpu, efficiency={"transpose": 1.0})
+    assert op_cost(transpose, cpu).memory_s == pytest.approx(op_cost(transpose, streamed).memory_s / eff.transpose)
+
+
+def test_embedding_lookups_pay_their_index_handling() -> None:
+    module = parse(_embedding_bag("[0, 1, 2, 3, 4, 5, 6, 7]"))
+    known = next(op for op in graph_ops(module) if op.name == "graph.embedding_bag")
+    cpu = load_device("generic-cpu")
+    free = replace(cpu, efficiency={"lookup_s": 1e-12})
+    assert op_cost(known, cpu).compute_s - op_cost(known, free).compute_s == pytest.approx(
+        8 * (efficiency(cpu).lookup_s - 1e-12)
+    )
+
+
 # ---- the passes' reports ----
 
 
