@@ -466,11 +466,12 @@ def generated_threads(kernel_func: kernel.FuncOp, device: Device) -> int:
 
 
 def weights_in_dram(module: ModuleOp, device: Device) -> bool:
-    """Whether the module's constants (weights, tables) together exceed the device's last cache level: then no
-    kernel finds its weights in cache from the previous run."""
+    """Whether the module's constants (weights, tables) together take more than half the device's last cache level:
+    then no kernel finds its weights in cache from the previous run, since the activations, the runtime and (on a
+    shared host) other tenants use that cache too."""
     last_cache = device.memory[-2] if len(device.memory) > 1 else device.memory[-1]
     capacity = last_cache.capacity_bytes * (device.cores if last_cache.per_core else 1)
-    return _parameters(module)[1] > capacity
+    return _parameters(module)[1] > capacity / 2
 
 
 def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:

@@ -380,7 +380,7 @@ def test_weights_that_do_not_fit_the_caches_stream_from_dram() -> None:
     linear, cpu = only(module, "graph.linear"), load_device("generic-cpu")
     weights_s = 512 * 512 * 4 / (cpu.dram.bandwidth_bytes_per_s * efficiency(cpu).stream_dram)
     assert op_cost(linear, cpu).memory_s < weights_s
-    assert op_cost(linear, cpu, weights_in_dram=True).memory_s == pytest.approx(weights_s)
+    assert op_cost(linear, cpu, weights_in_dram=True).memory_s == pytest.approx(weights_s, rel=0.01)
 
 
 def test_a_kernel_on_fewer_cores_gets_their_share() -> None:
@@ -424,10 +424,10 @@ def test_pools_and_transposes_have_their_own_rates() -> None:
     }""")
     cpu = load_device("generic-cpu")
     eff = efficiency(cpu)
-    max_pool, avg_pool = only(module, "graph.max_pool"), only(module, "graph.avg_pool")
+    max_pool = only(module, "graph.max_pool")
+    avg_pool, channel_pool = [op for op in graph_ops(module) if op.name == "graph.avg_pool"]
     # 3 compares against 4 adds per window, each compare at MAX_POOL_INSTRUCTIONS (2) adds.
     assert op_cost(max_pool, cpu).compute_s == pytest.approx(op_cost(avg_pool, cpu).compute_s * 2 * 3 / 4)
-    channel_pool = [op for op in graph_ops(module) if op.name == "graph.avg_pool"][1]
     window_adds = 64 * 40 * 40 * 5
     assert op_cost(channel_pool, cpu).compute_s == pytest.approx(window_adds / (cpu.peak("fp32") * eff.pool3d))
     transpose = only(module, "graph.transpose")
