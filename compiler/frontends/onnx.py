@@ -122,16 +122,17 @@ def _follow_batch(
         for name in node.input:
             users.setdefault(name, []).append(node)
     for target in graph.initializer:
+        if target.data_type != onnx.TensorProto.INT64 or len(target.dims) != 1 or target.name not in users:
+            continue  # not a reshape target: never decode a weight
         shape = numpy_helper.to_array(target).copy()
-        if shape.ndim != 1 or shape.size == 0 or shape[0] != 1:
+        if shape.size == 0 or shape[0] != 1:
             continue
-        readers = users.get(target.name, [])
         follows = [
             node.op_type == "Reshape" and list(node.input[1:2]) == [target.name] and node.input[0] != target.name
             and first_dims.get(node.input[0]) == 1 and not any(a.name == "allowzero" and a.i for a in node.attribute)
-            for node in readers
+            for node in users[target.name]
         ]  # fmt: skip
-        if readers and all(follows):
+        if all(follows):
             shape[0] = 0
             target.CopyFrom(numpy_helper.from_array(shape, target.name))
 
