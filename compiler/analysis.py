@@ -446,10 +446,11 @@ def kernel_cost(kernel_func: kernel.FuncOp, device: Device, *, weights_in_dram: 
     as_gemm = kernel_func.callee is not None and kernel_func.callee.data.startswith("aten.mm")
     library = not kernel_func.is_generated
     cores = None if library or device.kind != "cpu" else generated_threads(kernel_func, device)
-    options = {"conv_as_gemm": as_gemm, "library": library, "weights_in_dram": weights_in_dram, "cores": cores}
     if len(ops) == 1:
-        return op_cost(ops[0], device, **options)
-    return group_cost(ops, device, **options)
+        return op_cost(
+            ops[0], device, conv_as_gemm=as_gemm, library=library, weights_in_dram=weights_in_dram, cores=cores
+        )
+    return group_cost(ops, device, conv_as_gemm=as_gemm, library=library, weights_in_dram=weights_in_dram, cores=cores)
 
 
 def generated_threads(kernel_func: kernel.FuncOp, device: Device) -> int:
@@ -460,8 +461,11 @@ def generated_threads(kernel_func: kernel.FuncOp, device: Device) -> int:
 
     schedule = kernel_func.schedule
     most = schedule.threads.data if schedule is not None else device.cores
-    types = (*kernel_func.function_type.inputs.data, *kernel_func.function_type.outputs.data)
-    largest = max((math.prod(t.get_shape()) for t in types if isinstance(t, TensorType | MemRefType)), default=0)
+    function_type = kernel_func.function_type
+    largest = 0
+    for array in (*function_type.inputs.data, *function_type.outputs.data):
+        if isinstance(array, TensorType | MemRefType):
+            largest = max(largest, math.prod(array.get_shape()))
     return max(1, min(most, device.cores, largest // PART_WORK))
 
 
@@ -469,7 +473,7 @@ def weights_in_dram(module: ModuleOp, device: Device) -> bool:
     """Whether the module's constants (weights, tables) together take more than half the device's last cache level:
     then no kernel finds its weights in cache from the previous run, since the activations, the runtime and (on a
     shared host) other tenants use that cache too."""
-    last_cache = device.memory[-2] if len(device.memory) > 1 else device.memory[-1]
+    last_cache = device.memory[max(len(device.memory) - 2, 0)]  # the level inside DRAM
     capacity = last_cache.capacity_bytes * (device.cores if last_cache.per_core else 1)
     return _parameters(module)[1] > capacity / 2
 
