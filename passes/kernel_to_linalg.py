@@ -413,8 +413,10 @@ def _fused_nests(
     kernel_op: kernel.FuncOp,
     results: Sequence[tuple[SSAValue, SSAValue]],
     sources: dict[SSAValue, SSAValue],
+    overwritten: SSAValue | None = None,
 ) -> int:
-    """One fused generic per distinct result shape; returns the most parts any of them splits into."""
+    """One fused generic per distinct result shape; returns the most parts any of them splits into. `overwritten`:
+    the input memref that the caller passes as the one output too (`lower_kernel`'s `in_place`)."""
     by_shape: dict[tuple[int, ...], list[tuple[SSAValue, SSAValue]]] = {}
     for value, output in results:
         by_shape.setdefault(_shape(value), []).append((value, output))
@@ -423,6 +425,8 @@ def _fused_nests(
         body = _FusedBody(sources)
         identity = tuple(range(len(shape)))
         block = body.finish([(body.value(value, identity), _element(value)) for value, _ in outputs])
+        if overwritten is not None and any(operand.access != identity for operand in body.inputs):
+            outputs = [(value, overwritten) for value, _ in outputs]
         operands = [*body.inputs, *(_Operand(output, identity) for _, output in outputs)]
         loops = _scheduled_loops(kernel_op, shape, [o.access for o in operands])
         nest.emit(loops, operands, block, len(body.inputs))
@@ -597,8 +601,16 @@ def _row_kernel(
     return parts, prod(shape)
 
 
-def lower_kernel(kernel_op: kernel.FuncOp) -> LoweredKernel:
-    """The `func.func` of a generated kernel; raises CodegenError for an op it cannot generate."""
+def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> LoweredKernel:
+    """The `func.func` of a generated kernel; raises CodegenError for an op it cannot generate.
+
+    `in_place` names an input that the caller passes as the (one) output too, as the memory plan reuses a dying
+    input of a pointwise kernel; the signature is unchanged. LLVM's vectorizer guards its loop with a run-time
+    check that the arrays do not overlap. Where every operand walks the loop alike, the check is on the distance
+    between pointers and an in-place call passes it. Where one is broadcast (a batch norm's per-channel scale), it
+    checks that address ranges are disjoint, which an in-place call fails: it ran the scalar loop, 7-8x slower.
+    There the result is stored through the input's memref, so the load and store of an element share a pointer.
+    (Not everywhere: on one pointer, LLVM turned an in-place relu's store into a masked store, 4x slower.)"""
     name = kernel_op.sym_name.data
     block = kernel_op.body.block
     ops = [op for op in block.ops if not isinstance(op, kernel.YieldOp)]
@@ -619,6 +631,8 @@ def lower_kernel(kernel_op: kernel.FuncOp) -> LoweredKernel:
     part, parts = args[-2], args[-1]
     sources: dict[SSAValue, SSAValue] = dict(zip(block.args, args[: len(inputs)], strict=True))
     results = list(zip(terminator.values, args[len(inputs) : len(inputs) + len(outputs)], strict=True))
+    if in_place is not None and (anchors or len(results) != 1 or inputs[in_place] != outputs[0]):
+        raise CodegenError(f"kernel @{name}: only a pointwise kernel's one result may overwrite an input")
     b = ScalarBuilder()
     nest = _Nest(b, part, parts)
     if anchors:
@@ -630,7 +644,8 @@ def lower_kernel(kernel_op: kernel.FuncOp) -> LoweredKernel:
         else:
             count, work = _row_kernel(nest, kernel_op, anchor, results[0], sources)
     else:
-        count = _fused_nests(nest, kernel_op, results, sources)
+        overwritten = args[in_place] if in_place is not None else None
+        count = _fused_nests(nest, kernel_op, results, sources, overwritten)
         work = sum(prod(_shape(value)) for value, _ in results)
     entry.add_ops([*b.ops, func.ReturnOp()])
     function = func.FuncOp(name, FunctionType.from_lists([*inputs, *outputs, index, index], []), Region(entry))

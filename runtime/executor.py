@@ -101,6 +101,16 @@ def _bind_numpy(kernel_func: kernel.FuncOp, args: Sequence[np.ndarray], results:
     return run
 
 
+def _in_place_input(args: Sequence[np.ndarray], results: Sequence[np.ndarray]) -> int | None:
+    """The input whose memory the memory plan gave the launch's one result (an in-place pointwise kernel)."""
+    if len(results) != 1:
+        return None
+    for position, arg in enumerate(args):
+        if arg.ctypes.data == results[0].ctypes.data and arg.shape == results[0].shape and arg.dtype == results[0].dtype:
+            return position
+    return None
+
+
 class Program:
     """An rt program, loaded and ready to run."""
 
@@ -162,15 +172,16 @@ class Program:
         if kernel_func.is_generated:
             from gnomon.runtime.codegen import compile_kernel
 
-            name = kernel_func.sym_name.data
-            if name not in compiled:
-                compiled[name] = compiled_kernel = compile_kernel(kernel_func)
+            in_place = _in_place_input(args, results)
+            key = f"{kernel_func.sym_name.data}/{in_place}"
+            if key not in compiled:
+                compiled[key] = compiled_kernel = compile_kernel(kernel_func, in_place)
                 self.profile.compile_seconds += compiled_kernel.compile_seconds
                 if compiled_kernel.from_cache:
                     self.profile.kernels_from_cache += 1
                 else:
                     self.profile.kernels_compiled += 1
-            return compiled[name].bind(args, results)  # pyright: ignore[reportAttributeAccessIssue]
+            return compiled[key].bind(args, results)  # pyright: ignore[reportAttributeAccessIssue]
         assert kernel_func.callee is not None
         if kernel_func.callee.data.startswith("numpy."):
             return _bind_numpy(kernel_func, args, results)

@@ -423,6 +423,38 @@ def test_bind_checks_arrays() -> None:
         compiled.bind([x, x], [y])
 
 
+def _affine_relu_kernel() -> kernel.FuncOp:
+    """x * scale + shift, then relu, with per-channel scale and shift: an unfolded batch norm."""
+    t, c = tensor([2, 16, 9, 9], "f32"), tensor([16, 1, 1], "f32")
+    lines = [
+        f"%m = graph.mul %a0, %a1 : ({t}, {c}) -> {t}",
+        f"%s = graph.add %m, %a2 : ({t}, {c}) -> {t}",
+        f"%r = graph.relu %s : ({t}) -> {t}",
+    ]
+    _, function_op = parse(function([([2, 16, 9, 9], "f32"), ([16, 1, 1], "f32"), ([16, 1, 1], "f32")], lines, [("%r", t)]))
+    return as_kernel(function_op)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_in_place_kernel_overwrites_its_input(threads: int) -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 16, 9, 9)).astype(np.float32)
+    scale, shift = rng.standard_normal((2, 16, 1, 1)).astype(np.float32)
+    expected = np.maximum(x * scale + shift, 0)
+    compiled = compile_kernel(_affine_relu_kernel(), in_place=0)
+    compiled.bind([x, scale, shift], [x], threads)()
+    np.testing.assert_allclose(x, expected, rtol=1e-6)
+
+
+def test_in_place_kernel_needs_its_input_as_output() -> None:
+    compiled = compile_kernel(_affine_relu_kernel(), in_place=0)
+    x, c = np.zeros((2, 16, 9, 9), np.float32), np.zeros((16, 1, 1), np.float32)
+    with pytest.raises(CodegenError, match="compiled in place, its output must be input 0"):
+        compiled.bind([x, c, c], [np.zeros_like(x)])
+    with pytest.raises(CodegenError, match="only a pointwise kernel's one result may overwrite an input"):
+        compile_kernel(_affine_relu_kernel(), in_place=1)
+
+
 def test_identical_kernels_compile_once_per_process() -> None:
     t = tensor([3, 7, 11], "f32")
     text = function([([3, 7, 11], "f32")], [f"%r = graph.softsign %a0 : ({t}) -> {t}"], [("%r", t)])

@@ -163,6 +163,8 @@ class CompiledKernel:
     """Shape and dtype of each argument: inputs, then outputs."""
     inputs: int
     _library: _Library = field(repr=False)
+    in_place: int | None = None
+    """The input its result is written over (see `lower_kernel`): a call must pass that array as the output."""
 
     def bind(
         self, args: Sequence[np.ndarray], results: Sequence[np.ndarray], threads: int | None = None
@@ -179,6 +181,8 @@ class CompiledKernel:
                 f"kernel @{self.name}: takes {self.inputs} inputs and {len(self.signature) - self.inputs} outputs, "
                 f"got {len(args)} and {len(results)}"
             )
+        if self.in_place is not None and results[0].ctypes.data != args[self.in_place].ctypes.data:
+            raise CodegenError(f"kernel @{self.name}: compiled in place, its output must be input {self.in_place}")
         descriptors: list[_Descriptor] = []
         for position, (array, (shape, dtype)) in enumerate(zip(arrays, self.signature, strict=True)):
             if array.shape != shape or array.dtype != dtype:
@@ -204,14 +208,15 @@ class CompiledKernel:
         return ParallelCall(_compiler(), self._library.packed, descriptors, parts, parts)
 
 
-def compile_kernel(kernel_op: kernel.FuncOp) -> CompiledKernel:
-    """Compile a generated kernel, or load it from the disk cache; raises CodegenError if it cannot be generated."""
+def compile_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> CompiledKernel:
+    """Compile a generated kernel, or load it from the disk cache; raises CodegenError if it cannot be generated.
+    `in_place`: the input that its calls also pass as the output (`lower_kernel`)."""
     # The pass is built on this package (its scalar semantics), so it is imported here, not above.
     from gnomon.passes.kernel_to_linalg import lower_kernel
 
     if not kernel_op.is_generated:
         raise CodegenError(f"kernel @{kernel_op.sym_name.data} is a library kernel, not a generated one")
-    lowered = lower_kernel(kernel_op)
+    lowered = lower_kernel(kernel_op, in_place)
     function = lowered.function
     function.sym_name = StringAttr(SYMBOL)
     mlir_text = str(ModuleOp([function]))
@@ -245,4 +250,5 @@ def compile_kernel(kernel_op: kernel.FuncOp) -> CompiledKernel:
         tuple(signature),
         len(kernel_op.function_type.inputs),
         library,
+        in_place,
     )
