@@ -78,7 +78,7 @@ __all__ = [
 ]
 
 FITTED = (
-    "gemm", "conv", "conv_call_s", "gemm_k_overhead", "vector", "depthwise", "pool", "pool3d", "stream",
+    "gemm", "conv", "conv_call_s", "gemm_k_overhead", "gemm_pack", "vector", "depthwise", "pool", "pool3d", "stream",
     "stream_dram", "transpose", "library_call_s", "lookup_s",
 )  # fmt: skip
 """The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
@@ -92,6 +92,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "conv": (0.02, 1.0),
     "conv_call_s": (1e-7, 1e-3),
     "gemm_k_overhead": (1, 1024),  # a device file's factors are positive
+    "gemm_pack": (0.01, 2.0),
     "vector": (0.005, 1.0),
     "depthwise": (0.005, 1.0),
     "pool": (0.002, 1.0),
@@ -451,6 +452,7 @@ def _suite_ops(quick: bool) -> tuple[list[list[str]], list[list[str]]]:
     ]
     library = [
         _linear("linear_large", 256, 1024, 1024),
+        _linear("linear_tall", 1024, 256, 256),  # a transformer's projection: small weights, many rows
         _linear("linear_wide", 64, 2048, 512),
         _linear("linear_small", 16, 256, 256),
         _linear("linear_vector", 1, 4096, 4096),  # batch 1: a matrix-vector product, bound by its weights' traffic

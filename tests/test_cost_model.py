@@ -383,6 +383,35 @@ def test_weights_that_do_not_fit_the_caches_stream_from_dram() -> None:
     assert op_cost(linear, cpu, weights_in_dram=True).memory_s == pytest.approx(weights_s, rel=0.01)
 
 
+def test_a_fused_linear_streams_its_weights_from_dram_too() -> None:
+    module = parse("""
+    func.func @f(%x: tensor<1x512xf32>, %w: tensor<512x512xf32>) -> tensor<1x512xf32> {
+      %0 = graph.linear %x, %w : (tensor<1x512xf32>, tensor<512x512xf32>) -> tensor<1x512xf32>
+      %1 = graph.relu %0 : (tensor<1x512xf32>) -> tensor<1x512xf32>
+      func.return %1 : tensor<1x512xf32>
+    }""")
+    ops, cpu = [only(module, "graph.linear"), only(module, "graph.relu")], load_device("generic-cpu")
+    weights_s = 512 * 512 * 4 / (cpu.dram.bandwidth_bytes_per_s * efficiency(cpu).stream_dram)
+    assert group_cost(ops, cpu).memory_s < weights_s
+    assert group_cost(ops, cpu, weights_in_dram=True).memory_s == pytest.approx(weights_s, rel=0.01)
+
+
+def test_a_cpu_blas_packs_weights_from_dram_before_multiplying() -> None:
+    # 64 rows: a GEMM, whose weights a CPU BLAS packs (a pass added to its FMAs); one row is streamed, overlapped.
+    module = parse("""
+    func.func @f(%x: tensor<64x512xf32>, %w: tensor<512x512xf32>) -> tensor<64x512xf32> {
+      %0 = graph.linear %x, %w : (tensor<64x512xf32>, tensor<512x512xf32>) -> tensor<64x512xf32>
+      func.return %0 : tensor<64x512xf32>
+    }""")
+    linear, cpu = only(module, "graph.linear"), load_device("generic-cpu")
+    pack_s = 512 * 512 * 4 / (cpu.dram.bandwidth_bytes_per_s * efficiency(cpu).gemm_pack)
+    cold, warm = op_cost(linear, cpu, weights_in_dram=True), op_cost(linear, cpu)
+    assert cold.compute_s == pytest.approx(warm.compute_s + pack_s)
+    assert cold.memory_s == warm.memory_s
+    gpu = load_device("a100")
+    assert op_cost(linear, gpu, weights_in_dram=True).compute_s == op_cost(linear, gpu).compute_s
+
+
 def test_a_kernel_on_fewer_cores_gets_their_share() -> None:
     module = parse("""
     func.func @f(%a: tensor<1x64x56x56xf32>) -> tensor<1x64x56x56xf32> {
