@@ -19,7 +19,7 @@ seconds, says when it did not get them, and prints the load average before and a
 host slow it for seconds at a time, so the cases are measured in `--rounds` rounds over all of them, and each
 measured figure is the median of its rounds.
 
-    python bench/predict_accuracy.py [--device FILE] [--models resnet50,mlp] [--runs 7] [--rounds 3] [--no-kernels]
+    python bench/predict_accuracy.py [--device FILE] [--models resnet50,mlp] [--runs 7] [--rounds 5] [--no-kernels]
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ def main() -> None:
     parser.add_argument("--models", help="comma-separated subset, e.g. resnet50,squeezenet,mlp")
     parser.add_argument("--runs", type=int, default=7, help="profiled and timed runs per case (fewer for slow ones)")
     parser.add_argument("--budget", type=float, default=1.0, help="seconds one measurement of a case may take")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds over all cases (each figure: their median)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds over all cases (each figure: their median)")
     parser.add_argument("--no-kernels", action="store_true", help="do not print every kernel's pair")
     parser.add_argument("--wait", type=float, default=60, help="seconds to wait for a quiet machine before a case")
     args = parser.parse_args()

@@ -105,8 +105,9 @@ def _in_place_input(args: Sequence[np.ndarray], results: Sequence[np.ndarray]) -
     """The input whose memory the memory plan gave the launch's one result (an in-place pointwise kernel)."""
     if len(results) != 1:
         return None
+    result = results[0]
     for position, arg in enumerate(args):
-        if arg.ctypes.data == results[0].ctypes.data and arg.shape == results[0].shape and arg.dtype == results[0].dtype:
+        if arg.ctypes.data == result.ctypes.data and arg.shape == result.shape and arg.dtype == result.dtype:
             return position
     return None
 

@@ -431,7 +431,8 @@ def _affine_relu_kernel() -> kernel.FuncOp:
         f"%s = graph.add %m, %a2 : ({t}, {c}) -> {t}",
         f"%r = graph.relu %s : ({t}) -> {t}",
     ]
-    _, function_op = parse(function([([2, 16, 9, 9], "f32"), ([16, 1, 1], "f32"), ([16, 1, 1], "f32")], lines, [("%r", t)]))
+    args = [([2, 16, 9, 9], "f32"), ([16, 1, 1], "f32"), ([16, 1, 1], "f32")]
+    _, function_op = parse(function(args, lines, [("%r", t)]))
     return as_kernel(function_op)
 
 
