@@ -15,9 +15,9 @@ What it measures, in under a minute (`quick` shrinks every problem, for tests):
   they fell into two regimes here, a floor of 45-47 GB/s that every calibration saw, and stretches of 55-84 GB/s
   whose share of a run varied from a quarter to three quarters, so the median landed in either (61 against 48
   GB/s in two runs back to back, whose lower quintiles were 47 and 46). Neither the best nor the worst round is
-  reproducible. The
-  peak is the best of its rounds (86 to 159 GFLOP/s in one calibration): nothing runs faster than the hardware,
-  and over some thirty rounds the best is reproducible where the median was not (150 against 129 GFLOP/s).
+  reproducible. The peak is the best of its rounds (86 to 159 GFLOP/s in one calibration): nothing runs faster
+  than the hardware, and over some thirty rounds the best is reproducible where the median was not (150 against
+  129 GFLOP/s).
 - the runtime's launch overhead of a tiny kernel: a program of one-element kernels (generated adds alternating with
   library max-pools, the two kinds the runtime launches) minus a program of one, per launch; median of many runs.
 - PyTorch eager's per-op dispatch overhead: tiny torch ops called one by one from Python; median per op.
@@ -84,9 +84,9 @@ FITTED = (
 """The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
 LAUNCH = "launch_overhead_s"
 SPAN_S = 40.0
+"""Seconds over which DRAM and peak rounds are spread (the calibration's length); 0 for a quick one."""
 DRAM_QUANTILE = 0.2
 """Where in the sorted DRAM rounds the DRAM figure is taken: a shared host's floor (see the module docstring)."""
-"""Seconds over which DRAM and peak rounds are spread (the calibration's length); 0 for a quick one."""
 BOUNDS: dict[str, tuple[float, float]] = {
     "gemm": (0.02, 1.0),
     "conv": (0.02, 1.0),

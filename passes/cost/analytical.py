@@ -352,12 +352,12 @@ def _kernel(
 ) -> _Kernel:
     kernel = _family_kernel(op, work, device, eff, conv_as_gemm, weights_in_dram)
     if weights_in_dram and isinstance(op, LinearOp | ConvOp | ConvTransposeOp):
-        # The weights stream in from DRAM at least once, whatever the blocked model says of the rest.
         if device.kind == "cpu" and kernel.model == "gemm" and min(shape.m for shape in gemm_shapes(op)) > 1:
             # The BLAS's packing pass (module docstring). Here MLP layers of 64 rows and 8-16 MB of weights took
             # 0.9-2.6 ms beyond their FLOPs at the rate of products whose weights were in cache: ~6 GB/s.
             pack_s = nbytes(op.operands[1]) / (device.dram.bandwidth_bytes_per_s * eff.gemm_pack)
             return replace(kernel, compute_s=kernel.compute_s + pack_s)
+        # Otherwise they stream in from DRAM at least once, whatever the blocked model says of the rest.
         weights_s = nbytes(op.operands[1]) / _sustained(device, eff, len(device.memory) - 1)
         return replace(kernel, memory_s=max(kernel.memory_s, weights_s), weights_s=weights_s)
     return kernel
