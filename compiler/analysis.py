@@ -33,12 +33,13 @@ from xdsl.ir import Operation, SSAValue
 from gnomon.devices import Device, MemoryLevel, load_device
 from gnomon.dialects import kernel, rt
 from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.nn import AdaptivePoolOp, AvgPoolOp, MaxPoolOp
 from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.errors import GnomonError
 from gnomon.locations import location_name
 from gnomon.passes.cost import Bound, OpCost, efficiency, group_cost, op_cost
 from gnomon.passes.cost.critical_path import Task, Timeline, schedule
-from gnomon.passes.cost.roofline import VIEW_OPS, nbytes, storage
+from gnomon.passes.cost.roofline import VIEW_OPS, nbytes, static_shape, storage
 from gnomon.trace import DISPATCH, KERNEL, TraceEvent, trace_json
 
 __all__ = [
@@ -445,7 +446,9 @@ def kernel_cost(kernel_func: kernel.FuncOp, device: Device, *, weights_in_dram: 
     # The runtime runs a 1x1 convolution as a BLAS product (its library call is then `aten.mm`).
     as_gemm = kernel_func.callee is not None and kernel_func.callee.data.startswith("aten.mm")
     library = not kernel_func.is_generated
-    cores = None if library or device.kind != "cpu" else generated_threads(kernel_func, device)
+    cores = None
+    if device.kind == "cpu":
+        cores = library_threads(ops, device) if library else generated_threads(kernel_func, device)
     if len(ops) == 1:
         return op_cost(
             ops[0], device, conv_as_gemm=as_gemm, library=library, weights_in_dram=weights_in_dram, cores=cores
@@ -467,6 +470,16 @@ def generated_threads(kernel_func: kernel.FuncOp, device: Device) -> int:
         if isinstance(array, TensorType | MemRefType):
             largest = max(largest, math.prod(array.get_shape()))
     return max(1, min(most, device.cores, largest // PART_WORK))
+
+
+def library_threads(ops: Sequence[GraphOperation], device: Device) -> int | None:
+    """The threads a library kernel runs on a CPU, where it uses fewer than all (None: all). ATen's CPU pooling
+    splits over its input's planes, batch x channels: a local response norm's channel pool (one plane per image,
+    as torch-mlir lowers it) ran single-threaded at batch 1, and in about the same time at batch 2 on two threads."""
+    if len(ops) != 1 or not isinstance(ops[0], MaxPoolOp | AvgPoolOp | AdaptivePoolOp):
+        return None
+    batch, channels = (*static_shape(ops[0].operands[0]), 1, 1)[:2]
+    return max(1, min(device.cores, batch * channels))
 
 
 def weights_in_dram(module: ModuleOp, device: Device) -> bool:

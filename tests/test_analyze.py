@@ -150,6 +150,32 @@ def test_generated_kernels_run_on_the_threads_the_runtime_gives_them() -> None:
     assert generated_threads(large, cpu) == min(schedule.threads.data, 8, 64 * 56 * 56 // PART_WORK)
 
 
+def test_library_pooling_runs_on_one_thread_per_plane() -> None:
+    from xdsl.parser import Parser
+
+    from gnomon.analysis import library_threads
+    from gnomon.context import gnomon_context
+    from gnomon.dialects.graph.base import GraphOperation
+
+    def pool(shape: str, result: str) -> list[GraphOperation]:
+        """A 5-wide average over the channels of a 5-D tensor: a local response norm's pool, as torch-mlir has it."""
+        t, r = f"tensor<{shape}xf32>", f"tensor<{result}xf32>"
+        attributes = (
+            "{kernel = array<i64: 5, 1, 1>, strides = array<i64: 1, 1, 1>, pads = array<i64: 0, 0, 0, 0, 0, 0>, "
+            "count_include_pad = true, ceil_mode = false}"
+        )
+        body = f"%a = graph.avg_pool %x {attributes} : ({t}) -> {r}\n  func.return %a : {r}"
+        text = f"func.func @main(%x: {t}) -> {r} {{\n  {body}\n}}"
+        module = Parser(gnomon_context(), text).parse_module()
+        return [op for op in module.walk() if isinstance(op, GraphOperation)]
+
+    cpu = replace(load_device("generic-cpu"), cores=8)
+    assert library_threads(pool("1x1x68x20x20", "1x1x64x20x20"), cpu) == 1
+    assert library_threads(pool("2x1x68x20x20", "2x1x64x20x20"), cpu) == 2
+    assert library_threads(pool("4x3x68x20x20", "4x3x64x20x20"), cpu) == 8
+    assert library_threads([], cpu) is None
+
+
 def test_on_a_gpu_the_host_overlaps_the_device() -> None:
     model = TransformerBlock(d_model=256, heads=8, seq=128)
     example = model.example_inputs(8)

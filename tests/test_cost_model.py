@@ -412,6 +412,17 @@ def test_a_cpu_blas_packs_weights_from_dram_before_multiplying() -> None:
     assert op_cost(linear, gpu, weights_in_dram=True).compute_s == op_cost(linear, gpu).compute_s
 
 
+def test_a_cpu_blas_streams_weights_from_dram_once_per_row_of_a_matrix_vector_product() -> None:
+    module = parse("""
+    func.func @f(%x: tensor<2x512xf32>, %w: tensor<512x512xf32>) -> tensor<2x512xf32> {
+      %0 = graph.linear %x, %w : (tensor<2x512xf32>, tensor<512x512xf32>) -> tensor<2x512xf32>
+      func.return %0 : tensor<2x512xf32>
+    }""")
+    linear, cpu = only(module, "graph.linear"), load_device("generic-cpu")
+    weights_s = 512 * 512 * 4 / (cpu.dram.bandwidth_bytes_per_s * efficiency(cpu).stream_dram)
+    assert op_cost(linear, cpu, weights_in_dram=True).memory_s == pytest.approx(2 * weights_s, rel=0.01)
+
+
 def test_a_kernel_on_fewer_cores_gets_their_share() -> None:
     module = parse("""
     func.func @f(%a: tensor<1x64x56x56xf32>) -> tensor<1x64x56x56xf32> {

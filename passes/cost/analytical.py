@@ -13,8 +13,8 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
   (halved down to `gemm_min_tile`) the model takes, as a library's heuristic does, the one that finishes first: big
   tiles re-read less, small ones keep more SMs busy. A CPU's caches hold square blocks that fill a third of a level.
   Where the weights come from DRAM (`weights_in_dram`), a CPU BLAS first packs them into its blocked layout on the
-  cores that then multiply, at `gemm_pack` of DRAM's bandwidth, and that pass adds to the FMAs; a matrix-vector
-  product streams them once instead, overlapped.
+  cores that then multiply, at `gemm_pack` of DRAM's bandwidth, and that pass adds to the FMAs; with at most
+  `MATRIX_VECTOR_ROWS` rows it streams them once per row instead, overlapped, as matrix-vector products.
 - depthwise convolution: a stencil on the vector units (one input channel per output channel leaves matrix units
   nothing to reuse), usually memory-bound.
 - transposes: their bytes at `transpose` of the streaming bandwidth, as is a fused group of streaming ops that holds
@@ -352,15 +352,23 @@ def _kernel(
 ) -> _Kernel:
     kernel = _family_kernel(op, work, device, eff, conv_as_gemm, weights_in_dram)
     if weights_in_dram and isinstance(op, LinearOp | ConvOp | ConvTransposeOp):
-        if device.kind == "cpu" and kernel.model == "gemm" and min(shape.m for shape in gemm_shapes(op)) > 1:
+        rows = min(shape.m for shape in gemm_shapes(op))
+        if device.kind == "cpu" and kernel.model == "gemm" and rows > MATRIX_VECTOR_ROWS:
             # The BLAS's packing pass (module docstring). Here MLP layers of 64 rows and 8-16 MB of weights took
             # 0.9-2.6 ms beyond their FLOPs at the rate of products whose weights were in cache: ~6 GB/s.
             pack_s = nbytes(op.operands[1]) / (device.dram.bandwidth_bytes_per_s * eff.gemm_pack)
             return replace(kernel, compute_s=kernel.compute_s + pack_s)
-        # Otherwise they stream in from DRAM at least once, whatever the blocked model says of the rest.
-        weights_s = nbytes(op.operands[1]) / _sustained(device, eff, len(device.memory) - 1)
+        # Otherwise they stream in from DRAM, once per row on a CPU, whatever the blocked model says of the rest.
+        passes = rows if device.kind == "cpu" and kernel.model == "gemm" else 1
+        weights_s = passes * nbytes(op.operands[1]) / _sustained(device, eff, len(device.memory) - 1)
         return replace(kernel, memory_s=max(kernel.memory_s, weights_s), weights_s=weights_s)
     return kernel
+
+
+MATRIX_VECTOR_ROWS = 2
+"""The most rows a CPU BLAS multiplies by weights from DRAM as matrix-vector products, streaming the weights once
+per row, rather than packing them: the fully connected layers of AlexNet, VGG-19 and ZFNet (37-411 MB of weights)
+took 1.9-2.0x as long at batch 2 as at batch 1."""
 
 
 def _family_kernel(
