@@ -15,7 +15,9 @@ networks are batch 1 in their files; the second batch size is bound through inpu
 the reshapes they spell out for a batch of 1 follow it), and a network that still cannot take it is named.
 
 Timings on a shared machine are noisy: before each case the bench waits (up to `--wait` seconds) for two quiet
-seconds, says when it did not get them, and prints the load average before and after. Other tenants of a shared
+seconds, says when it did not get them, and prints the load average before and after. Before each round it measures
+the fp32 peak and DRAM bandwidth again, as the calibration does, and prints them against the calibration's: the
+host's other tenants slow every kernel for minutes at a time, which no idle CPU shows. Other tenants of a shared
 host slow it for seconds at a time, so the cases are measured in `--rounds` rounds over all of them, and each
 measured figure is the median of its rounds.
 
@@ -41,7 +43,7 @@ import torch
 import gnomon
 from gnomon.analysis import Report, analyze_program, onnx_batch_shapes
 from gnomon.bundled import light_models
-from gnomon.calibrate import busy_fraction, calibrate
+from gnomon.calibrate import busy_fraction, calibrate, peak_flops, stream_bandwidth
 from gnomon.devices import Device, load_device, save_device
 from gnomon.errors import GnomonError
 from gnomon.executable import Executable
@@ -150,6 +152,15 @@ def _median(call: Callable[[], Any], runs: int) -> float:
         call()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def host_speed(device: Device) -> tuple[float, float]:
+    """The fp32 peak and DRAM bandwidth now, measured as `gnomon calibrate` measures them, as fractions of the
+    device's: the shared host's state over a round, which moves every measured figure."""
+    last_cache = device.memory[-2]
+    working_set = 8 * last_cache.capacity_bytes * (device.cores if last_cache.per_core else 1)
+    dram = stream_bandwidth(working_set // device.cores, device.cores, 3, 8 * working_set)
+    return peak_flops(1536, "fp32", 3) / device.peak("fp32"), dram / device.dram.bandwidth_bytes_per_s
 
 
 def wait_until_quiet(max_wait_s: float) -> bool:
@@ -275,7 +286,12 @@ def main() -> None:
         for line in skipped:
             print(f"  {line}")
     samples: list[list[Sample]] = [[] for _ in cases]
+    speeds: list[tuple[float, float]] = []
     for round_ in range(1, args.rounds + 1):
+        peak, dram = host_speed(device)
+        speeds.append((peak, dram))
+        speed = f"{peak:.0%} of the calibrated fp32 peak (a best round), {dram:.0%} of its DRAM bandwidth"
+        print(f"  round {round_}: the host at {speed}")
         for case, taken in zip(cases, samples, strict=True):
             quiet = wait_until_quiet(args.wait)
             taken.append(sample(case, args.runs, args.budget))
@@ -283,7 +299,9 @@ def main() -> None:
             print(f"  round {round_}: {case.name} b{case.batch}, gnomon {_ms(taken[-1].gnomon_s)} ms{note}", flush=True)
     results = [result(case, taken, device) for case, taken in zip(cases, samples, strict=True)]
     print_results(results, not args.no_kernels)
-    print(f"\nload average after: {os.getloadavg()[0]:.2f}")
+    peak, dram = (statistics.median(speed[i] for speed in speeds) for i in (0, 1))
+    print(f"\nthe host over the rounds (median): {peak:.0%} of the calibration's fp32 peak, {dram:.0%} of its DRAM")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
