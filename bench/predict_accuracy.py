@@ -17,9 +17,8 @@ the reshapes they spell out for a batch of 1 follow it), and a network that stil
 Timings on a shared machine are noisy: before each case the bench waits (up to `--wait` seconds) for two quiet
 seconds, says when it did not get them, and prints the load average before and after. Before each round it measures
 the fp32 peak and DRAM bandwidth again, as the calibration does, and prints them against the calibration's: the
-host's other tenants slow every kernel for minutes at a time, which no idle CPU shows. Other tenants of a shared
-host slow it for seconds at a time, so the cases are measured in `--rounds` rounds over all of them, and each
-measured figure is the median of its rounds.
+host's other tenants can slow every kernel for minutes, which no idle CPU shows. Over seconds they slow it too, so
+the cases are measured in `--rounds` rounds over all of them, and each measured figure is the median of its rounds.
 
     python bench/predict_accuracy.py [--device FILE] [--models resnet50,mlp] [--runs 7] [--rounds 5] [--no-kernels]
 """

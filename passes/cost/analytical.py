@@ -367,7 +367,7 @@ def _kernel(
 
 MATRIX_VECTOR_ROWS = 2
 """The most rows a CPU BLAS multiplies by weights from DRAM as matrix-vector products, streaming the weights once
-per row, rather than packing them: the fully connected layers of AlexNet, VGG-19 and ZFNet (37-411 MB of weights)
+per row, rather than packing them: the fully connected layers of AlexNet, VGG-19 and ZFNet (16-411 MB of weights)
 took 1.9-2.0x as long at batch 2 as at batch 1."""
 
 
