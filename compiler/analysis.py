@@ -22,17 +22,18 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, TensorType, f32
 from xdsl.ir import Operation, SSAValue
 
 from gnomon.devices import Device, MemoryLevel, load_device
 from gnomon.dialects import kernel, rt
 from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.elementwise import PowOp
 from gnomon.dialects.graph.nn import AdaptivePoolOp, AvgPoolOp, MaxPoolOp
 from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.errors import GnomonError
@@ -450,10 +451,29 @@ def kernel_cost(kernel_func: kernel.FuncOp, device: Device, *, weights_in_dram: 
     if device.kind == "cpu":
         cores = library_threads(ops, device) if library else generated_threads(kernel_func, device)
     if len(ops) == 1:
-        return op_cost(
+        cost = op_cost(
             ops[0], device, conv_as_gemm=as_gemm, library=library, weights_in_dram=weights_in_dram, cores=cores
         )
-    return group_cost(ops, device, conv_as_gemm=as_gemm, library=library, weights_in_dram=weights_in_dram, cores=cores)
+    else:
+        cost = group_cost(
+            ops, device, conv_as_gemm=as_gemm, library=library, weights_in_dram=weights_in_dram, cores=cores
+        )
+    calls = libm_calls(ops) if kernel_func.is_generated and device.kind == "cpu" else 0
+    if calls == 0:
+        return cost
+    libm_s = calls * efficiency(device).libm_call_s / (cores or device.cores)
+    return replace(cost, compute_s=cost.compute_s + libm_s)
+
+
+def libm_calls(ops: Sequence[GraphOperation]) -> int:
+    """The libm calls a generated kernel of `ops` makes per call: one per result element of an f32 pow, which the
+    code generator leaves to libm's `powf` (its own exp, log, tanh and erf are vectorizable arith ops)."""
+    calls = 0
+    for op in ops:
+        result = op.results[0].type
+        if isinstance(op, PowOp) and isinstance(result, TensorType) and result.element_type == f32:
+            calls += math.prod(result.get_shape())
+    return calls
 
 
 def generated_threads(kernel_func: kernel.FuncOp, device: Device) -> int:

@@ -79,7 +79,7 @@ __all__ = [
 
 FITTED = (
     "gemm", "conv", "conv_call_s", "gemm_k_overhead", "gemm_pack", "vector", "depthwise", "pool", "pool3d", "stream",
-    "stream_dram", "transpose", "library_call_s", "lookup_s",
+    "stream_dram", "transpose", "library_call_s", "lookup_s", "libm_call_s",
 )  # fmt: skip
 """The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
 LAUNCH = "launch_overhead_s"
@@ -102,6 +102,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "transpose": (0.01, 2.0),
     "library_call_s": (1e-7, 2e-4),
     "lookup_s": (1e-10, 1e-6),
+    "libm_call_s": (1e-10, 1e-6),
 }
 
 
@@ -403,6 +404,25 @@ def _broadcast_affine(name: str, shape: tuple[int, ...]) -> list[str]:
     ]
 
 
+def _lrn_scale(name: str, shape: tuple[int, ...]) -> list[str]:
+    """x / (k + alpha * pooled)^beta: a local response norm after its channel pool (AlexNet's k, alpha and beta,
+    constants, so that pow's base is positive as there), one generated kernel whose pow is a libm call per element."""
+    t, s = _tensor(shape), "tensor<f32>"
+    constants = "".join(
+        f"%{name}_{c} = graph.constant {{value = dense<{value:e}> : {s}}} : () -> {s}\n  "
+        for c, value in (("a", 1e-4), ("c", 2.0), ("b", 0.75))
+    )
+    return [
+        f"{constants}%{name}_m = graph.mul %{name}_p, %{name}_a : ({t}, {s}) -> {t}\n"
+        f"  %{name}_k = graph.add %{name}_m, %{name}_c : ({t}, {s}) -> {t}\n"
+        f"  %{name}_w = graph.pow %{name}_k, %{name}_b : ({t}, {s}) -> {t}\n"
+        f"  %{name} = graph.div %{name}_x, %{name}_w : ({t}, {t}) -> {t}",
+        f"{name}_p: {t}",
+        f"{name}_x: {t}",
+        t,
+    ]
+
+
 def _concat(name: str, shape: tuple[int, ...], parts: int) -> list[str]:
     tx, ty = _tensor(shape), _tensor((shape[0], shape[1] * parts, *shape[2:]))
     operands = ", ".join(f"%{name}_x{i}" for i in range(parts))
@@ -444,6 +464,7 @@ def _suite_ops(quick: bool) -> tuple[list[list[str]], list[list[str]]]:
         _unary("softmax", "softmax", (256, 1000), "{axis = 1 : i64}"),
         _broadcast_affine("affine", (1, 128, 28, 28)),
         _broadcast_affine("affine_large", (1, 64, 112, 112)),
+        _lrn_scale("lrn", (1, 96, 27, 27)),
         _unary("relu_small", "relu", (1, 64, 14, 14)),
         _broadcast_affine("affine_small", (1, 32, 14, 14)),
         _unary("transpose_small", "transpose", (64, 256), "{permutation = array<i64: 1, 0>}", (256, 64)),

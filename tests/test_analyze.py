@@ -150,6 +150,31 @@ def test_generated_kernels_run_on_the_threads_the_runtime_gives_them() -> None:
     assert generated_threads(large, cpu) == min(schedule.threads.data, 8, 64 * 56 * 56 // PART_WORK)
 
 
+def test_a_generated_pow_pays_a_libm_call_per_element() -> None:
+    from xdsl.parser import Parser
+
+    from gnomon.analysis import generated_threads, kernel_cost, libm_calls
+    from gnomon.context import gnomon_context
+    from gnomon.dialects import kernel
+    from gnomon.dialects.graph.base import GraphOperation
+    from gnomon.passes.cost import efficiency, group_cost
+
+    t, s = "tensor<1x8x64x64xf32>", "tensor<f32>"
+    text = (
+        f"func.func @main(%x: {t}, %y: {s}) -> {t} {{\n  %p = graph.pow %x, %y : ({t}, {s}) -> {t}\n"
+        f"  %r = graph.relu %p : ({t}) -> {t}\n  func.return %r : {t}\n}}"
+    )
+    module = lower(Parser(gnomon_context(), text).parse_module())
+    (pow_kernel,) = [op for op in module.ops if isinstance(op, kernel.FuncOp)]
+    ops = [op for op in pow_kernel.body.block.ops if isinstance(op, GraphOperation)]
+    assert libm_calls(ops) == 8 * 64 * 64
+    cpu = load_device("generic-cpu")
+    threads = generated_threads(pow_kernel, cpu)
+    libm_s = 8 * 64 * 64 * efficiency(cpu).libm_call_s / threads
+    expected = group_cost(ops, cpu, cores=threads).compute_s + libm_s
+    assert kernel_cost(pow_kernel, cpu).compute_s == pytest.approx(expected)
+
+
 def test_library_pooling_runs_on_one_thread_per_plane() -> None:
     from xdsl.parser import Parser
 

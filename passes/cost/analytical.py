@@ -128,6 +128,9 @@ class Efficiency:
     lookup_s: float
     """Seconds an embedding lookup spends on its index, beyond moving its row (ATen's CPU embedding bag checks each
     index and maps it to its bag one at a time)."""
+    libm_call_s: float = 0.0
+    """Seconds per element of a generated CPU kernel that calls libm (f32 pow: `powf`, one scalar call each, which
+    also keeps the loop from vectorizing); `gnomon.analysis.kernel_cost` adds it."""
 
 
 GPU_EFFICIENCY = Efficiency(
@@ -142,7 +145,7 @@ CPU_EFFICIENCY = Efficiency(
     gemm=0.85, conv=0.85, conv_call_s=20e-6, gemm_tile_m=6, gemm_tile_n=16, gemm_min_tile=16, gemm_k_overhead=8,
     gemm_pack=0.2,
     vector=0.5, depthwise=0.3, pool=0.1, pool3d=0.05, stream=0.7, stream_dram=0.7, transpose=0.3, library_call_s=5e-6,
-    access_bytes=64, lookup_s=20e-9,
+    access_bytes=64, lookup_s=20e-9, libm_call_s=5e-9,
 )  # fmt: skip
 """Typical of an AVX2 BLAS (a 6 x 16 fp32 register block): starting values for calibration, not measurements."""
 
