@@ -610,7 +610,7 @@ def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> Lower
     between pointers and an in-place call passes it. Where one is broadcast (a batch norm's per-channel scale), it
     checks that address ranges are disjoint, which an in-place call fails: it ran the scalar loop, 7-8x slower.
     There the result is stored through the input's memref, so the load and store of an element share a pointer.
-    (Not everywhere: on one pointer, LLVM turned an in-place relu's store into a masked store, 4x slower.)"""
+    (Not everywhere: on one pointer, LLVM turned an in-place relu's store into a masked store, 3-7x slower.)"""
     name = kernel_op.sym_name.data
     block = kernel_op.body.block
     ops = [op for op in block.ops if not isinstance(op, kernel.YieldOp)]
