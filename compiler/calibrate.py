@@ -483,6 +483,7 @@ def _suite_ops(quick: bool) -> tuple[list[list[str]], list[list[str]]]:
         _conv("conv7x7", (1, 3, 224, 224), (64, 3, 7, 7), 2, 3),
         _conv("conv_deep", (1, 256, 14, 14), (256, 256, 3, 3), 1, 1),
         _conv("conv_large", (1, 128, 56, 56), (128, 128, 3, 3), 1, 1),
+        _conv("conv_wide", (1, 512, 7, 7), (512, 512, 3, 3), 1, 1),  # ResNet's last stage: 9.4 MB of weights
         _conv("depthwise", (1, 128, 28, 28), (128, 1, 3, 3), 1, 1, groups=128),
         _conv("conv_small", (1, 32, 14, 14), (32, 32, 3, 3), 1, 1),
         _unary("max_pool", "max_pool", (1, 64, 112, 112), _MAX_POOL, (1, 64, 56, 56)),

@@ -412,6 +412,20 @@ def test_a_cpu_blas_packs_weights_from_dram_before_multiplying() -> None:
     assert op_cost(linear, gpu, weights_in_dram=True).compute_s == op_cost(linear, gpu).compute_s
 
 
+def test_a_cpu_convolution_reorders_weights_from_dram_on_every_call() -> None:
+    # ResNet-50's last 3x3 convolution: 9.4 MB of plain weights, reordered to the library's blocked layout per call.
+    module = parse("""
+    func.func @f(%x: tensor<1x512x7x7xf32>, %w: tensor<512x512x3x3xf32>) -> tensor<1x512x7x7xf32> {
+      %0 = graph.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>,
+        groups = 1 : i64} : (tensor<1x512x7x7xf32>, tensor<512x512x3x3xf32>) -> tensor<1x512x7x7xf32>
+      func.return %0 : tensor<1x512x7x7xf32>
+    }""")
+    conv, cpu = only(module, "graph.conv"), load_device("generic-cpu")
+    pack_s = 512 * 512 * 9 * 4 / (cpu.dram.bandwidth_bytes_per_s * efficiency(cpu).gemm_pack)
+    cold, warm = op_cost(conv, cpu, weights_in_dram=True), op_cost(conv, cpu)
+    assert cold.model == "conv"
+    assert cold.compute_s == pytest.approx(warm.compute_s + pack_s)
+
 def test_a_cpu_blas_streams_weights_from_dram_once_per_row_of_a_matrix_vector_product() -> None:
     module = parse("""
     func.func @f(%x: tensor<2x512xf32>, %w: tensor<512x512xf32>) -> tensor<2x512xf32> {

@@ -14,7 +14,9 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
   tiles re-read less, small ones keep more SMs busy. A CPU's caches hold square blocks that fill a third of a level.
   Where the weights come from DRAM (`weights_in_dram`), a CPU BLAS first packs them into its blocked layout on the
   cores that then multiply, at `gemm_pack` of DRAM's bandwidth, and that pass adds to the FMAs; with at most
-  `MATRIX_VECTOR_ROWS` rows it streams them once per row instead, overlapped, as matrix-vector products.
+  `MATRIX_VECTOR_ROWS` rows it streams them once per row instead, overlapped, as matrix-vector products. A CPU
+  convolution library (oneDNN under ATen) reorders plain weights into its blocked layout on every call: the same
+  pass, whatever the rows.
 - depthwise convolution: a stencil on the vector units (one input channel per output channel leaves matrix units
   nothing to reuse), usually memory-bound.
 - transposes: their bytes at `transpose` of the streaming bandwidth, as is a fused group of streaming ops that holds
@@ -356,9 +358,11 @@ def _kernel(
     kernel = _family_kernel(op, work, device, eff, conv_as_gemm, weights_in_dram)
     if weights_in_dram and isinstance(op, LinearOp | ConvOp | ConvTransposeOp):
         rows = min(shape.m for shape in gemm_shapes(op))
-        if device.kind == "cpu" and kernel.model == "gemm" and rows > MATRIX_VECTOR_ROWS:
-            # The BLAS's packing pass (module docstring). Here MLP layers of 64 rows and 8-16 MB of weights took
-            # 0.9-2.6 ms beyond their FLOPs at the rate of products whose weights were in cache: ~6 GB/s.
+        packs = kernel.model == "conv" or (kernel.model == "gemm" and rows > MATRIX_VECTOR_ROWS)
+        if device.kind == "cpu" and packs:
+            # The library's packing pass (module docstring). Here MLP layers of 64 rows and 8-16 MB of weights took
+            # 0.9-2.6 ms beyond their FLOPs at the rate of products whose weights were in cache: ~6 GB/s; ResNet-50's
+            # last 3x3 convolutions (9.4 MB of weights) took 1.3-1.7 ms beyond those of its third stage (2.4 MB).
             pack_s = nbytes(op.operands[1]) / (device.dram.bandwidth_bytes_per_s * eff.gemm_pack)
             return replace(kernel, compute_s=kernel.compute_s + pack_s)
         # Otherwise they stream in from DRAM, once per row on a CPU, whatever the blocked model says of the rest.
