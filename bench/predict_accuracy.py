@@ -16,9 +16,10 @@ the reshapes they spell out for a batch of 1 follow it), and a network that stil
 
 Timings on a shared machine are noisy: before each case the bench waits (up to `--wait` seconds) for two quiet
 seconds, says when it did not get them, and prints the load average before and after. Before each round it measures
-the fp32 peak and DRAM bandwidth again, as the calibration does, and prints them against the calibration's: the
-host's other tenants can slow every kernel for minutes, which no idle CPU shows. Over seconds they slow it too, so
-the cases are measured in `--rounds` rounds over all of them, and each measured figure is the median of its rounds.
+the fp32 peak, the last cache level's and DRAM's bandwidths again, as the calibration does, and prints them against
+the calibration's: the host's other tenants can slow every kernel for minutes, which no idle CPU shows. Over
+seconds they slow it too, so the cases are measured in `--rounds` rounds over all of them, and each measured figure
+is the median of its rounds.
 
     python bench/predict_accuracy.py [--device FILE] [--models resnet50,mlp] [--runs 7] [--rounds 5] [--no-kernels]
 """
@@ -153,13 +154,20 @@ def _median(call: Callable[[], Any], runs: int) -> float:
     return statistics.median(times)
 
 
-def host_speed(device: Device) -> tuple[float, float]:
-    """The fp32 peak and DRAM bandwidth now, measured as `gnomon calibrate` measures them, as fractions of the
-    device's: the shared host's state over a round, which moves every measured figure."""
+def host_speed(device: Device) -> tuple[float, float, float]:
+    """The fp32 peak, last-cache and DRAM bandwidths now, measured as `gnomon calibrate` measures them, as fractions
+    of the device's: the shared host's state over a round, which moves every measured figure (its other tenants
+    share the last cache level as well as the cores)."""
     last_cache = device.memory[-2]
-    working_set = 8 * last_cache.capacity_bytes * (device.cores if last_cache.per_core else 1)
-    dram = stream_bandwidth(working_set // device.cores, device.cores, 3, 8 * working_set)
-    return peak_flops(1536, "fp32", 3) / device.peak("fp32"), dram / device.dram.bandwidth_bytes_per_s
+    cache_bytes = last_cache.capacity_bytes * (device.cores if last_cache.per_core else 1)
+    per_thread = last_cache.capacity_bytes // 2 if last_cache.per_core else cache_bytes // (2 * device.cores)
+    cache = stream_bandwidth(per_thread, device.cores, 3, 256 << 20)
+    dram = stream_bandwidth(8 * cache_bytes // device.cores, device.cores, 3, 64 * cache_bytes)
+    return (
+        peak_flops(1536, "fp32", 3) / device.peak("fp32"),
+        cache / last_cache.bandwidth_bytes_per_s,
+        dram / device.dram.bandwidth_bytes_per_s,
+    )
 
 
 def wait_until_quiet(max_wait_s: float) -> bool:
@@ -285,11 +293,15 @@ def main() -> None:
         for line in skipped:
             print(f"  {line}")
     samples: list[list[Sample]] = [[] for _ in cases]
-    speeds: list[tuple[float, float]] = []
+    speeds: list[tuple[float, float, float]] = []
+    last_cache = device.memory[-2].name
     for round_ in range(1, args.rounds + 1):
-        peak, dram = host_speed(device)
-        speeds.append((peak, dram))
-        speed = f"{peak:.0%} of the calibrated fp32 peak (a best round), {dram:.0%} of its DRAM bandwidth"
+        peak, cache, dram = host_speed(device)
+        speeds.append((peak, cache, dram))
+        speed = (
+            f"{peak:.0%} of the calibrated fp32 peak (a best round), {cache:.0%} of its {last_cache} bandwidth, "
+            f"{dram:.0%} of its DRAM bandwidth"
+        )
         print(f"  round {round_}: the host at {speed}")
         for case, taken in zip(cases, samples, strict=True):
             quiet = wait_until_quiet(args.wait)
@@ -298,8 +310,11 @@ def main() -> None:
             print(f"  round {round_}: {case.name} b{case.batch}, gnomon {_ms(taken[-1].gnomon_s)} ms{note}", flush=True)
     results = [result(case, taken, device) for case, taken in zip(cases, samples, strict=True)]
     print_results(results, not args.no_kernels)
-    peak, dram = (statistics.median(speed[i] for speed in speeds) for i in (0, 1))
-    print(f"\nthe host over the rounds (median): {peak:.0%} of the calibration's fp32 peak, {dram:.0%} of its DRAM")
+    peak, cache, dram = (statistics.median(speed[i] for speed in speeds) for i in (0, 1, 2))
+    print(
+        f"\nthe host over the rounds (median): {peak:.0%} of the calibration's fp32 peak, {cache:.0%} of its "
+        f"{last_cache} bandwidth, {dram:.0%} of its DRAM"
+    )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -79,7 +79,7 @@ __all__ = [
 
 FITTED = (
     "gemm", "conv", "conv_call_s", "gemm_k_overhead", "gemm_pack", "vector", "depthwise", "pool", "pool3d", "stream",
-    "stream_dram", "transpose", "library_call_s", "lookup_s", "libm_call_s",
+    "stream_dram", "transpose", "library_call_s", "lookup_s", "libm_call_s", "library_call_warm_s",
 )  # fmt: skip
 """The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
 LAUNCH = "launch_overhead_s"
@@ -103,6 +103,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "library_call_s": (1e-7, 2e-4),
     "lookup_s": (1e-10, 1e-6),
     "libm_call_s": (1e-10, 1e-6),
+    "library_call_warm_s": (1e-7, 2e-4),
 }
 
 
@@ -442,6 +443,12 @@ _AVG_POOL = (
 )
 """A 3x3 stride-1 average, as Inception's branches pool."""
 
+_TRANSITION_POOL = (
+    "{kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, "
+    "count_include_pad = false, ceil_mode = false}"
+)
+"""A 2x2 stride-2 average, as DenseNet's transitions pool."""
+
 _CHANNEL_POOL = (
     "{kernel = array<i64: 5, 1, 1>, strides = array<i64: 1, 1, 1>, pads = array<i64: 0, 0, 0, 0, 0, 0>, "
     "count_include_pad = true, ceil_mode = false}"
@@ -489,6 +496,7 @@ def _suite_ops(quick: bool) -> tuple[list[list[str]], list[list[str]]]:
         _unary("max_pool", "max_pool", (1, 64, 112, 112), _MAX_POOL, (1, 64, 56, 56)),
         _unary("max_pool_small", "max_pool", (1, 64, 28, 28), _MAX_POOL, (1, 64, 14, 14)),
         _unary("avg_pool", "avg_pool", (1, 96, 56, 56), _AVG_POOL, (1, 96, 56, 56)),
+        _unary("avg_pool_2x2", "avg_pool", (1, 128, 56, 56), _TRANSITION_POOL, (1, 128, 28, 28)),
         _unary("channel_pool", "avg_pool", (1, 1, 68, 40, 40), _CHANNEL_POOL, (1, 1, 64, 40, 40)),
         _unary("global_avg_pool", "global_avg_pool", (1, 2048, 7, 7), "", (1, 2048, 1, 1)),
         _concat("concat", (1, 128, 28, 28), 3),
@@ -531,7 +539,7 @@ class Suite:
 
     text: str
     fitted: tuple[bool, ...]
-    """Per launch, in order: False for the first of a kernel's two runs."""
+    """Per launch, in order: False for the first of a kernel's two runs (but a small call's)."""
 
 
 def suite_program(quick: bool) -> Suite:
@@ -544,19 +552,20 @@ def suite_program(quick: bool) -> Suite:
     - GEMMs, convolutions and embedding bags: their weights and tables, read once per inference, are not in cache
       in a model either;
     - the small library calls (`CALL_BOUND`): their time is mostly the call's fixed cost, which depends on the
-      kernel before (the thread team may have to wake), as in a model; run straight after themselves, they took a
-      fifth of it."""
+      kernel before, as in a model. The fit takes both runs: the first, after another kernel, prices a call
+      (`library_call_s`); the second, straight after itself, a warm one (`library_call_warm_s`): it took a fifth
+      of the first."""
     generated, library = _suite_ops(quick)
     small_calls = [entry for entry in library if _result_name(entry) in CALL_BOUND]
     entries: list[list[str]] = []
     fitted: list[bool] = []
     for entry in (entry for pair in zip_longest(library, generated) for entry in pair if entry is not None):
         entries.append(entry)
-        if any(f"graph.{op} " in entry[0] for op in ("linear", "conv", "embedding_bag")) or entry in small_calls:
+        if any(f"graph.{op} " in entry[0] for op in ("linear", "conv", "embedding_bag")):
             fitted.append(True)
         else:
             entries.append(_rerun(entry))
-            fitted += [False, True]
+            fitted += [entry in small_calls, True]
     return Suite(_program(entries), tuple(fitted))
 
 
@@ -609,6 +618,8 @@ class Measured:
     kernel: Any
     """The `kernel.func`."""
     seconds: float
+    previous: Any = None
+    """The `kernel.func` launched before it, if any: whether a library call is warm (`gnomon.analysis.warm_call`)."""
 
 
 def smooth(shape: Sequence[int], dtype: Any) -> np.ndarray:
@@ -631,35 +642,37 @@ def profile_suite(executable: Executable, runs: int) -> list[Measured]:
         samples.append([t.seconds for t in executable.profile().timings])
     kernels = {op.sym_name.data: op for op in executable.module.ops if isinstance(op, kernel.FuncOp)}
     timings = executable.profile().timings
+    launched = [kernels[timing.kernel] for timing in timings]
     return [
-        Measured(kernels[timing.kernel], statistics.median(run[i] for run in samples))
-        for i, timing in enumerate(timings)
+        Measured(kernel, statistics.median(run[i] for run in samples), launched[i - 1] if i else None)
+        for i, kernel in enumerate(launched)
     ]
 
 
 def median_of_rounds(rounds: Sequence[Sequence[Measured]]) -> list[Measured]:
     """Each kernel's median time over rounds of the same suite."""
-    return [
-        Measured(same[0].kernel, statistics.median(m.seconds for m in same)) for same in zip(*rounds, strict=True)
-    ]
+    return [replace(same[0], seconds=statistics.median(m.seconds for m in same)) for same in zip(*rounds, strict=True)]
 
 
-def suite_prediction(kernel: Any, device: Device) -> float:
-    """A suite kernel's predicted time. The suite's weights are not in cache when its GEMMs and convolutions run:
+def suite_prediction(measured: Measured, device: Device) -> float:
+    """A suite launch's predicted time. The suite's weights are not in cache when its GEMMs and convolutions run:
     the program's inputs, well over the last cache level, were all copied in before."""
-    from gnomon.analysis import kernel_cost
+    from gnomon.analysis import kernel_cost, warm_call
 
-    return kernel_cost(kernel, device, weights_in_dram=True).predicted_s
+    before = measured.previous
+    previous = None if before is None else (before, kernel_cost(before, device, weights_in_dram=True))
+    warm = warm_call(previous, measured.kernel, device)
+    return kernel_cost(measured.kernel, device, weights_in_dram=True, warm_call=warm).predicted_s
 
 
 def _log_error(device: Device, measured: Sequence[Measured]) -> float:
     # Absolute, not squared: a kernel the models cannot describe (a slow library path) must not drag the rest.
-    return statistics.fmean(abs(math.log(suite_prediction(m.kernel, device) / m.seconds)) for m in measured)
+    return statistics.fmean(abs(math.log(suite_prediction(m, device) / m.seconds)) for m in measured)
 
 
 def geomean_error(device: Device, measured: Sequence[Measured]) -> float:
     """Geometric mean of |predicted / measured - 1| over the kernels."""
-    errors = [abs(suite_prediction(m.kernel, device) / m.seconds - 1) for m in measured]
+    errors = [abs(suite_prediction(m, device) / m.seconds - 1) for m in measured]
     return math.exp(statistics.fmean(math.log(max(e, 1e-6)) for e in errors))
 
 

@@ -150,14 +150,14 @@ def test_generated_kernels_run_on_the_threads_the_runtime_gives_them() -> None:
     assert generated_threads(large, cpu) == min(schedule.threads.data, 8, 64 * 56 * 56 // PART_WORK)
 
 
-def test_a_generated_pow_pays_a_libm_call_per_element() -> None:
+def test_a_pow_pays_a_libm_call_per_element() -> None:
     from xdsl.parser import Parser
 
-    from gnomon.analysis import generated_threads, kernel_cost, libm_calls
+    from gnomon.analysis import eager_steps, generated_threads, kernel_cost, libm_calls
     from gnomon.context import gnomon_context
     from gnomon.dialects import kernel
     from gnomon.dialects.graph.base import GraphOperation
-    from gnomon.passes.cost import efficiency, group_cost
+    from gnomon.passes.cost import efficiency, group_cost, op_cost
 
     t, s = "tensor<1x8x64x64xf32>", "tensor<f32>"
     text = (
@@ -173,6 +173,32 @@ def test_a_generated_pow_pays_a_libm_call_per_element() -> None:
     libm_s = 8 * 64 * 64 * efficiency(cpu).libm_call_s / threads
     expected = group_cost(ops, cpu, cores=threads).compute_s + libm_s
     assert kernel_cost(pow_kernel, cpu).compute_s == pytest.approx(expected)
+    # Eager's ATen pow calls libm per element too, on all cores.
+    (eager_pow, _) = eager_steps(Parser(gnomon_context(), text).parse_module(), cpu)
+    assert eager_pow.cost is not None
+    expected = op_cost(ops[0], cpu).compute_s + 8 * 64 * 64 * efficiency(cpu).libm_call_s / cpu.cores
+    assert eager_pow.cost.compute_s == pytest.approx(expected)
+
+
+def test_a_small_call_after_one_of_the_same_function_is_warm() -> None:
+    from xdsl.parser import Parser
+
+    from gnomon.context import gnomon_context
+    from gnomon.passes.cost import efficiency
+
+    def norms(rows: int) -> list[float]:
+        """The host time of each launch of three chained layer norms of `rows` x 192."""
+        t, c = f"tensor<{rows}x192xf32>", "tensor<192xf32>"
+        norm = "{axis = 1 : i64, epsilon = 1.000000e-05 : f64} : (" + f"{t}, {c}, {c}) -> {t}"
+        body = "\n".join(f"  %n{i + 1} = graph.layer_norm %n{i}, %g, %b {norm}" for i in range(3))
+        text = f"func.func @main(%n0: {t}, %g: {c}, %b: {c}) -> {t} {{\n{body}\n  func.return %n3 : {t}\n}}"
+        report = analyze_program(lower(Parser(gnomon_context(), text).parse_module()), load_device("generic-cpu"))
+        return [r.overhead_s for r in report.records if r.kind == "aten.layer_norm"]
+
+    eff = efficiency(load_device("generic-cpu"))
+    first, second, third = norms(64)  # 48 KB each: the function's code stays in cache
+    assert second == third == pytest.approx(first - eff.library_call_s + eff.library_call_warm_s)
+    assert len(set(norms(4096))) == 1  # 3 MB each: more than a core's caches, so every call is cold
 
 
 def test_library_pooling_runs_on_one_thread_per_plane() -> None:

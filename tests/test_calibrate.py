@@ -61,7 +61,7 @@ def test_the_fit_recovers_known_factors() -> None:
     kernels = [op for op in program.ops if isinstance(op, kernel.FuncOp)]
     base = load_device("generic-cpu")
     truth = replace(base, efficiency={"gemm": 0.4, "gemm_k_overhead": 40.0, "vector": 0.1, "stream": 0.5})
-    measured = [Measured(k, suite_prediction(k, truth)) for k in kernels]
+    measured = [Measured(k, suite_prediction(Measured(k, 0.0), truth)) for k in kernels]
     result = fit_efficiency(base, measured)
     assert set(result.factors) == set(FITTED)
     assert result.kernels == len(kernels)

@@ -22,9 +22,10 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
 - transposes: their bytes at `transpose` of the streaming bandwidth, as is a fused group of streaming ops that holds
   one: a tiled transpose and a permutation that keeps the innermost axis both move short runs (a tile's row, an
   attention head's row), not whole lines of a stream;
-- windowed pooling: its window reductions (a max pool's at `MAX_POOL_INSTRUCTIONS` each) at `pool` of the vector
-  peak, or `pool3d` for 3-D windows (ATen's CPU pooling loops run far below the vector units, its volumetric ones
-  further still), or its bytes, whichever takes longer; a global pool is a reduction (ATen's `mean`), priced as one;
+- windowed pooling: its window reductions (a max pool's at `MAX_POOL_INSTRUCTIONS` each; on a CPU, at least
+  `POOL_OUTPUT_FLOOR` per output) at `pool` of the vector peak, or `pool3d` for 3-D windows (ATen's CPU pooling
+  loops run far below the vector units, its volumetric ones further still), or its bytes, whichever takes longer;
+  a global pool is a reduction (ATen's `mean`), priced as one;
 - elementwise, reductions, normalizations and data movement: their vector instructions (`VECTOR_INSTRUCTIONS`:
   a transcendental function is a polynomial of a dozen or more, where the roofline counts it as one FLOP) at
   `vector` of the vector peak, or their bytes, at the bandwidth of the innermost
@@ -131,8 +132,12 @@ class Efficiency:
     """Seconds an embedding lookup spends on its index, beyond moving its row (ATen's CPU embedding bag checks each
     index and maps it to its bag one at a time)."""
     libm_call_s: float = 0.0
-    """Seconds per element of a generated CPU kernel that calls libm (f32 pow: `powf`, one scalar call each, which
-    also keeps the loop from vectorizing); `gnomon.analysis.kernel_cost` adds it."""
+    """Seconds per element of a CPU kernel that calls libm (f32 pow: `powf`, one scalar call each, which also keeps
+    the loop from vectorizing), gnomon's generated kernels and ATen's alike; `gnomon.analysis` adds it."""
+    library_call_warm_s: float = 0.0
+    """What `library_call_s` falls to when the call follows a small call of the same library function: that
+    function's code and bookkeeping are still in cache (DLRM's embedding bags, run one after another, each took
+    ~20 us less than the first); `gnomon.analysis.kernel_cost` applies it."""
 
 
 GPU_EFFICIENCY = Efficiency(
@@ -147,7 +152,7 @@ CPU_EFFICIENCY = Efficiency(
     gemm=0.85, conv=0.85, conv_call_s=20e-6, gemm_tile_m=6, gemm_tile_n=16, gemm_min_tile=16, gemm_k_overhead=8,
     gemm_pack=0.2,
     vector=0.5, depthwise=0.3, pool=0.1, pool3d=0.05, stream=0.7, stream_dram=0.7, transpose=0.3, library_call_s=5e-6,
-    access_bytes=64, lookup_s=20e-9, libm_call_s=5e-9,
+    access_bytes=64, lookup_s=20e-9, libm_call_s=5e-9, library_call_warm_s=2e-6,
 )  # fmt: skip
 """Typical of an AVX2 BLAS (a 6 x 16 fp32 register block): starting values for calibration, not measurements."""
 
@@ -399,8 +404,11 @@ def _family_kernel(
             return _attention(op, work, device, eff)
         case MaxPoolOp() | AvgPoolOp() | AdaptivePoolOp():
             volumetric = len(static_shape(op.results[0])) > 4
-            fraction = eff.pool3d if volumetric else eff.pool
-            kernel = _stream("pool", work, device, eff, device.peak(work.peak_key) * fraction)
+            rate = device.peak(work.peak_key) * (eff.pool3d if volumetric else eff.pool)
+            kernel = _stream("pool", work, device, eff, rate)
+            if isinstance(op, MaxPoolOp | AvgPoolOp) and not volumetric and device.kind == "cpu":
+                floor = math.prod(static_shape(op.results[0])) * POOL_OUTPUT_FLOOR[type(op)]
+                kernel = replace(kernel, compute_s=max(work.flops, floor) / rate)
             if isinstance(op, MaxPoolOp):
                 return replace(kernel, compute_s=kernel.compute_s * MAX_POOL_INSTRUCTIONS)
             return kernel
@@ -422,6 +430,12 @@ GEMM_OPS = (MatmulOp, LinearOp, ConvOp, ConvTransposeOp, AttentionOp)
 MAX_POOL_INSTRUCTIONS = 2
 """A windowed max pool's cost per compare, in an average pool's adds: ATen's CPU max pooling keeps each window's
 argmax as it compares; on smooth inputs in cache, its windows ran at half the rate of average pooling's here."""
+
+POOL_OUTPUT_FLOOR: dict[type[GraphOperation], int] = {AvgPoolOp: 9, MaxPoolOp: 5}
+"""The fewest window reductions an output of ATen's 2-D CPU pooling costs, however small its window: each output
+also computes its window's bounds, its divisor (average) or its argmax (max), and is stored on its own. Here an
+average's output took 9-10 ns with a 2x2 window and 10-11 ns with a 3x3 one (DenseNet, Inception-v2); a max's
+6-10 ns with a 2x2 window (VGG-19) and 12-14 ns with a 3x3 one, whose 8 compares the floor of 5 keeps ahead."""
 
 VECTOR_INSTRUCTIONS: dict[type[GraphOperation], int] = {
     ew.ExpOp: 12, ew.LogOp: 14, ew.ErfOp: 16, ew.TanhOp: 14, ew.SinOp: 16, ew.CosOp: 16,
