@@ -1,6 +1,6 @@
 """How well gnomon's cost model predicts this machine: predicted against measured, per kernel and end to end.
 
-After a calibration (`gnomon calibrate`, run here unless `--device FILE` gives one), for the onnx package's light
+After calibrations (`gnomon calibrate`, run here unless `--device FILE` gives one), for the onnx package's light
 networks, gnomon's transformer block, DLRM-style model and MLP, each at two batch sizes:
 
 1. per kernel: each launch of gnomon's runtime, predicted (`gnomon.analysis.analyze_program`: launch overhead plus
@@ -15,13 +15,14 @@ networks are batch 1 in their files; the second batch size is bound through inpu
 the reshapes they spell out for a batch of 1 follow it), and a network that still cannot take it is named.
 
 Timings on a shared machine are noisy: before each case the bench waits (up to `--wait` seconds) for two quiet
-seconds, says when it did not get them, and prints the load average before and after. Before each round it measures
-the fp32 peak, the last cache level's and DRAM's bandwidths again, as the calibration does, and prints them against
-the calibration's: the host's other tenants can slow every kernel for minutes, which no idle CPU shows. Over
-seconds they slow it too, so the cases are measured in `--rounds` rounds over all of them, and each measured figure
-is the median of its rounds.
+seconds, says when it did not get them, and prints the load average before and after. The host's other tenants also
+slow every kernel for minutes, which no idle CPU shows (its fp32 peak and last-cache bandwidth drift by a quarter),
+and a calibration describes the minute it ran in. So the cases are measured in `--rounds` rounds over all of them,
+each round predicted with a calibration made just before it (or, with `--device FILE` or `--calibrate-once`, one
+device for all, and the host's peak and bandwidths measured again each round, against that device's); each figure
+is the median of its rounds' predictions against the median of their measurements.
 
-    python bench/predict_accuracy.py [--device FILE] [--models resnet50,mlp] [--runs 7] [--rounds 5] [--no-kernels]
+    python bench/predict_accuracy.py [--device FILE | --calibrate-once] [--models resnet50,mlp] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ from typing import Any
 
 import numpy as np
 import torch
+from xdsl.dialects.builtin import ModuleOp
 
 import gnomon
-from gnomon.analysis import Report, analyze_program, onnx_batch_shapes
+from gnomon.analysis import analyze_eager, analyze_program, onnx_batch_shapes
 from gnomon.bundled import light_models
 from gnomon.calibrate import busy_fraction, calibrate, peak_flops, stream_bandwidth
 from gnomon.devices import Device, load_device, save_device
@@ -60,7 +62,8 @@ class Case:
     executable: Executable
     inputs: list[np.ndarray]
     eager: Callable[[], Any]
-    eager_report: Report
+    graph: ModuleOp
+    """The imported graph, which the `torch-eager` prediction runs op by op."""
 
 
 @dataclass
@@ -89,7 +92,7 @@ def _random_inputs(executable: Executable) -> list[np.ndarray]:
     return [rng.standard_normal(s).astype(d) for s, d in zip(executable.input_shapes, executable.input_dtypes)]
 
 
-def onnx_cases(path: Path, device: Device) -> tuple[list[Case], list[str]]:
+def onnx_cases(path: Path) -> tuple[list[Case], list[str]]:
     name = path.stem.removeprefix("light_")
     cases: list[Case] = []
     skipped: list[str] = []
@@ -105,32 +108,31 @@ def onnx_cases(path: Path, device: Device) -> tuple[list[Case], list[str]]:
         inputs = _random_inputs(executable)
         graph = gnomon.load(str(path), input_shapes=shapes)
         eager_program = TorchEagerProgram(graph)
-        report = gnomon.analyze(str(path), device=device, target="torch-eager", input_shapes=shapes)
-        cases.append(Case(name, batch, executable, inputs, lambda p=eager_program, x=inputs: p(*x), report))
+        cases.append(Case(name, batch, executable, inputs, lambda p=eager_program, x=inputs: p(*x), graph))
     return cases, skipped
 
 
-def torch_case(name: str, model: torch.nn.Module, batch: int, device: Device) -> Case:
+def torch_case(name: str, model: torch.nn.Module, batch: int) -> Case:
     make: Any = getattr(model, "example_inputs")
     example: tuple[torch.Tensor, ...] = make(batch)
     executable = gnomon.compile(model, example_inputs=example)
-    report = gnomon.analyze(model, example, device=device, target="torch-eager")
+    graph = gnomon.load(model, example)
 
     def eager() -> Any:
         with torch.inference_mode():
             return model(*example)
 
-    return Case(name, batch, executable, [x.numpy() for x in example], eager, report)
+    return Case(name, batch, executable, [x.numpy() for x in example], eager, graph)
 
 
-def torch_cases(device: Device, wanted: set[str] | None) -> list[Case]:
+def torch_cases(wanted: set[str] | None) -> list[Case]:
     models: dict[str, torch.nn.Module] = {
         "transformer_block": TransformerBlock(d_model=256, heads=8, seq=128),
         "dlrm": DLRM(dense_features=13, tables=8, rows=100_000, dim=64, pooling=20),
         "mlp": MLP(sizes=(1024, 2048, 2048, 1000)),
     }
     return [
-        torch_case(name, model, batch, device)
+        torch_case(name, model, batch)
         for name, model in models.items()
         if wanted is None or name in wanted
         for batch in BATCHES[name]
@@ -187,9 +189,11 @@ class Sample:
     kernels: list[float]
     gnomon_s: float
     eager_s: float
+    device: Device
+    """The calibration the round is predicted with."""
 
 
-def sample(case: Case, runs: int, budget_s: float) -> Sample:
+def sample(case: Case, runs: int, budget_s: float, device: Device) -> Sample:
     executable, inputs = case.executable, case.inputs
     executable.run(inputs)
     count = _runs_for(lambda: executable.run(inputs), runs, budget_s)
@@ -203,22 +207,27 @@ def sample(case: Case, runs: int, budget_s: float) -> Sample:
     time.sleep(0.2)
     case.eager()
     eager_s = _median(case.eager, _runs_for(case.eager, runs, budget_s))
-    return Sample(kernels, gnomon_s, eager_s)
+    return Sample(kernels, gnomon_s, eager_s, device)
 
 
-def result(case: Case, samples: Sequence[Sample], device: Device) -> Result:
-    """The case's predictions against the median of its rounds' measurements."""
+def result(case: Case, samples: Sequence[Sample]) -> Result:
+    """The median of the case's rounds' predictions, each with its round's calibration, against the median of their
+    measurements."""
     timings = case.executable.profile().timings
-    predicted = analyze_program(case.executable.module, device, case.name)
-    launches = [r for r in predicted.records if r.kind != "runtime"]
-    assert len(launches) == len(timings), "the prediction and the profile list the same launches"
-    measured = [statistics.median(s.kernels[i] for s in samples) for i in range(len(timings))]
-    kernels = [(t.kernel, t.kind, r.predicted_s, m) for t, r, m in zip(timings, launches, measured, strict=True)]
+    predicted = [analyze_program(case.executable.module, s.device, case.name) for s in samples]
+    launches = [[r.predicted_s for r in report.records if r.kind != "runtime"] for report in predicted]
+    assert all(len(row) == len(timings) for row in launches), "the prediction and the profile list the same launches"
+    kernels: list[tuple[str, str, float, float]] = []
+    for i, timing in enumerate(timings):
+        predicted_s = statistics.median(row[i] for row in launches)
+        measured_s = statistics.median(x.kernels[i] for x in samples)
+        kernels.append((timing.kernel, timing.kind, predicted_s, measured_s))
+    eager = [analyze_eager(case.graph, s.device, case.name).predicted_e2e_s for s in samples]
     return Result(
         f"{case.name} b{case.batch}",
         kernels,
-        (predicted.predicted_e2e_s, statistics.median(s.gnomon_s for s in samples)),
-        (case.eager_report.predicted_e2e_s, statistics.median(s.eager_s for s in samples)),
+        (statistics.median(r.predicted_e2e_s for r in predicted), statistics.median(s.gnomon_s for s in samples)),
+        (statistics.median(eager), statistics.median(s.eager_s for s in samples)),
     )
 
 
@@ -260,10 +269,37 @@ def print_results(results: Sequence[Result], show_kernels: bool) -> None:
     print(f"  end to end, PyTorch eager:    {geomean_ape([r.eager for r in results]):.1%} over {len(results)} cases")
 
 
+def calibrated(round_: int, save: Path | None) -> Device:
+    """A fresh calibration, summarized in one line (and written to `save`, numbered by round)."""
+    began = time.perf_counter()
+    calibration = calibrate(log=lambda line: None)
+    device = calibration.device
+    cache = device.memory[-2]
+    fit = f", suite fit {calibration.fit.error_after:.1%}" if calibration.fit is not None else ""
+    print(
+        f"  round {round_}: calibrated in {time.perf_counter() - began:.0f} s: fp32 peak "
+        f"{device.peak('fp32') / 1e9:.0f} GFLOP/s, {cache.name} {cache.bandwidth_bytes_per_s / 1e9:.0f} GB/s, "
+        f"DRAM {device.dram.bandwidth_bytes_per_s / 1e9:.1f} GB/s{fit}",
+        flush=True,
+    )
+    if save is not None:
+        save_device(device, save.with_name(f"{save.stem}.r{round_}{save.suffix}"))
+    return device
+
+
+def print_host_speed(round_: int, device: Device) -> None:
+    peak, cache, dram = host_speed(device)
+    print(
+        f"  round {round_}: the host at {peak:.0%} of the calibrated fp32 peak (a best round), {cache:.0%} of its "
+        f"{device.memory[-2].name} bandwidth, {dram:.0%} of its DRAM bandwidth"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", help="a calibrated device file (default: calibrate now)")
-    parser.add_argument("--save-device", type=Path, help="write the calibration made here to this file")
+    parser.add_argument("--device", help="a calibrated device file for every round (default: calibrate each round)")
+    parser.add_argument("--calibrate-once", action="store_true", help="one calibration, before the first round")
+    parser.add_argument("--save-device", type=Path, help="write the calibrations made here to FILE.rN.toml")
     parser.add_argument("--models", help="comma-separated subset, e.g. resnet50,squeezenet,mlp")
     parser.add_argument("--runs", type=int, default=7, help="profiled and timed runs per case (fewer for slow ones)")
     parser.add_argument("--budget", type=float, default=1.0, help="seconds one measurement of a case may take")
@@ -272,49 +308,39 @@ def main() -> None:
     parser.add_argument("--wait", type=float, default=60, help="seconds to wait for a quiet machine before a case")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}; torch threads {torch.get_num_threads()}")
+    fixed: Device | None = None
     if args.device:
-        device = load_device(args.device)
-        print(f"device: {device.provenance} ({args.device})")
-    else:
-        device = calibrate().device
-        if args.save_device:
-            save_device(device, args.save_device)
+        fixed = load_device(args.device)
+        print(f"device: {fixed.provenance} ({args.device})")
+    elif args.calibrate_once:
+        fixed = calibrated(1, args.save_device)
     wanted = set(args.models.split(",")) if args.models else None
     cases: list[Case] = []
     skipped: list[str] = []
     for path in light_models():
         if wanted is None or path.stem.removeprefix("light_") in wanted:
-            onnx, missing = onnx_cases(path, device)
+            onnx, missing = onnx_cases(path)
             cases += onnx
             skipped += missing
-    cases += torch_cases(device, wanted)
+    cases += torch_cases(wanted)
     if skipped:
         print("batch sizes the models cannot take:")
         for line in skipped:
             print(f"  {line}")
     samples: list[list[Sample]] = [[] for _ in cases]
-    speeds: list[tuple[float, float, float]] = []
-    last_cache = device.memory[-2].name
     for round_ in range(1, args.rounds + 1):
-        peak, cache, dram = host_speed(device)
-        speeds.append((peak, cache, dram))
-        speed = (
-            f"{peak:.0%} of the calibrated fp32 peak (a best round), {cache:.0%} of its {last_cache} bandwidth, "
-            f"{dram:.0%} of its DRAM bandwidth"
-        )
-        print(f"  round {round_}: the host at {speed}")
+        if fixed is None:
+            device = calibrated(round_, args.save_device)
+        else:
+            device = fixed
+            print_host_speed(round_, device)
         for case, taken in zip(cases, samples, strict=True):
             quiet = wait_until_quiet(args.wait)
-            taken.append(sample(case, args.runs, args.budget))
+            taken.append(sample(case, args.runs, args.budget, device))
             note = "" if quiet else f" (the machine was busy after waiting {args.wait:.0f} s)"
             print(f"  round {round_}: {case.name} b{case.batch}, gnomon {_ms(taken[-1].gnomon_s)} ms{note}", flush=True)
-    results = [result(case, taken, device) for case, taken in zip(cases, samples, strict=True)]
+    results = [result(case, taken) for case, taken in zip(cases, samples, strict=True)]
     print_results(results, not args.no_kernels)
-    peak, cache, dram = (statistics.median(speed[i] for speed in speeds) for i in (0, 1, 2))
-    print(
-        f"\nthe host over the rounds (median): {peak:.0%} of the calibration's fp32 peak, {cache:.0%} of its "
-        f"{last_cache} bandwidth, {dram:.0%} of its DRAM"
-    )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

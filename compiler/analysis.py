@@ -49,6 +49,7 @@ __all__ = [
     "OpRecord",
     "Report",
     "analyze",
+    "analyze_eager",
     "analyze_program",
     "eager_steps",
     "generated_threads",
@@ -56,7 +57,9 @@ __all__ = [
     "kernel_cost",
     "onnx_batch_shapes",
     "plot_roofline",
+    "warm_call",
     "weights_in_dram",
+    "with_libm_calls",
 ]
 
 TARGETS = ("gnomon", "torch-eager")
@@ -280,12 +283,17 @@ def analyze(
         if batch is None:
             raise
         raise AnalysisError(f"--batch {batch}: {error}") from error
-    parameters = _parameters(module)
     if target == "torch-eager":
-        return _report(name, target, resolved, eager_steps(module, resolved), 1, parameters, _peak_live_bytes(module))
+        return analyze_eager(module, resolved, name)
     from gnomon.executable import lower
 
-    return analyze_program(lower(module, name), resolved, name, parameters)
+    return analyze_program(lower(module, name), resolved, name, _parameters(module))
+
+
+def analyze_eager(module: ModuleOp, device: Device, name: str = "the program") -> Report:
+    """The `torch-eager` target of an imported graph (`gnomon.load`'s module): its ops one by one, as eager runs them."""
+    steps = eager_steps(module, device)
+    return _report(name, "torch-eager", device, steps, 1, _parameters(module), _peak_live_bytes(module))
 
 
 def analyze_program(
