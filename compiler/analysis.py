@@ -291,7 +291,8 @@ def analyze(
 
 
 def analyze_eager(module: ModuleOp, device: Device, name: str = "the program") -> Report:
-    """The `torch-eager` target of an imported graph (`gnomon.load`'s module): its ops one by one, as eager runs them."""
+    """The `torch-eager` target of an imported graph (`gnomon.load`'s module): its ops one by one, as eager runs
+    them."""
     steps = eager_steps(module, device)
     return _report(name, "torch-eager", device, steps, 1, _parameters(module), _peak_live_bytes(module))
 
@@ -487,8 +488,8 @@ def with_libm_calls(cost: OpCost, ops: Sequence[GraphOperation], device: Device,
 def warm_call(previous: tuple[kernel.FuncOp, OpCost] | None, kernel_func: kernel.FuncOp, device: Device) -> bool:
     """Whether a launch of `kernel_func` finds its library function's code and bookkeeping in cache: the launch
     before it (`previous`, with its cost) called the same function (`aten.linear` of `aten.linear+relu`) and moved no
-    more than one core's caches hold, so that its traffic evicted none of it."""
-    if previous is None or kernel_func.is_generated or previous[0].is_generated:
+    more than one core's caches hold, so that its traffic evicted none of it. Only CPUs are modelled so."""
+    if device.kind != "cpu" or previous is None or kernel_func.is_generated or previous[0].is_generated:
         return False
     before, cost = previous
     if before.callee is None or kernel_func.callee is None:
@@ -576,7 +577,7 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
             index = len(steps)
             kernel_func = kernels[op.callee.string_value()]
             name = kernel_func.sym_name.data
-            warm = device.kind == "cpu" and warm_call(previous, kernel_func, device)
+            warm = warm_call(previous, kernel_func, device)
             if (name, warm) not in costs:  # launches of one kernel.func in one context cost the same
                 costs[name, warm] = kernel_cost(kernel_func, device, weights_in_dram=cold_weights, warm_call=warm)
             cost = costs[name, warm]

@@ -435,7 +435,7 @@ POOL_OUTPUT_FLOOR: dict[type[GraphOperation], int] = {AvgPoolOp: 9, MaxPoolOp: 5
 """The fewest window reductions an output of ATen's 2-D CPU pooling costs, however small its window: each output
 also computes its window's bounds, its divisor (average) or its argmax (max), and is stored on its own. Here an
 average's output took 9-10 ns with a 2x2 window and 10-11 ns with a 3x3 one (DenseNet, Inception-v2); a max's
-6-10 ns with a 2x2 window (VGG-19) and 12-14 ns with a 3x3 one, whose 8 compares the floor of 5 keeps ahead."""
+6-10 ns with a 2x2 window (VGG-19) and 12-14 ns with a 3x3 one (8 compares, above the floor)."""
 
 VECTOR_INSTRUCTIONS: dict[type[GraphOperation], int] = {
     ew.ExpOp: 12, ew.LogOp: 14, ew.ErfOp: 16, ew.TanhOp: 14, ew.SinOp: 16, ew.CosOp: 16,
