@@ -57,6 +57,7 @@ __all__ = [
     "kernel_cost",
     "onnx_batch_shapes",
     "plot_roofline",
+    "same_library_function",
     "warm_call",
     "weights_in_dram",
     "with_libm_calls",
@@ -489,14 +490,17 @@ def warm_call(previous: tuple[kernel.FuncOp, OpCost] | None, kernel_func: kernel
     """Whether a launch of `kernel_func` finds its library function's code and bookkeeping in cache: the launch
     before it (`previous`, with its cost) called the same function (`aten.linear` of `aten.linear+relu`) and moved no
     more than one core's caches hold, so that its traffic evicted none of it. Only CPUs are modelled so."""
-    if device.kind != "cpu" or previous is None or kernel_func.is_generated or previous[0].is_generated:
+    if device.kind != "cpu" or previous is None or not same_library_function(previous[0], kernel_func):
         return False
-    before, cost = previous
-    if before.callee is None or kernel_func.callee is None:
-        return False
-    same = before.callee.data.split("+")[0] == kernel_func.callee.data.split("+")[0]
     per_core = sum(level.capacity_bytes for level in device.memory[:-1] if level.per_core)
-    return same and cost.bytes <= per_core
+    return previous[1].bytes <= per_core
+
+
+def same_library_function(before: kernel.FuncOp, kernel_func: kernel.FuncOp) -> bool:
+    """Whether two library kernels call the same ATen function first (`aten.linear` of `aten.linear+relu`)."""
+    if before.is_generated or kernel_func.is_generated or before.callee is None or kernel_func.callee is None:
+        return False
+    return before.callee.data.split("+")[0] == kernel_func.callee.data.split("+")[0]
 
 
 def libm_calls(ops: Sequence[GraphOperation]) -> int:

@@ -657,10 +657,12 @@ def median_of_rounds(rounds: Sequence[Sequence[Measured]]) -> list[Measured]:
 def suite_prediction(measured: Measured, device: Device) -> float:
     """A suite launch's predicted time. The suite's weights are not in cache when its GEMMs and convolutions run:
     the program's inputs, well over the last cache level, were all copied in before."""
-    from gnomon.analysis import kernel_cost, warm_call
+    from gnomon.analysis import kernel_cost, same_library_function, warm_call
 
     before = measured.previous
-    previous = None if before is None else (before, kernel_cost(before, device, weights_in_dram=True))
+    previous = None
+    if before is not None and same_library_function(before, measured.kernel):  # else no need to price it
+        previous = (before, kernel_cost(before, device, weights_in_dram=True))
     warm = warm_call(previous, measured.kernel, device)
     return kernel_cost(measured.kernel, device, weights_in_dram=True, warm_call=warm).predicted_s
 
