@@ -650,7 +650,9 @@ def eager_steps(module: ModuleOp, device: Device) -> list[Step]:
     for op in block.ops:
         if not isinstance(op, GraphOperation) or isinstance(op, ConstantOp):
             continue
-        cost = with_libm_calls(op_cost(op, device, weights_in_dram=cold_weights), [op], device, None)
+        # Eager calls the ATen kernels gnomon's runtime calls, on as many threads.
+        cores = library_threads([op], device) if device.kind == "cpu" else None
+        cost = with_libm_calls(op_cost(op, device, weights_in_dram=cold_weights, cores=cores), [op], device, cores)
         owners = (storage(v).owner for v in op.operands)
         depends = tuple(sorted({producer[o] for o in owners if isinstance(o, Operation) and o in producer}))
         producer[op] = len(steps)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from xdsl.dialects.builtin import ModuleOp
 
 import gnomon
 from gnomon.analysis import Report, analyze_program
@@ -204,9 +205,10 @@ def test_a_small_call_after_one_of_the_same_function_is_warm() -> None:
 def test_library_pooling_runs_on_one_thread_per_plane() -> None:
     from xdsl.parser import Parser
 
-    from gnomon.analysis import library_threads
+    from gnomon.analysis import eager_steps, library_threads
     from gnomon.context import gnomon_context
     from gnomon.dialects.graph.base import GraphOperation
+    from gnomon.passes.cost import op_cost
 
     def pool(shape: str, result: str) -> list[GraphOperation]:
         """A 5-wide average over the channels of a 5-D tensor: a local response norm's pool, as torch-mlir has it."""
@@ -225,6 +227,14 @@ def test_library_pooling_runs_on_one_thread_per_plane() -> None:
     assert library_threads(pool("2x1x68x20x20", "2x1x64x20x20"), cpu) == 2
     assert library_threads(pool("4x3x68x20x20", "4x3x64x20x20"), cpu) == 8
     assert library_threads([], cpu) is None
+    # Eager calls the same ATen pooling: one image's channel pool runs on one thread there too.
+    (single,) = pool("1x1x68x20x20", "1x1x64x20x20")
+    module = single.get_toplevel_object()
+    assert isinstance(module, ModuleOp)
+    (eager_pool,) = eager_steps(module, cpu)
+    assert eager_pool.cost is not None
+    assert eager_pool.cost.kernel_s == pytest.approx(op_cost(single, cpu, cores=1).kernel_s)
+    assert eager_pool.cost.kernel_s > op_cost(single, cpu).kernel_s
 
 
 def test_on_a_gpu_the_host_overlaps_the_device() -> None:
