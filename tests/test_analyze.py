@@ -202,6 +202,40 @@ def test_a_small_call_after_one_of_the_same_function_is_warm() -> None:
     assert len(set(norms(4096))) == 1  # 3 MB each: more than a core's caches, so every call is cold
 
 
+def test_eager_library_ops_pay_the_library_call_and_elementwise_ops_only_dispatch() -> None:
+    from xdsl.parser import Parser
+
+    from gnomon.analysis import eager_steps
+    from gnomon.context import gnomon_context
+    from gnomon.passes.cost import efficiency
+
+    def linears(width: int) -> list[float]:
+        """The host time of each eager op of linear, relu, linear, relu, linear, all `width` wide on 32 rows."""
+        t, w = f"tensor<32x{width}xf32>", f"tensor<{width}x{width}xf32>"
+        linear = f": ({t}, {w}) -> {t}"
+        body = (
+            f"  %a = graph.linear %x, %w {linear}\n  %b = graph.relu %a : ({t}) -> {t}\n"
+            f"  %c = graph.linear %b, %w {linear}\n  %d = graph.relu %c : ({t}) -> {t}\n"
+            f"  %e = graph.linear %d, %w {linear}\n  func.return %e : {t}"
+        )
+        text = f"func.func @main(%x: {t}, %w: {w}) -> {t} {{\n{body}\n}}"
+        return [step.task.host_s for step in eager_steps(Parser(gnomon_context(), text).parse_module(), cpu)]
+
+    cpu = load_device("generic-cpu")
+    eff, dispatch = efficiency(cpu), cpu.dispatch_overhead_s
+    cold, warm = dispatch + eff.library_call_s, dispatch + eff.library_call_warm_s
+    # 16 KB weights: each linear moves less than a core's caches, so the next one finds the function warm.
+    assert linears(64) == pytest.approx([cold, dispatch, warm, dispatch, warm])
+    # 4 MB weights: every call is cold.
+    assert linears(1024) == pytest.approx([cold, dispatch, cold, dispatch, cold])
+    # A datasheet GPU charges nothing for the call beyond dispatch (its `library_call_s` is 0).
+    h100 = load_device("h100")
+    t, w = "tensor<32x64xf32>", "tensor<64x64xf32>"
+    text = f"func.func @main(%x: {t}, %w: {w}) -> {t} {{\n  %a = graph.linear %x, %w : ({t}, {w}) -> {t}\n"
+    (step,) = eager_steps(Parser(gnomon_context(), text + f"  func.return %a : {t}\n}}").parse_module(), h100)
+    assert step.task.host_s == h100.dispatch_overhead_s
+
+
 def test_library_pooling_runs_on_one_thread_per_plane() -> None:
     from xdsl.parser import Parser
 
