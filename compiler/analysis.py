@@ -675,8 +675,7 @@ def eager_steps(module: ModuleOp, device: Device) -> list[Step]:
     steps: list[Step] = []
     producer: dict[Operation, int] = {}
     cold_weights = weights_in_dram(module, device)
-    previous: tuple[str, OpCost] | None = None
-    """The last library op's name and cost."""
+    previous: tuple[str, OpCost] | None = None  # the last library op's name and cost
     for op in block.ops:
         if not isinstance(op, GraphOperation) or isinstance(op, ConstantOp):
             continue
