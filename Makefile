@@ -16,13 +16,18 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/gnomon run --profile $$($(BIN)/python -c 'from gnomon.bundled import model_path; print(model_path("light_resnet50"))')
 
+# Two pytest workers, one per core. `--dist loadgroup` sends all the tests of one model (its `xdist_group`, see
+# tests/conftest.py) to one worker, which imports and compiles the model once; `loadfile` would keep a model's
+# tests together only within a file and put the largest file on one worker. OpenMP threads that wait for work
+# sleep rather than spin: with two workers on two cores a spinning thread takes the core the other worker needs.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	OMP_WAIT_POLICY=passive $(BIN)/python -m pytest -q -n 2 --dist loadgroup
 	$(BIN)/lit -v filecheck/
 
 lint: .typecheck
 	$(BIN)/ruff check compiler dialects passes runtime tests bench
 	$(BIN)/pyright
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_layers.py
 
 clean:
 	rm -rf $(VENV) .typecheck

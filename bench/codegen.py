@@ -5,7 +5,7 @@ Tables (medians of `--repeat` calls after a warm-up; torch runs on all cores, as
 1. add + relu on 4M f32 elements, one fused kernel, on 1 and 2 threads; torch.relu(a + b) as
    written (two ops, allocating) and into preallocated outputs; NumPy likewise.
 2. when splitting pays off: add + relu from 4K to 256K elements on 1 and 2 threads
-   (`PART_WORK` in gnomon/runtime/codegen/threads.py is set from this table).
+   (`PART_WORK` in gnomon/cost/threads.py is set from this table).
 3. matmul, 256^3 and 1024^3 f32, in GFLOP/s: the generated micro-kernel on 1 and 2 threads, and
    torch.mm on 1 thread and on all.
 4. a 2048 x 2048 f32 transpose, untiled and tiled 32 x 32 (the schedule's `tile`), in GB/s.

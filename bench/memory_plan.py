@@ -39,7 +39,7 @@ from gnomon.dialects.graph.nn import BatchNormOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
 from gnomon.errors import GnomonError
 from gnomon.passes.kernel_to_rt import plan_of, rt_functions, verify_plan
-from gnomon.runtime.memory_plan import Buffer, plan, verify
+from gnomon.passes.kernel_to_rt.memory_plan import Buffer, plan, verify
 
 VIEW_OPS = (ReshapeOp,)
 ELEMENTWISE_OPS = (UnaryOp, BinaryOp, BatchNormOp)

@@ -3,7 +3,7 @@
 After calibrations (`gnomon calibrate`, run here unless `--device FILE` gives one), for the onnx package's light
 networks, gnomon's transformer block, DLRM-style model and MLP, each at two batch sizes:
 
-1. per kernel: each launch of gnomon's runtime, predicted (`gnomon.analysis.analyze_program`: launch overhead plus
+1. per kernel: each launch of gnomon's runtime, predicted (`gnomon.cost.program_report`: launch overhead plus
    the cost service's kernel time) against its profiled time (median over runs);
 2. gnomon end to end: the predicted critical path against `Executable.run` (unprofiled, median);
 3. PyTorch eager end to end: the `torch-eager` prediction (the imported graph op by op) against the torch module
@@ -43,13 +43,17 @@ import torch
 from xdsl.dialects.builtin import ModuleOp
 
 import gnomon
-from gnomon.analysis import analyze_eager, analyze_program, onnx_batch_shapes
+from gnomon.analysis import onnx_batch_shapes
 from gnomon.bundled import light_models
-from gnomon.calibrate import busy_fraction, calibrate, peak_flops, stream_bandwidth
-from gnomon.devices import Device, load_device, save_device
+from gnomon.calibrate import calibrate
+from gnomon.cost.devices import Device, load_device, save_device
+from gnomon.cost.eager import eager_report
+from gnomon.cost.program import program_report
 from gnomon.errors import GnomonError
 from gnomon.executable import Executable
 from gnomon.models import DLRM, MLP, TransformerBlock
+from gnomon.runtime.calibration.host import busy_fraction
+from gnomon.runtime.calibration.probe import peak_flops, stream_bandwidth
 from gnomon.runtime.torch_eager import TorchEagerProgram
 
 BATCHES = {"onnx": (1, 2), "transformer_block": (1, 8), "dlrm": (32, 256), "mlp": (1, 64)}
@@ -214,7 +218,7 @@ def result(case: Case, samples: Sequence[Sample]) -> Result:
     """The median of the case's rounds' predictions, each with its round's calibration, against the median of their
     measurements."""
     timings = case.executable.profile().timings
-    predicted = [analyze_program(case.executable.module, s.device, case.name) for s in samples]
+    predicted = [program_report(case.executable.module, s.device, case.name) for s in samples]
     launches = [[r.predicted_s for r in report.records if r.kind != "runtime"] for report in predicted]
     assert all(len(row) == len(timings) for row in launches), "the prediction and the profile list the same launches"
     kernels: list[tuple[str, str, float, float]] = []
@@ -222,7 +226,7 @@ def result(case: Case, samples: Sequence[Sample]) -> Result:
         predicted_s = statistics.median(row[i] for row in launches)
         measured_s = statistics.median(x.kernels[i] for x in samples)
         kernels.append((timing.kernel, timing.kind, predicted_s, measured_s))
-    eager = [analyze_eager(case.graph, s.device, case.name).predicted_e2e_s for s in samples]
+    eager = [eager_report(case.graph, s.device, case.name).predicted_e2e_s for s in samples]
     return Result(
         f"{case.name} b{case.batch}",
         kernels,

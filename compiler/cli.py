@@ -47,11 +47,41 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--verify-each",
+        action="store_true",
+        help="verify the program after every pass, not once per pipeline, so that an internal error names the pass",
+    )
+    parser.add_argument(
+        "--dump-ir",
+        type=Path,
+        metavar="DIR",
+        help="write the program into DIR before the first pass (00-import.mlir, the torch dialect) and after each "
+        "(01-torch-to-graph.mlir ... 09-kernel-to-rt.mlir, in the order `compile --print-pipeline` lists them), "
+        "locations and weights included, so that `gnomon-opt -p` reruns any step",
+    )
+
+
+class _PrintPipeline(argparse.Action):
+    """`--print-pipeline`: like `--version`, it prints and exits while parsing, so no model is needed."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from gnomon.pipeline import PIPELINES
+
+        width = max(len(stage) for stage in PIPELINES) + 1
+        for stage, spec in PIPELINES.items():
+            print(f"{stage + ':':<{width}} {spec}")
+        parser.exit()
+
+
 def _cmd_import(args: argparse.Namespace) -> None:
     from gnomon.pipeline import load
     from gnomon.printing import print_module
 
-    module = load(args.model, input_shapes=_input_shapes(args.input_shape))
+    module = load(
+        args.model, input_shapes=_input_shapes(args.input_shape), verify_each=args.verify_each, dump_ir=args.dump_ir
+    )
     if args.output is None:
         print_module(module, sys.stdout, elide_weights=args.elide_weights, locations=args.print_debuginfo)
         return
@@ -65,14 +95,17 @@ def _cmd_summary(args: argparse.Namespace) -> None:
     from gnomon.summary import summarize
 
     imported = import_model(args.model, input_shapes=_input_shapes(args.input_shape))
-    module = to_graph(imported)
+    module = to_graph(imported, verify_each=args.verify_each, dump_ir=args.dump_ir)
     print(summarize(module, imported.input_names, imported.output_names).render())
 
 
 def _cmd_compile(args: argparse.Namespace) -> None:
     from gnomon.executable import compile_model
 
-    compile_model(args.model, input_shapes=_input_shapes(args.input_shape)).save(args.output)
+    input_shapes = _input_shapes(args.input_shape)
+    compile_model(args.model, input_shapes=input_shapes, verify_each=args.verify_each, dump_ir=args.dump_ir).save(
+        args.output
+    )
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
@@ -88,18 +121,27 @@ def _cmd_run(args: argparse.Namespace) -> None:
         as_json=args.json,
         seed=args.seed,
         trace=args.trace,
+        verify_each=args.verify_each,
+        dump_ir=args.dump_ir,
     )
 
 
 def _cmd_analyze(args: argparse.Namespace) -> None:
-    from gnomon.analysis import analyze, plot_roofline
+    from gnomon.analysis import analyze
     from gnomon.bundled import model_path
-    from gnomon.trace import write_json
+    from gnomon.cost.plot import plot_roofline
+    from gnomon.cost.trace import write_json
 
     # A bundled network may be named instead of given by path (`gnomon analyze light_resnet50`).
     model = args.model if args.model.exists() or args.model.suffix else model_path(str(args.model))
     report = analyze(
-        model, device=args.device, target=args.target, input_shapes=_input_shapes(args.input_shape), batch=args.batch
+        model,
+        device=args.device,
+        target=args.target,
+        input_shapes=_input_shapes(args.input_shape),
+        batch=args.batch,
+        verify_each=args.verify_each,
+        dump_ir=args.dump_ir,
     )
     if args.plot is not None:
         plot_roofline(report, args.plot)
@@ -126,15 +168,25 @@ def build_parser() -> argparse.ArgumentParser:
     importer.add_argument(
         "--print-debuginfo", action="store_true", help="print each op's location (its ONNX node or torch module path)"
     )
+    _add_pipeline_arguments(importer)
     importer.set_defaults(run=_cmd_import)
 
     summary = verbs.add_parser("summary", help="import a model and summarize its graph")
     _add_model_arguments(summary)
+    _add_pipeline_arguments(summary)
     summary.set_defaults(run=_cmd_summary)
 
     compiler = verbs.add_parser("compile", help="import, rewrite and lower a model to a program `gnomon run` executes")
     _add_model_arguments(compiler)
     compiler.add_argument("-o", "--output", type=Path, required=True, help="the program file to write (.mlir)")
+    _add_pipeline_arguments(compiler)
+    compiler.add_argument(
+        "--print-pipeline",
+        action=_PrintPipeline,
+        nargs=0,
+        help="print the pipelines compile runs, one labelled `-p` string per stage for gnomon-opt or xdsl-opt, and "
+        "exit; they are the same for every model, so model and -o may be left out",
+    )
     compiler.set_defaults(run=_cmd_compile)
 
     runner = verbs.add_parser("run", help="compile (or load) a model and run it")
@@ -148,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     runner.add_argument(
         "--trace", type=Path, help="with --profile: write the measured timeline as Chrome trace-event JSON"
     )
+    _add_pipeline_arguments(runner)
     runner.set_defaults(run=_cmd_run)
 
     analyzer = verbs.add_parser("analyze", help="predict a model's cost per kernel and end to end on a device")
@@ -160,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyzer.add_argument("--json", action="store_true", help="print the report as JSON")
     analyzer.add_argument("--plot", type=Path, help="write a roofline plot (.png, .svg or .pdf)")
     analyzer.add_argument("--trace", type=Path, help="write the predicted timeline as Chrome trace-event JSON")
+    _add_pipeline_arguments(analyzer)
     analyzer.set_defaults(run=_cmd_analyze)
 
     calibrator = verbs.add_parser("calibrate", help="measure this machine into a device file (the `local` device)")

@@ -1,10 +1,10 @@
 """`gnomon.compile` (this module's `compile_model`): a model in, an executable out.
 
-The pipeline after import: the inference rewrites (drop dropout, fold batch norm into the
-convolution before it, fold constants, canonicalize), then `graph-to-kernel` (partition into
-generated and library kernels) and `kernel-to-rt` (a flat schedule over a planned arena). The
-module is verified after every pass. `Executable` checks its inputs against the program's
-signature before any kernel runs and returns NumPy arrays in the model's output order.
+After import, two of `gnomon.pipeline`'s pipelines: `inference` (drop dropout, fold batch norm into
+the convolution before it, fold constants, canonicalize), then `lowering` (`graph-to-kernel`
+partitions into generated and library kernels, `kernel-to-rt` makes a flat schedule over a planned
+arena). `Executable` checks its inputs against the program's signature before any kernel runs and
+returns NumPy arrays in the model's output order.
 """
 
 from __future__ import annotations
@@ -16,28 +16,14 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, StringAttr, TensorType
-from xdsl.passes import ModulePass
 
-from gnomon.context import gnomon_context
 from gnomon.dialects.graph.constant_values import numpy_dtype
 from gnomon.errors import GnomonError
-from gnomon.passes.graph_canonicalize import GraphCanonicalizePass
-from gnomon.passes.graph_drop_dropout import GraphDropDropoutPass
-from gnomon.passes.graph_fold_batch_norm import GraphFoldBatchNormPass
-from gnomon.passes.graph_fold_constants import GraphFoldConstantsPass
-from gnomon.passes.graph_to_kernel import GraphToKernelPass
-from gnomon.passes.kernel_to_rt import KernelToRtPass, rt_functions
-from gnomon.pipeline import INPUT_NAMES_ATTR, OUTPUT_NAMES_ATTR, load, verify_after
+from gnomon.passes.kernel_to_rt import rt_functions
+from gnomon.pipeline import INPUT_NAMES_ATTR, OUTPUT_NAMES_ATTR, load, run_pipeline
 
 __all__ = ["BACKENDS", "Executable", "InputError", "compile_model", "load_compiled", "lower"]
 
-INFERENCE_PASSES: tuple[ModulePass, ...] = (
-    GraphDropDropoutPass(),
-    GraphFoldBatchNormPass(),
-    GraphFoldConstantsPass(),
-    GraphCanonicalizePass(),
-)
-LOWERING_PASSES: tuple[ModulePass, ...] = (GraphToKernelPass(), KernelToRtPass())
 BACKENDS = ("native", "reference")
 
 
@@ -45,13 +31,14 @@ class InputError(GnomonError):
     """The inputs given to a compiled model do not match its signature."""
 
 
-def lower(module: ModuleOp, source: str = "the model") -> ModuleOp:
-    """Run the inference rewrites and the lowering to rt on a graph module, in place."""
-    ctx = gnomon_context()
-    for lowering_pass in (*INFERENCE_PASSES, *LOWERING_PASSES):
-        lowering_pass.apply(ctx, module)
-        verify_after(module, source, lowering_pass.name)
-    return module
+def lower(
+    module: ModuleOp, source: str = "the model", *, verify_each: bool = False, dump_ir: str | Path | None = None
+) -> ModuleOp:
+    """Run the inference rewrites and the lowering to rt on a graph module, in place.
+
+    `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s."""
+    run_pipeline(module, "inference", source, verify_each=verify_each, dump_ir=dump_ir)
+    return run_pipeline(module, "lowering", source, verify_each=verify_each, dump_ir=dump_ir)
 
 
 def _names(module: ModuleOp, attr: str, count: int, prefix: str) -> list[str]:
@@ -126,7 +113,7 @@ class Executable:
     def run(self, inputs: Sequence[Any], profile: bool = False) -> tuple[np.ndarray, ...]:
         arrays = self.check_inputs(inputs)
         if self._program is None:
-            from gnomon.runtime.reference import run_reference
+            from gnomon.reference import run_reference
 
             return tuple(run_reference(self.module, arrays))
         return tuple(self._program.run(arrays, profile=profile))
@@ -153,13 +140,19 @@ def compile_model(
     example_inputs: Sequence[Any] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     backend: str = "native",
+    *,
+    verify_each: bool = False,
+    dump_ir: str | Path | None = None,
 ) -> Executable:
-    """Import, rewrite and lower a model; the reference backend interprets the graph program instead."""
+    """Import, rewrite and lower a model; the reference backend interprets the graph program instead.
+
+    `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s."""
     if backend not in BACKENDS:
         raise GnomonError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    module = load(model, example_inputs, input_shapes)
+    module = load(model, example_inputs, input_shapes, verify_each=verify_each, dump_ir=dump_ir)
     if backend == "native":
-        lower(module, str(model) if isinstance(model, str | Path) else type(model).__name__)
+        source = str(model) if isinstance(model, str | Path) else type(model).__name__
+        lower(module, source, verify_each=verify_each, dump_ir=dump_ir)
     return Executable(module, backend)
 
 

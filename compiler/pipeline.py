@@ -1,43 +1,133 @@
-"""The import pipeline: a model in, a verified graph-dialect module out."""
+"""gnomon's pipelines, each defined once as a `-p` string, and the import of a model into the graph dialect.
+
+A model goes through three pipelines, in order: `import` (a frontend's torch-dialect module into the graph
+dialect), `inference` (the rewrites that inference allows) and `lowering` (kernels over one planned arena, in
+the rt dialect). The passes that run are parsed from these strings through gnomon's pass registry, so what
+`gnomon compile --print-pipeline` prints is what runs, and `gnomon-opt -p` or `xdsl-opt -p` take the same
+strings. One step of the import is not a pass: the model file's names of dynamic input dims (ONNX's
+`dim_param`) live outside the IR and are given to the function's arguments right after `torch-to-graph`.
+
+The module is verified once at the end of each pipeline: verifying a whole network after each of nine passes
+is a sizeable part of its compile time. `verify_each` verifies after every pass instead, so that an internal
+error names the pass after which the module stopped verifying (tests of passes use it).
+
+`dump_ir` writes the module into a directory before the first pass of the import (`00-import.mlir`, the
+frontend's torch-dialect module) and after every pass, numbered across the three pipelines:
+`01-torch-to-graph.mlir` ... `09-kernel-to-rt.mlir`. A pass keeps its number whichever command ran it, and
+each file is a whole module, locations and weights included, so that `gnomon-opt -p <the next pass>` reruns any
+step.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DYNAMIC_INDEX, ArrayAttr, FunctionType, ModuleOp, StringAttr, TensorType
-from xdsl.passes import ModulePass
+from xdsl.passes import ModulePass, PassPipeline
 from xdsl.rewriter import Rewriter
+from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import VerifyException
 
 from gnomon.context import gnomon_context
 from gnomon.dialects.graph.base import SymbolicDim, tensor_of
 from gnomon.errors import GnomonError
 from gnomon.frontends import ImportedModel, import_model
-from gnomon.passes.graph_canonicalize import GraphCanonicalizePass
-from gnomon.passes.graph_shape_inference import GraphShapeInferencePass
-from gnomon.passes.torch_to_graph import SOURCE_ATTR, TorchToGraphPass
+from gnomon.registry import PASSES
 
-IMPORT_PASSES: tuple[ModulePass, ...] = (TorchToGraphPass(), GraphShapeInferencePass(), GraphCanonicalizePass())
+PIPELINES: dict[str, str] = {
+    "import": "torch-to-graph,graph-shape-inference,graph-canonicalize",
+    "inference": "graph-drop-dropout,graph-fold-batch-norm,graph-fold-constants,graph-canonicalize",
+    "lowering": "graph-to-kernel,kernel-to-rt",
+}
+"""The pipelines a model goes through, in order, by stage."""
 
 INPUT_NAMES_ATTR = "gnomon.input_names"
 OUTPUT_NAMES_ATTR = "gnomon.output_names"
 
 
-def to_graph(imported: ImportedModel) -> ModuleOp:
-    """Run the import passes over a frontend's torch-dialect module and verify the result."""
+def dump_directory(path: str | Path) -> Path:
+    """The directory for `dump_ir`, created if missing, or a one-line error saying why it cannot be."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise GnomonError(f"cannot dump IR into {path}: it is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise GnomonError(f"cannot dump IR into {path}: {error.strerror}") from error
+    return path
+
+
+def _dump(module: ModuleOp, directory: Path, number: int, name: str) -> None:
+    from gnomon.printing import print_module
+
+    path = directory / f"{number:02d}-{name}.mlir"
+    try:
+        with open(path, "w") as stream:
+            print_module(module, stream, locations=True)
+    except OSError as error:
+        raise GnomonError(f"cannot dump IR into {path}: {error.strerror}") from error
+
+
+def run_pipeline(
+    module: ModuleOp,
+    stage: str,
+    source: str,
+    *,
+    verify_each: bool = False,
+    dump_ir: str | Path | None = None,
+    after_pass: Callable[[ModulePass, ModuleOp], None] | None = None,
+) -> ModuleOp:
+    """Run `PIPELINES[stage]` on `module` in place; `after_pass` runs after each pass, before its dump and
+    verification. `source` names the model in error messages."""
+    directory = dump_directory(dump_ir) if dump_ir is not None else None
+    stages = list(PIPELINES)
+    number = sum(len(list(parse_pipeline(PIPELINES[s]))) for s in stages[: stages.index(stage)])
+
+    running: ModulePass | None = None
+
+    def callback(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:
+        nonlocal number, running
+        running = following
+        if previous is None:
+            if directory is not None and number == 0:
+                _dump(module, directory, number, stage)
+            return
+        if after_pass is not None:
+            after_pass(previous, module)
+        number += 1
+        if directory is not None:
+            _dump(module, directory, number, previous.name)
+        if verify_each:
+            _verify_after(module, source, previous.name)
+
+    try:
+        PassPipeline.parse_spec(PASSES, PIPELINES[stage], callback).apply(gnomon_context(), module)
+    except VerifyException as error:  # a pass that infers types finds the module no longer verifies
+        raise _verify_error(error, source, f"in {running.name if running else stage}") from error
+    if not verify_each:
+        _verify_after(module, source, f"{stage} ({PIPELINES[stage]})")
+    return module
+
+
+def to_graph(imported: ImportedModel, *, verify_each: bool = False, dump_ir: str | Path | None = None) -> ModuleOp:
+    """Run the import pipeline over a frontend's torch-dialect module."""
+    from gnomon.passes.torch_to_graph import SOURCE_ATTR
+
     module = imported.module
     module.attributes[SOURCE_ATTR] = StringAttr(imported.source)
     module.attributes[INPUT_NAMES_ATTR] = ArrayAttr(StringAttr(n) for n in imported.input_names)
     module.attributes[OUTPUT_NAMES_ATTR] = ArrayAttr(StringAttr(n) for n in imported.output_names)
-    ctx = gnomon_context()
-    for graph_pass in IMPORT_PASSES:
-        graph_pass.apply(ctx, module)
-        verify_after(module, imported.source, graph_pass.name)
-        if isinstance(graph_pass, TorchToGraphPass):
+
+    def name_input_dims(done: ModulePass, module: ModuleOp) -> None:
+        if done.name == "torch-to-graph":
             _name_input_dims(module, imported.input_dim_names)  # graph-shape-inference carries them on
-    return module
+
+    return run_pipeline(
+        module, "import", imported.source, verify_each=verify_each, dump_ir=dump_ir, after_pass=name_input_dims
+    )
 
 
 def _name_input_dims(module: ModuleOp, names: Sequence[tuple[str, ...]]) -> None:
@@ -57,19 +147,23 @@ def _name_input_dims(module: ModuleOp, names: Sequence[tuple[str, ...]]) -> None
     function.function_type = FunctionType.from_lists([a.type for a in function.args], outputs)
 
 
-def verify_after(module: ModuleOp, source: str, after: str) -> None:
-    """A program that stops verifying is gnomon's bug, not the user's: say so, in one line. One exception: a
-    reshape whose element counts disagree, because the model fixes sizes (often the batch) that the input
-    shapes given to it change."""
+def _verify_after(module: ModuleOp, source: str, after: str) -> None:
+    """Verify `module`, which a pass or pipeline named `after` has just rewritten."""
     try:
         module.verify()
     except VerifyException as error:
-        lines = [line for line in str(error).splitlines() if "does not verify" in line or line.startswith("graph.")]
-        detail = lines[0].strip(" |") if lines else str(error).strip().splitlines()[0]
-        if "graph.reshape: input" in detail and " elements, result " in detail:
-            message = f"the input shapes do not fit {source}: a reshape in the model fixes its sizes ({detail})"
-            raise GnomonError(message) from error
-        raise GnomonError(f"internal error: the graph of {source} does not verify after {after}: {detail}") from error
+        raise _verify_error(error, source, f"after {after}") from error
+
+
+def _verify_error(error: VerifyException, source: str, where: str) -> GnomonError:
+    """A program that stops verifying is gnomon's bug, not the user's: say so, in one line. One exception: a
+    reshape whose element counts disagree, because the model fixes sizes (often the batch) that the input
+    shapes given to it change."""
+    lines = [line for line in str(error).splitlines() if "does not verify" in line or line.startswith("graph.")]
+    detail = lines[0].strip(" |") if lines else str(error).strip().splitlines()[0]
+    if "graph.reshape: input" in detail and " elements, result " in detail:
+        return GnomonError(f"the input shapes do not fit {source}: a reshape in the model fixes its sizes ({detail})")
+    return GnomonError(f"internal error: the graph of {source} does not verify {where}: {detail}")
 
 
 def load(
@@ -77,6 +171,15 @@ def load(
     example_inputs: Sequence[Any] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     dynamic_shapes: Any = None,
+    *,
+    verify_each: bool = False,
+    dump_ir: str | Path | None = None,
 ) -> ModuleOp:
-    """Import a model (a path to .onnx/.pt/.pth/.pt2, an nn.Module or an ExportedProgram) into the graph dialect."""
-    return to_graph(import_model(model, example_inputs, input_shapes, dynamic_shapes))
+    """Import a model (a path to .onnx/.pt/.pth/.pt2, an nn.Module or an ExportedProgram) into the graph dialect.
+
+    `verify_each` verifies the module after every pass, not once at the end; `dump_ir` names a directory to write
+    the module into after every pass (see this module's docstring)."""
+    if dump_ir is not None:
+        dump_directory(dump_ir)  # a bad directory fails before the (slow) frontend runs
+    imported = import_model(model, example_inputs, input_shapes, dynamic_shapes)
+    return to_graph(imported, verify_each=verify_each, dump_ir=dump_ir)

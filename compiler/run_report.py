@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from gnomon.cost.trace import KERNEL, TraceEvent, trace_json, write_json
 from gnomon.errors import GnomonError
 from gnomon.executable import Executable, InputError, compile_model, load_compiled
-from gnomon.trace import KERNEL, TraceEvent, trace_json, write_json
 
 
 def random_inputs(executable: Executable, seed: int) -> list[np.ndarray]:
@@ -115,7 +115,7 @@ def render_profile(summary: Mapping[str, Any]) -> str:
 
 
 def measured_trace(executable: Executable, model: str) -> dict[str, Any]:
-    """The last profiled run as Chrome trace-event JSON (`gnomon.trace`), one `kernel` event per launch.
+    """The last profiled run as Chrome trace-event JSON (`gnomon.cost.trace`), one `kernel` event per launch.
 
     The profile records each launch's duration, not its start: launches are laid end to end, in order, on the
     track of stream 0, where `gnomon analyze --trace` puts its predicted kernels. On a CPU each measured launch
@@ -143,6 +143,8 @@ def run_command(
     as_json: bool,
     seed: int,
     trace: Path | None = None,
+    verify_each: bool = False,
+    dump_ir: Path | None = None,
 ) -> None:
     if trace is not None and not (profile and backend == "native"):
         raise GnomonError("--trace writes the measured timeline of a profiled run: add --profile (native backend)")
@@ -151,7 +153,9 @@ def run_command(
             raise GnomonError(f"{model} is a compiled program; it runs on the native backend only")
         executable = load_compiled(model)
     else:
-        executable = compile_model(model, input_shapes=input_shapes, backend=backend)
+        executable = compile_model(
+            model, input_shapes=input_shapes, backend=backend, verify_each=verify_each, dump_ir=dump_ir
+        )
     arrays = read_inputs(executable, inputs) if inputs is not None else random_inputs(executable, seed)
     if profile and backend == "native":
         executable.run(arrays)  # warm caches and threads; the profiled run is the second

@@ -10,6 +10,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 
 from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.constant_values import element_bytes
 from gnomon.dialects.graph.tensor import ConstantOp
 
 
@@ -65,5 +66,5 @@ def _names(names: list[str], count: int, kind: str) -> list[str]:
 
 
 def _element_bytes(ty: TensorType) -> int:
-    bits: int = getattr(ty.get_element_type(), "bitwidth", 32)
-    return max(1, bits // 8)
+    # A weight of a type NumPy cannot hold (none that gnomon imports) counts as 4 bytes rather than stop the summary.
+    return element_bytes(ty.get_element_type()) or 4

@@ -1,4 +1,9 @@
-"""`graph-canonicalize`: simplify graph programs to a normal form, then drop dead ops."""
+"""`graph-canonicalize`: simplify graph programs to a normal form, dropping dead ops as it goes.
+
+The patterns are those the graph ops declare through `HasCanonicalizationPatternsTrait`, so xDSL's
+`canonicalize` applies them too. This pass is the import pipeline's stage: it runs those patterns
+and no op folders, so it never needs a context to materialize constants.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
-
-from gnomon.dialects.graph.canonicalization import CANONICALIZATION_PATTERNS
+from xdsl.transforms.canonicalize import CanonicalizationRewritePattern
 
 
 @dataclass(frozen=True)
@@ -19,5 +23,5 @@ class GraphCanonicalizePass(ModulePass):
     name = "graph-canonicalize"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        patterns = [pattern() for pattern in CANONICALIZATION_PATTERNS]
-        PatternRewriteWalker(GreedyRewritePatternApplier(patterns, dce_enabled=True)).rewrite_module(op)
+        pattern = GreedyRewritePatternApplier([CanonicalizationRewritePattern()], dce_enabled=True)
+        PatternRewriteWalker(pattern).rewrite_module(op)

@@ -22,6 +22,7 @@ from xdsl.utils.exceptions import InterpretationError
 
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.constant_values import (
+    INLINE_ELEMENT_LIMIT,
     compact_splat,
     dense_to_resource,
     numpy_dtype,
@@ -30,8 +31,7 @@ from gnomon.dialects.graph.constant_values import (
 )
 from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.locations import location_name
-from gnomon.passes.torch_to_graph import INLINE_ELEMENT_LIMIT
-from gnomon.runtime.reference import reference_interpreter
+from gnomon.reference import reference_interpreter
 
 GROWTH_FREE_ELEMENTS = 1024
 """A fold may make constants grow up to this many elements (4 KiB of f32); see `_grows`."""

@@ -2,7 +2,7 @@
 
 Attributes, shared with `graph-cost` (which puts its analytical time and bound in the same two places):
 - `gnomon.flops` (i64) and `gnomon.bytes` (i64): exact FLOPs and minimum bytes (conventions in
-  `gnomon.passes.cost.roofline`);
+  `gnomon.cost.roofline`);
 - `gnomon.intensity` (f64): FLOPs per byte;
 - `gnomon.time_s` (f64): max(flops / peak, bytes / DRAM bandwidth), in seconds;
 - `gnomon.bound`: "compute" or "memory".
@@ -16,13 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, TensorType, f64, i64
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, f64, i64
 from xdsl.passes import ModulePass
 
-from gnomon.devices import Device, load_device
+from gnomon.cost.devices import Device, load_device
+from gnomon.cost.graph import RooflineReport, roofline_report
+from gnomon.cost.roofline import Bound
 from gnomon.dialects.graph.base import GraphOperation
-from gnomon.locations import location_name
-from gnomon.passes.cost import Bound, Roofline, roofline
 
 FLOPS_ATTR = "gnomon.flops"
 BYTES_ATTR = "gnomon.bytes"
@@ -32,49 +32,14 @@ BOUND_ATTR = "gnomon.bound"
 DEVICE_ATTR = "gnomon.device"
 
 
-@dataclass(frozen=True)
-class RooflineRecord:
-    """One op's roofline figures, and which op they belong to."""
-
-    op: GraphOperation
-    op_name: str
-    location: str
-    result_shapes: tuple[tuple[int, ...], ...]
-    roofline: Roofline
-
-
-@dataclass(frozen=True)
-class RooflineReport:
-    """The roofline of every graph op of a module, in program order."""
-
-    device: Device
-    records: tuple[RooflineRecord, ...]
-
-    @property
-    def total_flops(self) -> int:
-        return sum(r.roofline.flops for r in self.records)
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(r.roofline.bytes for r in self.records)
-
-    @property
-    def total_time_s(self) -> float:
-        """The ops' roofline times one after another."""
-        return sum(r.roofline.time_s for r in self.records)
-
-
 def annotate_roofline(module: ModuleOp, device: Device) -> RooflineReport:
     """Attach each graph op's roofline figures as attributes and return them; a CostModelError on dynamic shapes."""
+    report = roofline_report(module, device)
     module.attributes[DEVICE_ATTR] = StringAttr(device.name)
-    records: list[RooflineRecord] = []
-    for op in module.walk():
-        if not isinstance(op, GraphOperation):
-            continue
-        figures = roofline(op, device)
-        set_figures(op, figures.flops, figures.bytes, figures.intensity, figures.time_s, figures.bound)
-        records.append(RooflineRecord(op, op.name, location_name(op.location), result_shapes(op), figures))
-    return RooflineReport(device, tuple(records))
+    for record in report.records:
+        figures = record.figures
+        set_figures(record.op, figures.flops, figures.bytes, figures.intensity, figures.time_s, figures.bound)
+    return report
 
 
 def set_figures(op: GraphOperation, flops: int, moved: int, intensity: float, time_s: float, bound: Bound) -> None:
@@ -89,10 +54,6 @@ def set_figures(op: GraphOperation, flops: int, moved: int, intensity: float, ti
 def significant(value: float) -> FloatAttr:
     """An f64 attribute rounded to 6 significant digits, which xDSL prints as `1.234560e-07`."""
     return FloatAttr(float(f"{value:.6g}"), f64)
-
-
-def result_shapes(op: GraphOperation) -> tuple[tuple[int, ...], ...]:
-    return tuple(r.type.get_shape() if isinstance(r.type, TensorType) else () for r in op.results)
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ class KernelTiming:
     kernel: str
     """The `kernel.func` symbol."""
     kind: str
-    """`generated`, or the library call (`aten.convolution+relu`, `numpy.gather_elements`)."""
+    """`generated`, or the library call and the ops it fuses (`aten.convolution+relu`, `numpy.gather_elements`)."""
     source_ops: tuple[str, ...]
     """The graph ops the kernel runs."""
     location: str
@@ -81,7 +81,7 @@ def _array(memref: MemRefType) -> np.ndarray:
 
 def _reference_kernel(kernel_func: kernel.FuncOp) -> Callable[[Sequence[np.ndarray]], list[np.ndarray]]:
     """Run a kernel's body with the reference semantics (the NumPy fallback for ops without a library call)."""
-    from gnomon.runtime.reference import run_reference
+    from gnomon.reference import run_reference
 
     body = kernel_func.body.clone()
     terminator = body.block.last_op
@@ -183,16 +183,17 @@ class Program:
                 else:
                     self.profile.kernels_compiled += 1
             return compiled[key].bind(args, results)  # pyright: ignore[reportAttributeAccessIssue]
-        assert kernel_func.callee is not None
-        if kernel_func.callee.data.startswith("numpy."):
+        call = kernel_func.call
+        assert call is not None
+        if call.callee.startswith("numpy."):
             return _bind_numpy(kernel_func, args, results)
         import torch
 
-        from gnomon.runtime.library import library_kernel
+        from gnomon.runtime.library import bind_call
 
-        library = library_kernel(kernel_func.body.block)
+        library = bind_call(call, kernel_func.body.block)
         if library is None:
-            raise ProgramError(f"kernel @{kernel_func.sym_name.data}: no library call {kernel_func.callee.data}")
+            raise ProgramError(f"kernel @{kernel_func.sym_name.data}: no library call {kernel_func.profile_name}")
         return library.bind([torch.from_numpy(a) for a in args], [torch.from_numpy(r) for r in results])
 
     def run(self, inputs: Sequence[np.ndarray], profile: bool = False) -> list[np.ndarray]:
@@ -214,7 +215,7 @@ class Program:
             launch.run()
             seconds = (time.perf_counter_ns() - before) * 1e-9
             kernel_func = launch.kernel
-            kind = "generated" if kernel_func.is_generated else kernel_func.callee.data  # pyright: ignore[reportOptionalMemberAccess]
+            kind = kernel_func.profile_name
             ops = tuple(op.name for op in kernel_func.body.block.ops if not isinstance(op, kernel.YieldOp))
             timings.append(KernelTiming(kernel_func.sym_name.data, kind, ops, launch.location, seconds))
         self.profile.run_seconds = (time.perf_counter_ns() - start) * 1e-9

@@ -63,7 +63,7 @@ class TorchEagerProgram:
             for result in op.results:
                 slots[result] = len(initial)
                 initial.append(None)
-            fn = TORCH_IMPLS[type(op)].build(op)
+            fn = TORCH_IMPLS[type(op)](op).run
             if isinstance(op, ConstantOp):
                 value = fn()
                 assert isinstance(value, torch.Tensor)

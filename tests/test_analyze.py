@@ -7,34 +7,27 @@ models' arithmetic and the outputs' structure, never measured times.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from conftest import make_onnx
 from xdsl.dialects.builtin import ModuleOp
 
 import gnomon
-from gnomon.analysis import Report, analyze_program
 from gnomon.bundled import model_path
 from gnomon.cli import main
-from gnomon.devices import load_device, save_device
+from gnomon.cost.critical_path import Task, schedule
+from gnomon.cost.devices import load_device, save_device
+from gnomon.cost.program import program_report
+from gnomon.cost.report import Report
+from gnomon.cost.trace import write_json
 from gnomon.dialects import rt
 from gnomon.executable import lower
 from gnomon.models import MLP, SmallCNN, TransformerBlock
-from gnomon.passes.cost.critical_path import Task, schedule
 from gnomon.passes.graph_cost import annotate_cost
-from gnomon.trace import write_json
-
-MAKE_ONNX = Path(__file__).parent.parent / "filecheck" / "import" / "Inputs" / "make_onnx.py"
-
-
-def make_onnx(kind: str, out: Path) -> Path:
-    subprocess.run([sys.executable, str(MAKE_ONNX), kind, str(out)], check=True)
-    return out
 
 
 def launches(module: Any) -> int:
@@ -124,16 +117,15 @@ def test_gnomon_report_has_one_record_per_launch_and_its_times_add_up_on_a_cpu()
     assert all(r.critical for r in report.records)
     assert report.activation_bytes > 0
     assert report.parameters == sum(p.numel() for p in model.parameters())
-    assert analyze_program(module, load_device("generic-cpu")).predicted_e2e_s == pytest.approx(report.predicted_e2e_s)
+    assert program_report(module, load_device("generic-cpu")).predicted_e2e_s == pytest.approx(report.predicted_e2e_s)
 
 
 def test_generated_kernels_run_on_the_threads_the_runtime_gives_them() -> None:
     from xdsl.parser import Parser
 
-    from gnomon.analysis import generated_threads
     from gnomon.context import gnomon_context
+    from gnomon.cost.threads import PART_WORK, generated_threads
     from gnomon.dialects import kernel
-    from gnomon.runtime.codegen.threads import PART_WORK
 
     def relu_kernel(shape: str) -> kernel.FuncOp:
         t = f"tensor<{shape}xf32>"
@@ -154,11 +146,14 @@ def test_generated_kernels_run_on_the_threads_the_runtime_gives_them() -> None:
 def test_a_pow_pays_a_libm_call_per_element() -> None:
     from xdsl.parser import Parser
 
-    from gnomon.analysis import eager_steps, generated_threads, kernel_cost, libm_calls
     from gnomon.context import gnomon_context
+    from gnomon.cost import efficiency, group_cost, op_cost
+    from gnomon.cost.calls import libm_calls
+    from gnomon.cost.eager import eager_steps
+    from gnomon.cost.program import kernel_cost
+    from gnomon.cost.threads import generated_threads
     from gnomon.dialects import kernel
     from gnomon.dialects.graph.base import GraphOperation
-    from gnomon.passes.cost import efficiency, group_cost, op_cost
 
     t, s = "tensor<1x8x64x64xf32>", "tensor<f32>"
     text = (
@@ -185,7 +180,7 @@ def test_a_small_call_after_one_of_the_same_function_is_warm() -> None:
     from xdsl.parser import Parser
 
     from gnomon.context import gnomon_context
-    from gnomon.passes.cost import efficiency
+    from gnomon.cost import efficiency
 
     def norms(rows: int) -> list[float]:
         """The host time of each launch of three chained layer norms of `rows` x 192."""
@@ -193,7 +188,7 @@ def test_a_small_call_after_one_of_the_same_function_is_warm() -> None:
         norm = "{axis = 1 : i64, epsilon = 1.000000e-05 : f64} : (" + f"{t}, {c}, {c}) -> {t}"
         body = "\n".join(f"  %n{i + 1} = graph.layer_norm %n{i}, %g, %b {norm}" for i in range(3))
         text = f"func.func @main(%n0: {t}, %g: {c}, %b: {c}) -> {t} {{\n{body}\n  func.return %n3 : {t}\n}}"
-        report = analyze_program(lower(Parser(gnomon_context(), text).parse_module()), load_device("generic-cpu"))
+        report = program_report(lower(Parser(gnomon_context(), text).parse_module()), load_device("generic-cpu"))
         return [r.overhead_s for r in report.records if r.kind == "aten.layer_norm"]
 
     eff = efficiency(load_device("generic-cpu"))
@@ -205,9 +200,9 @@ def test_a_small_call_after_one_of_the_same_function_is_warm() -> None:
 def test_eager_library_ops_pay_the_library_call_and_elementwise_ops_only_dispatch() -> None:
     from xdsl.parser import Parser
 
-    from gnomon.analysis import eager_steps
     from gnomon.context import gnomon_context
-    from gnomon.passes.cost import efficiency
+    from gnomon.cost import efficiency
+    from gnomon.cost.eager import eager_steps
 
     def linears(width: int) -> list[float]:
         """The host time of each eager op of linear, relu, linear, relu, linear, all `width` wide on 32 rows."""
@@ -239,10 +234,11 @@ def test_eager_library_ops_pay_the_library_call_and_elementwise_ops_only_dispatc
 def test_library_pooling_runs_on_one_thread_per_plane() -> None:
     from xdsl.parser import Parser
 
-    from gnomon.analysis import eager_steps, library_threads
     from gnomon.context import gnomon_context
+    from gnomon.cost import op_cost
+    from gnomon.cost.eager import eager_steps
+    from gnomon.cost.threads import library_threads
     from gnomon.dialects.graph.base import GraphOperation
-    from gnomon.passes.cost import op_cost
 
     def pool(shape: str, result: str) -> list[GraphOperation]:
         """A 5-wide average over the channels of a 5-D tensor: a local response norm's pool, as torch-mlir has it."""

@@ -10,21 +10,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from xdsl.dialects import func
 
-from gnomon.calibrate import (
-    FITTED,
-    Measured,
-    cache_levels,
-    cpu_list_count,
-    executable_of,
-    fit_efficiency,
-    lower_quantile,
-    suite_prediction,
-    suite_program,
-)
 from gnomon.cli import main
-from gnomon.devices import load_device
+from gnomon.cost.devices import load_device
+from gnomon.cost.fit import FITTED, Measured, fit_efficiency, lower_quantile, median_of_rounds, suite_prediction
 from gnomon.dialects import kernel
+from gnomon.dialects.graph.elementwise import ReluOp
+from gnomon.executable import lower
+from gnomon.runtime.calibration.host import cache_levels, cpu_list_count
+from gnomon.runtime.calibration.programs import Program, conv, linear, same_shape
+from gnomon.runtime.calibration.suite import suite_program
 
 
 def write_cache(root: Path, index: int, level: int, kind: str, size: str, shared: str) -> None:
@@ -57,7 +53,7 @@ def test_dram_figure_is_the_floor_of_two_regimes() -> None:
 
 def test_the_fit_recovers_known_factors() -> None:
     """Kernels 'measured' as a device with known factors predicts them: the fit finds factors that predict as well."""
-    program = executable_of(suite_program(quick=True).text).module
+    program = lower(suite_program(quick=True).module)
     kernels = [op for op in program.ops if isinstance(op, kernel.FuncOp)]
     base = load_device("generic-cpu")
     truth = replace(base, efficiency={"gemm": 0.4, "gemm_k_overhead": 40.0, "vector": 0.1, "stream": 0.5})
@@ -67,6 +63,41 @@ def test_the_fit_recovers_known_factors() -> None:
     assert result.kernels == len(kernels)
     assert result.error_after < 0.03
     assert result.error_after < result.error_before
+
+
+def test_the_fit_recovers_known_parameters() -> None:
+    """A small and a large relu separate the launch overhead from the streaming rate; a GEMM and a convolution set
+    their own factors. Times predicted with known parameters give those parameters back."""
+    p = Program()
+    for name, dims in (("small", (1, 8, 4, 4)), ("large", (1, 64, 56, 56))):
+        p.results.append(same_shape(p, name, ReluOp, p.argument(f"{name}_x", dims)))
+    x, w, b = p.argument("x", (256, 1024)), p.argument("w", (1024, 1024)), p.argument("b", (1024,))
+    p.results.append(linear(p, "linear", x, w, b))
+    p.results.append(conv(p, "conv", p.argument("cx", (1, 64, 56, 56)), p.argument("cw", (64, 64, 3, 3)), 1, 1))
+    kernels = [op for op in lower(p.module()).ops if isinstance(op, kernel.FuncOp)]
+    base = load_device("generic-cpu")
+    known = {"gemm": 0.425, "conv": 0.3, "stream": 0.35}
+    truth = replace(base, efficiency=known, launch_overhead_s=2 * base.launch_overhead_s)
+    result = fit_efficiency(base, [Measured(k, suite_prediction(Measured(k, 0.0), truth)) for k in kernels])
+    assert {name: result.factors[name] for name in known} == pytest.approx(known, rel=0.01)
+    assert result.launch_overhead_s == pytest.approx(truth.launch_overhead_s, rel=0.01)
+    assert result.error_after < 1e-3
+
+
+def test_each_kernel_takes_its_median_over_rounds() -> None:
+    kernels = [op for op in lower(suite_program(quick=True).module).ops if isinstance(op, kernel.FuncOp)][:2]
+    rounds = [[Measured(k, seconds * (i + 1)) for i, k in enumerate(kernels)] for seconds in (3.0, 1.0, 2.0)]
+    assert [m.seconds for m in median_of_rounds(rounds)] == [2.0, 4.0]
+    assert [m.kernel for m in median_of_rounds(rounds)] == kernels
+
+
+def test_the_full_suite_launches_one_kernel_per_result() -> None:
+    """Every kernel of the suite reads its own inputs and returns its result, so none fuse: one launch each."""
+    suite = suite_program(quick=False)
+    suite.module.verify()
+    (function,) = suite.module.ops
+    assert isinstance(function, func.FuncOp)
+    assert len(suite.fitted) == len(function.function_type.outputs)
 
 
 @pytest.mark.parametrize("fit", [True, False])

@@ -4,22 +4,28 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import make_onnx
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, TensorType, f32
+from xdsl.parser import Parser
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 
 from gnomon.bundled import model_path
-
-FILECHECK_INPUTS = Path(__file__).parent.parent / "filecheck" / "import" / "Inputs"
+from gnomon.context import gnomon_context
+from gnomon.dialects.graph.elementwise import ReluOp
+from gnomon.errors import GnomonError
+from gnomon.executable import lower
+from gnomon.pipeline import PIPELINES
+from gnomon.registry import PASSES
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "gnomon.cli", *args], capture_output=True, text=True, check=False)
-
-
-def make_onnx(kind: str, out: Path) -> Path:
-    subprocess.run([sys.executable, str(FILECHECK_INPUTS / "make_onnx.py"), kind, str(out)], check=True)
-    return out
 
 
 def test_summary_of_resnet50() -> None:
@@ -128,3 +134,97 @@ def test_gnomon_opt_reports_unsupported_torch_ops(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr == "gnomon-opt: error: unsupported op aten.frobnicate at node 'layer.0' in the input\n"
+
+
+PRINTED_PIPELINE = [
+    "import:    torch-to-graph,graph-shape-inference,graph-canonicalize",
+    "inference: graph-drop-dropout,graph-fold-batch-norm,graph-fold-constants,graph-canonicalize",
+    "lowering:  graph-to-kernel,kernel-to-rt",
+]
+
+
+@pytest.mark.parametrize("args", [(), ("model.onnx",)])
+def test_compile_prints_its_pipelines_without_a_model(args: tuple[str, ...]) -> None:
+    result = run("compile", *args, "--print-pipeline")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == PRINTED_PIPELINE
+
+
+def _opt(tool: str, *args: str) -> str:
+    module = {"gnomon-opt": "gnomon.opt", "xdsl-opt": "xdsl.tools.xdsl_opt"}[tool]
+    result = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _lines(text: str) -> list[str]:
+    """The printers of `gnomon` and of the opt drivers differ only in blank lines around the resources."""
+    return [line for line in text.splitlines() if line]
+
+
+def test_the_printed_pipelines_rerun_each_stage_of_compile_in_gnomon_opt_and_xdsl_opt(tmp_path: Path) -> None:
+    model = make_onnx("conv_block", tmp_path / "m.onnx")
+    dumps, program = tmp_path / "ir", tmp_path / "m.rt.mlir"
+    result = run("compile", str(model), "-o", str(program), "--dump-ir", str(dumps))
+    assert result.returncode == 0, result.stderr
+    names = [
+        "import",
+        "torch-to-graph",
+        "graph-shape-inference",
+        "graph-canonicalize",
+        "graph-drop-dropout",
+        "graph-fold-batch-norm",
+        "graph-fold-constants",
+        "graph-canonicalize",
+        "graph-to-kernel",
+        "kernel-to-rt",
+    ]
+    assert sorted(p.name for p in dumps.iterdir()) == [f"{n:02d}-{name}.mlir" for n, name in enumerate(names)]
+    pipelines = dict(line.split(":") for line in run("compile", "--print-pipeline").stdout.splitlines())
+    # Each stage, from the dump before it, gives the dump after it; the dumps carry locations, which name weights.
+    files = sorted(dumps.iterdir())
+    stages = [("import", 0, 3, "xdsl-opt"), ("inference", 3, 7, "gnomon-opt"), ("lowering", 7, 9, "gnomon-opt")]
+    for stage, before, after, tool in stages:
+        flags = ["--allow-unregistered-dialect"] if stage == "import" else []  # torch-mlir's ops print generically
+        rerun = _opt(tool, str(files[before]), *flags, "--print-debuginfo", "-p", pipelines[stage].strip())
+        assert _lines(rerun) == _lines(files[after].read_text()), stage
+    assert _lines(_opt("gnomon-opt", str(dumps / "09-kernel-to-rt.mlir"))) == _lines(program.read_text())
+
+
+def test_dump_ir_into_a_file_is_one_line(tmp_path: Path) -> None:
+    model = make_onnx("conv_block", tmp_path / "m.onnx")
+    (tmp_path / "taken").write_text("")
+    result = run("compile", str(model), "-o", str(tmp_path / "out.mlir"), "--dump-ir", str(tmp_path / "taken"))
+    assert result.returncode == 2
+    assert result.stderr == f"gnomon: error: cannot dump IR into {tmp_path / 'taken'}: it is not a directory\n"
+    result = run("compile", str(model), "-o", str(tmp_path / "out.mlir"), "--dump-ir", str(tmp_path / "taken" / "ir"))
+    assert result.returncode == 2
+    assert result.stderr == f"gnomon: error: cannot dump IR into {tmp_path / 'taken' / 'ir'}: Not a directory\n"
+
+
+@dataclass(frozen=True)
+class BreakRelu(ModulePass):
+    """A pass with a bug: it gives a relu a result type its operand contradicts."""
+
+    name = "break-relu"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        relu = next(o for o in op.walk() if isinstance(o, ReluOp))
+        Rewriter.replace_value_with_new_type(relu.results[0], TensorType(f32, [3]))
+
+
+def test_verify_each_names_the_pass_after_which_the_program_stopped_verifying(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(PASSES, "break-relu", lambda: BreakRelu)
+    monkeypatch.setitem(PIPELINES, "inference", "graph-drop-dropout,break-relu,graph-canonicalize")
+    text = """func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {
+      %y = graph.relu %x : (tensor<2xf32>) -> tensor<2xf32>
+      func.return %y : tensor<2xf32>
+    }"""
+    detail = "graph.relu: result type tensor<3xf32> does not match inferred type tensor<2xf32>"
+    with pytest.raises(GnomonError) as error:
+        lower(Parser(gnomon_context(), text).parse_module(), "f.mlir", verify_each=True)
+    assert str(error.value) == f"internal error: the graph of f.mlir does not verify after break-relu: {detail}"
+    with pytest.raises(GnomonError) as error:
+        lower(Parser(gnomon_context(), text).parse_module(), "f.mlir")
+    after = "inference (graph-drop-dropout,break-relu,graph-canonicalize)"
+    assert str(error.value) == f"internal error: the graph of f.mlir does not verify after {after}: {detail}"

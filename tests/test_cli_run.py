@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cli import make_onnx
+from conftest import make_onnx
 
 import gnomon
 
@@ -63,11 +63,15 @@ def test_random_inputs_are_seeded(model: Path, cache: Path) -> None:
     assert other["outputs"][0]["mean"] != first["outputs"][0]["mean"]
 
 
-def test_reference_backend_agrees(model: Path, cache: Path) -> None:
+def test_reference_backend_agrees(model: Path, cache: Path, tmp_path: Path) -> None:
     native = json.loads(run("run", str(model), "--json", cache=cache).stdout)["outputs"][0]
-    reference = json.loads(run("run", str(model), "--json", "--backend", "reference", cache=cache).stdout)["outputs"][0]
+    reference_run = run("run", str(model), "--json", "--backend", "reference", "--dump-ir", str(tmp_path), cache=cache)
+    reference = json.loads(reference_run.stdout)["outputs"][0]
     assert native["shape"] == reference["shape"] == [1, 10]
     assert native["mean"] == pytest.approx(reference["mean"], rel=1e-5, abs=1e-6)
+    # The reference backend interprets the graph program: only the import pipeline runs.
+    dumps = ["00-import.mlir", "01-torch-to-graph.mlir", "02-graph-shape-inference.mlir", "03-graph-canonicalize.mlir"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == dumps
 
 
 def test_profile_lists_kernels_and_the_second_run_compiles_nothing(tmp_path: Path) -> None:
@@ -94,7 +98,7 @@ def test_profile_lists_kernels_and_the_second_run_compiles_nothing(tmp_path: Pat
 
 def test_compile_writes_a_program_that_runs_without_the_model(model: Path, cache: Path, tmp_path: Path) -> None:
     program = tmp_path / "conv_block.mlir"
-    assert run("compile", str(model), "-o", str(program), cache=cache).returncode == 0
+    assert run("compile", str(model), "-o", str(program), "--verify-each", cache=cache).returncode == 0
     assert "rt.launch" in program.read_text()
     x = np.random.default_rng(4).standard_normal((1, 3, 16, 16)).astype(np.float32)
     np.savez(tmp_path / "in.npz", x=x)

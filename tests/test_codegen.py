@@ -21,9 +21,9 @@ from xdsl.parser import Parser
 from gnomon.context import gnomon_context
 from gnomon.dialects import kernel
 from gnomon.dialects.graph.constant_values import numpy_dtype
-from gnomon.passes.kernel_to_linalg import lower_kernel
-from gnomon.runtime.codegen import CodegenError, compilation_count, compile_kernel, generatable
-from gnomon.runtime.reference import run_reference
+from gnomon.passes.kernel_to_linalg import CodegenError, generatable, lower_kernel
+from gnomon.reference import run_reference
+from gnomon.runtime.codegen import compilation_count, compile_kernel
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -19,7 +19,8 @@ from xdsl.parser import Parser
 
 import gnomon
 from gnomon.context import gnomon_context
-from gnomon.devices import (
+from gnomon.cost import CostModelError, efficiency, group_cost, op_cost, op_work, roofline
+from gnomon.cost.devices import (
     DeviceError,
     DeviceFileError,
     Interconnect,
@@ -32,7 +33,6 @@ from gnomon.devices import (
 from gnomon.dialects.graph import Graph
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.models import DLRM, MLP, SmallCNN, TransformerBlock
-from gnomon.passes.cost import CostModelError, efficiency, group_cost, op_cost, op_work, roofline
 from gnomon.passes.graph_cost import annotate_cost
 from gnomon.passes.graph_roofline import annotate_roofline
 
@@ -156,7 +156,7 @@ def _without(text: str, line: str) -> str:
 )
 def test_device_file_missing_a_key(tmp_path: Path, drop: str, key: str) -> None:
     path = tmp_path / "broken.toml"
-    path.write_text(_without((REPO / "compiler/devices/h100.toml").read_text(), drop))
+    path.write_text(_without((REPO / "compiler/cost/devices/h100.toml").read_text(), drop))
     with pytest.raises(DeviceFileError, match=re.escape(f"device file {path}: missing key '{key}'")) as error:
         load_device(str(path))
     assert "\n" not in str(error.value)
@@ -164,10 +164,10 @@ def test_device_file_missing_a_key(tmp_path: Path, drop: str, key: str) -> None:
 
 def test_device_file_with_a_bad_value(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
-    path.write_text((REPO / "compiler/devices/h100.toml").read_text().replace("cores = 132", 'cores = "many"'))
+    path.write_text((REPO / "compiler/cost/devices/h100.toml").read_text().replace("cores = 132", 'cores = "many"'))
     with pytest.raises(DeviceFileError, match=re.escape(f"{path}: expected a positive integer at 'cores'")):
         load_device(str(path))
-    path.write_text((REPO / "compiler/devices/h100.toml").read_text().replace("3.35e12", "0"))
+    path.write_text((REPO / "compiler/cost/devices/h100.toml").read_text().replace("3.35e12", "0"))
     with pytest.raises(
         DeviceFileError, match=re.escape("expected a positive number at 'memory[2].bandwidth_bytes_per_s'")
     ):
@@ -515,14 +515,25 @@ def test_annotations_and_reports_agree() -> None:
     device = load_device("a100")
     report = annotate_cost(module, device)
     assert [r.op for r in report.records] == graph_ops(module)
-    assert report.total_flops == sum(r.cost.flops for r in report.records) > 0
-    assert report.total_predicted_s == pytest.approx(sum(r.cost.predicted_s for r in report.records))
+    assert report.total_flops == sum(r.figures.flops for r in report.records) > 0
+    assert report.total_predicted_s == pytest.approx(sum(r.figures.predicted_s for r in report.records))
     for record in report.records:
         attributes = record.op.attributes
-        assert attributes["gnomon.model"].data == record.cost.model  # pyright: ignore[reportAttributeAccessIssue]
-        assert attributes["gnomon.time_s"].value.data == pytest.approx(record.cost.predicted_s, rel=1e-5)  # pyright: ignore[reportAttributeAccessIssue]
+        assert attributes["gnomon.model"].data == record.figures.model  # pyright: ignore[reportAttributeAccessIssue]
+        assert attributes["gnomon.time_s"].value.data == pytest.approx(record.figures.predicted_s, rel=1e-5)  # pyright: ignore[reportAttributeAccessIssue]
     roof = annotate_roofline(module, device)
     assert roof.total_flops == report.total_flops
-    assert roof.total_time_s == pytest.approx(sum(r.cost.roofline_s for r in report.records))
+    assert roof.total_time_s == pytest.approx(sum(r.figures.roofline_s for r in report.records))
     assert roof.total_bytes == report.total_bytes
     assert module.attributes["gnomon.device"].data == "a100"  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def test_the_cost_package_example_runs() -> None:
+    """The typed API's example in `gnomon.cost`'s docstring: one op, a fused group, a program, both targets."""
+    import doctest
+
+    import gnomon.cost
+
+    results = doctest.testmod(gnomon.cost)
+    assert results.attempted > 0
+    assert results.failed == 0

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+import pytest
 import torch
+from conftest import ModelCache, random_input, relative_l2
 from torch import nn
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType, f32
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass
 
-from gnomon import load, models
+from gnomon import load
 from gnomon.bundled import model_path
 from gnomon.context import gnomon_context
-from gnomon.dialects.graph.constant_values import dense_to_resource, numpy_to_dense
 from gnomon.dialects.graph.elementwise import DropoutOp, MulOp
 from gnomon.dialects.graph.linalg import LinearOp
 from gnomon.dialects.graph.nn import BatchNormOp, ConvOp, ConvTransposeOp
@@ -24,12 +23,7 @@ from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp, TransposeOp
 from gnomon.passes.graph_drop_dropout import GraphDropDropoutPass
 from gnomon.passes.graph_fold_batch_norm import GraphFoldBatchNormPass
 from gnomon.passes.graph_fold_constants import GraphFoldConstantsPass
-from gnomon.runtime.reference import run_reference
-
-
-def relative_l2(actual: np.ndarray, expected: np.ndarray) -> float:
-    expected64 = expected.astype(np.float64)
-    return float(np.linalg.norm(actual.astype(np.float64) - expected64) / max(np.linalg.norm(expected64), 1e-30))
+from gnomon.reference import run_reference
 
 
 def apply(module: ModuleOp, graph_pass: ModulePass) -> None:
@@ -41,46 +35,6 @@ def count(module: ModuleOp, op_type: type[Operation]) -> int:
     return sum(isinstance(op, op_type) for op in module.walk())
 
 
-def random_input(module: ModuleOp, seed: int = 1) -> np.ndarray:
-    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    (input_type,) = function.function_type.inputs.data
-    assert isinstance(input_type, TensorType)
-    return np.random.default_rng(seed).standard_normal(input_type.get_shape()).astype(np.float32)
-
-
-def set_constant(value: SSAValue, array: np.ndarray) -> None:
-    owner = value.owner
-    assert isinstance(owner, ConstantOp)
-    owner.properties["value"] = dense_to_resource(numpy_to_dense(array.astype(np.float32), f32), "random")
-
-
-def shape(value: SSAValue) -> tuple[int, ...]:
-    assert isinstance(value.type, TensorType)
-    return value.type.get_shape()
-
-
-def randomize_weights(module: ModuleOp, seed: int = 0) -> None:
-    """Random conv/linear weights and batch-norm statistics, scaled to keep activations moderate.
-
-    The bundled light networks' weights are splats (ONNX ConstantOfShape), which would make any
-    per-channel mistake invisible and their softmax outputs uniform.
-    """
-    rng = np.random.default_rng(seed)
-    for op in module.walk():
-        if isinstance(op, ConvOp | LinearOp):
-            weight_shape = shape(op.weight)
-            set_constant(op.weight, rng.standard_normal(weight_shape) / math.sqrt(math.prod(weight_shape[1:])))
-        if isinstance(op, BatchNormOp):
-            channels = shape(op.scale)
-            set_constant(op.scale, rng.uniform(0.5, 1.5, channels))
-            set_constant(op.bias, rng.normal(0.0, 0.1, channels))
-            set_constant(op.mean, rng.normal(0.0, 0.1, channels))
-            set_constant(op.variance, rng.uniform(0.5, 1.5, channels))
-        if isinstance(op, ReshapeOp) and isinstance(op.input.owner, ConstantOp):
-            set_constant(op.input, rng.uniform(0.5, 1.5, shape(op.input)))
-    module.verify()
-
-
 def parse(text: str) -> ModuleOp:
     return Parser(gnomon_context(), text).parse_module()
 
@@ -88,10 +42,10 @@ def parse(text: str) -> ModuleOp:
 # ---- graph-fold-batch-norm ----
 
 
-def test_fold_batch_norm_small_cnn_matches_torch() -> None:
-    model = models.SmallCNN()
-    (x,) = model.example_inputs(2)
-    module = load(model, (x,))
+@pytest.mark.xdist_group("SmallCNN")
+def test_fold_batch_norm_small_cnn_matches_torch(model_cache: ModelCache) -> None:
+    model, (x,) = model_cache.torch_model("SmallCNN")
+    module = model_cache.imported("SmallCNN").clone()
     before = run_reference(module, [x.numpy()])[0]
     convs = count(module, ConvOp)
     assert count(module, BatchNormOp) == 3
@@ -106,11 +60,10 @@ def test_fold_batch_norm_small_cnn_matches_torch() -> None:
         assert relative_l2(after, model(x).numpy()) <= 1e-4
 
 
-def test_fold_batch_norm_light_resnet50() -> None:
-    module = load(model_path("light_resnet50"))
-    randomize_weights(module)
-    x = random_input(module)
-    before = run_reference(module, [x])[0]
+@pytest.mark.xdist_group("light_resnet50")
+def test_fold_batch_norm_light_resnet50(model_cache: ModelCache) -> None:
+    random_weights, x, before = model_cache.random_weights(model_path("light_resnet50"))
+    module = random_weights.clone()
     assert before.max() > 10 / before.size  # the softmax output is far from uniform: the weights matter
     assert count(module, BatchNormOp) == 53
 
@@ -188,12 +141,11 @@ def test_drop_dropout_keeps_results() -> None:
 # ---- graph-fold-constants ----
 
 
-def test_fold_constants_light_inception_v2() -> None:
+@pytest.mark.xdist_group("light_inception_v2")
+def test_fold_constants_light_inception_v2(model_cache: ModelCache) -> None:
     # Its Caffe2 export scales and shifts each batch norm's output by reshaped per-channel constants.
-    module = load(model_path("light_inception_v2"))
-    randomize_weights(module)
-    x = random_input(module)
-    before = run_reference(module, [x])[0]
+    random_weights, x, before = model_cache.random_weights(model_path("light_inception_v2"))
+    module = random_weights.clone()
     assert count(module, ReshapeOp) == 27
 
     apply(module, GraphFoldConstantsPass())
@@ -231,12 +183,11 @@ def test_fold_constants_transposed_weight() -> None:
     np.testing.assert_array_equal(run_reference(module, [x])[0], before)
 
 
-def test_batch_norm_after_concat_becomes_affine_light_densenet121() -> None:
+@pytest.mark.xdist_group("light_densenet121")
+def test_batch_norm_after_concat_becomes_affine_light_densenet121(model_cache: ModelCache) -> None:
     # DenseNet's norms follow concats, not layers: they become a per-channel multiply-add.
-    module = load(model_path("light_densenet121"))
-    randomize_weights(module)
-    x = random_input(module)
-    before = run_reference(module, [x])[0]
+    random_weights, x, before = model_cache.random_weights(model_path("light_densenet121"))
+    module = random_weights.clone()
     norms = count(module, BatchNormOp)
     multiplies = count(module, MulOp)
 

@@ -1,7 +1,7 @@
-"""Library kernels and the torch eager baseline against recorded outputs and the reference interpreter.
+"""Library kernels and the torch eager baseline against the reference interpreter.
 
-The eager program runs the ONNX backend models (against their recorded outputs), the light networks and
-gnomon's torch models (against the reference, on every intermediate value). Every op with a torch
+The eager program runs the light networks and gnomon's torch models against the reference on every
+intermediate value (test_backends checks its final outputs, with every other backend's). Every op with a torch
 implementation runs alone, eagerly and as a library kernel writing into preallocated outputs; fused
 blocks (conv, linear, matmul with their epilogues) are built from graph IR text.
 """
@@ -13,25 +13,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
 import torch
-from test_reference import BACKEND_MODELS, read_tensors, relative_l2
+from conftest import LIGHT_NETWORKS, TORCH_MODELS, ModelCache, by_model, relative_l2
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType, IntegerType, ModuleOp, TensorType
 from xdsl.ir import Block, Operation
 from xdsl.parser import Parser
 
-from gnomon import load, models
-from gnomon.bundled import light_models
 from gnomon.context import gnomon_context
 from gnomon.dialects.graph.constant_values import numpy_dtype
 from gnomon.dialects.graph.nn import BatchNormTrainOp
 from gnomon.dialects.graph.tensor import ConstantOp
-from gnomon.pipeline import load as load_path
+from gnomon.dialects.kernel import LibraryCall
+from gnomon.passes.graph_to_kernel.library import (
+    LIBRARY_CALLS,
+    OneDNNPolicy,
+    fusible_epilogue,
+    library_call,
+    reads_transposed,
+)
+from gnomon.reference import run_reference
 from gnomon.registry import DIALECTS
-from gnomon.runtime.library import TORCH_IMPLS, OneDNNPolicy, fusible_epilogue, library_kernel, reads_transposed
-from gnomon.runtime.reference import run_reference
+from gnomon.runtime.library import TORCH_IMPLS, bind_call, library_kernel
 from gnomon.runtime.torch_eager import TorchEagerError, TorchEagerProgram, unsupported_ops
 
 
@@ -97,26 +101,7 @@ def run_kernel(
     return kernel.name, outputs
 
 
-# ---- (a) the ONNX backend models against their recorded outputs ----
-
-
-def test_all_backend_models_are_collected() -> None:
-    assert len(BACKEND_MODELS) == 117
-
-
-@pytest.mark.parametrize("model_dir", BACKEND_MODELS, ids=[d.name for d in BACKEND_MODELS])
-def test_backend_model_matches_recorded_outputs(model_dir: Path) -> None:
-    data = model_dir / "test_data_set_0"
-    outputs = TorchEagerProgram(load_path(model_dir / "model.onnx"))(*read_tensors(data, "input"))
-    expected = read_tensors(data, "output")
-    assert len(outputs) == len(expected)
-    for actual, want in zip(outputs, expected, strict=True):
-        assert actual.shape == want.shape
-        assert actual.dtype == want.dtype
-        np.testing.assert_allclose(actual, want, rtol=1e-3, atol=1e-7)  # as test_reference
-
-
-# ---- (b) networks against the reference, on every value they compute ----
+# ---- networks against the reference, on every value they compute ----
 
 
 def returning_every_value(module: ModuleOp) -> ModuleOp:
@@ -149,27 +134,19 @@ def assert_all_values_match(module: ModuleOp, inputs: list[np.ndarray]) -> None:
             continue
         finite = np.isfinite(want)  # max-pool padding is -inf
         np.testing.assert_array_equal(actual[~finite], want[~finite])
-        assert relative_l2(actual[finite], want[finite]) <= 1e-4, index  # as test_reference's light networks
+        assert relative_l2(actual[finite], want[finite]) <= 1e-4, index  # as test_backends' light networks
 
 
-@pytest.mark.parametrize("path", light_models(), ids=[p.stem for p in light_models()])
-def test_light_network_matches_reference(path: Path) -> None:
-    model = onnx.load(path)
-    initializers = {t.name for t in model.graph.initializer}
-    graph_inputs = [i for i in model.graph.input if i.name not in initializers]
-    rng = np.random.default_rng(0)
-    inputs = [
-        rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
-        for i in graph_inputs
-    ]
-    assert_all_values_match(load_path(path), inputs)
+@pytest.mark.parametrize("model", by_model(LIGHT_NETWORKS))
+def test_light_network_matches_reference(model_cache: ModelCache, model: Path) -> None:
+    inputs, _ = model_cache.onnxruntime(model)
+    assert_all_values_match(model_cache.imported(model).clone(), inputs)
 
 
-@pytest.mark.parametrize("model_class", [models.DLRM, models.MLP, models.SmallCNN, models.TransformerBlock])
-def test_torch_model_matches_reference(model_class: type[torch.nn.Module]) -> None:
-    model = model_class().eval()
-    inputs = model.example_inputs()
-    assert_all_values_match(load(model, example_inputs=inputs), [x.numpy() for x in inputs])
+@pytest.mark.parametrize("model", by_model(TORCH_MODELS))
+def test_torch_model_matches_reference(model_cache: ModelCache, model: str) -> None:
+    _, inputs = model_cache.torch_model(model)
+    assert_all_values_match(model_cache.imported(model).clone(), [x.numpy() for x in inputs])
 
 
 # ---- every op, eagerly and as a library kernel ----
@@ -455,7 +432,7 @@ def test_input_count_is_checked() -> None:
         program(np.zeros((2, 3, 4), np.float32), np.zeros((2, 3, 4), np.float32))
 
 
-# ---- (c) fused blocks ----
+# ---- fused blocks ----
 
 CONV = (
     "graph.conv %x, %w{bias} {{strides = array<i64: 1, 1>, pads = array<i64: {pads}>, dilations = array<i64: 1, 1>,"
@@ -707,3 +684,92 @@ def test_blocks_library_calls_cannot_compute() -> None:
     )
     for text in (two_outputs, two_activations):
         assert library_kernel(function_block(parse(text))) is None
+
+
+# ---- the runtime honours the declared capability table, both ways ----
+
+
+def test_library_implements_exactly_the_declared_ops() -> None:
+    graph = DIALECTS["graph"]()
+    declared = {op for op in graph.operations if op in LIBRARY_CALLS}
+    assert declared == {op for op in graph.operations if op in TORCH_IMPLS}
+    assert set(LIBRARY_CALLS) == set(TORCH_IMPLS)
+
+
+EPILOGUE_ANCHORS = {  # arguments, the anchor op %c, its result type, a bias vector's type
+    "conv": (
+        "%x: tensor<1x3x5x5xf32>, %w: tensor<4x3x3x3xf32>",
+        "graph.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>,"
+        " groups = 1 : i64} : (tensor<1x3x5x5xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x3x3xf32>",
+        "1x4x3x3xf32",
+        "4x1x1xf32",
+    ),
+    "linear": (
+        "%x: tensor<2x3x5xf32>, %w: tensor<4x5xf32>",
+        "graph.linear %x, %w : (tensor<2x3x5xf32>, tensor<4x5xf32>) -> tensor<2x3x4xf32>",
+        "2x3x4xf32",
+        "4xf32",
+    ),
+    "matmul": (
+        "%x: tensor<2x3x5xf32>, %w: tensor<5x4xf32>",
+        "graph.matmul %x, %w : (tensor<2x3x5xf32>, tensor<5x4xf32>) -> tensor<2x3x4xf32>",
+        "2x3x4xf32",
+        "4xf32",
+    ),
+}
+ACTIVATION_CASES = {"relu", "sigmoid", "tanh", "hard_swish", "silu", "gelu_none", "gelu_tanh", "clip_relu6",
+                    "clip_no_min", "leaky_relu", "hard_sigmoid_torch"}  # fmt: skip
+"""The unary cases an anchor fuses: oneDNN's post-ops (hard_sigmoid only with torch's parameters)."""
+EPILOGUES = [
+    *((c.id, f"{c.op.split(' ', 1)[0]} %c {c.op.partition(' ')[2]} : (tensor<R>) -> tensor<R>", c.id in
+       ACTIVATION_CASES, False) for c in OP_CASES if c.inputs == c.outputs == ["2x3x4xf32"]),
+    *((f"{n}_bias", f"graph.{n} %c, %v : (tensor<R>, tensor<B>) -> tensor<R>", n == "add", False)
+      for n in ("add", "sub", "mul", "div", "max", "pow", "prelu")),
+    *((f"{n}_residual", f"graph.{n} %c, %r : (tensor<R>, tensor<R>) -> tensor<R>", False, n == "add")
+      for n in ("add", "sub", "mul", "max")),
+]  # fmt: skip
+"""Every f32 unary op case and some binary ops after an anchor: id, the op's text (R: the anchor's result type, B: a
+bias vector's), whether any anchor fuses it, and whether a conv does."""
+
+
+@pytest.mark.parametrize("anchor", EPILOGUE_ANCHORS)
+@pytest.mark.parametrize(("case", "text", "fused", "conv_fused"), EPILOGUES, ids=[e[0] for e in EPILOGUES])
+def test_runtime_binds_exactly_the_declared_epilogues(
+    anchor: str, case: str, text: str, fused: bool, conv_fused: bool
+) -> None:
+    arguments, anchor_op, result, bias = EPILOGUE_ANCHORS[anchor]
+    module = parse(f"""
+    func.func @main({arguments}, %v: tensor<{bias}>, %r: tensor<{result}>) -> tensor<{result}> {{
+      %c = {anchor_op}
+      %y = {text.replace("tensor<R>", f"tensor<{result}>").replace("tensor<B>", f"tensor<{bias}>")}
+      func.return %y : tensor<{result}>
+    }}""")
+    block = function_block(module)
+    first, op = list(block.ops)[:2]
+    declared = fused or (conv_fused and anchor == "conv")
+    call = library_call(block)
+    assert (call is not None) == declared == fusible_epilogue(first, op)
+    if call is None:  # the runtime refuses it even when asked for it
+        assert bind_call(LibraryCall(LIBRARY_CALLS[type(first)], (op.name.removeprefix("graph."),)), block) is None
+        assert library_kernel(block) is None
+        return
+    inputs = random_inputs(module)
+    expected = run_reference(module, inputs)[0]
+    for onednn in ("always", "never"):
+        name, outputs = run_kernel(block, inputs, onednn)
+        assert name == library_call(block, onednn=onednn).name  # pyright: ignore[reportOptionalMemberAccess]
+        assert_matches(outputs[0], expected)
+
+
+def test_runtime_binds_calls_only_as_declared() -> None:
+    module = parse(FUSED_BLOCKS["linear_gelu"][0])
+    block = function_block(module)
+    assert bind_call(LibraryCall("aten.linear", ("gelu",)), block) is not None
+    for wrong in (
+        LibraryCall("aten.matmul", ("gelu",)),  # not the anchor's call
+        LibraryCall("aten.linear", ("relu",)),  # not the block's epilogue
+        LibraryCall("aten.linear"),
+        LibraryCall("mkldnn._convolution_pointwise", ("gelu",)),  # oneDNN's fused calls are convolutions
+        LibraryCall("aten.linear", ("gelu",), (1,)),  # no transposed operand in the block
+    ):
+        assert bind_call(wrong, block) is None, wrong

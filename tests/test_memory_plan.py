@@ -8,14 +8,12 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from conftest import LIGHT_NETWORKS, ModelCache
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from xdsl.dialects.builtin import ModuleOp
 
-import gnomon
-from gnomon.bundled import light_models
 from gnomon.errors import GnomonError
-from gnomon.runtime.memory_plan import Buffer, MemoryPlan, MemoryPlanError, plan, verify
+from gnomon.passes.kernel_to_rt.memory_plan import Buffer, MemoryPlan, MemoryPlanError, plan, verify
 
 S = 1024
 """A buffer size that is a multiple of the default alignment, so optimal arenas are whole slots."""
@@ -334,21 +332,23 @@ def bench_module() -> ModuleType:
     return module
 
 
-@functools.cache
-def load(path: Path) -> ModuleOp:
-    return gnomon.load(path)
-
-
 QUICK_MODELS = {"light_resnet50", "light_densenet121"}
 
 
 @pytest.mark.parametrize(
     "path",
-    [pytest.param(p, id=p.stem, marks=() if p.stem in QUICK_MODELS else pytest.mark.slow) for p in light_models()],
+    [
+        pytest.param(
+            p,
+            id=p.stem,
+            marks=[pytest.mark.xdist_group(p.stem), *([] if p.stem in QUICK_MODELS else [pytest.mark.slow])],
+        )
+        for p in LIGHT_NETWORKS
+    ],
 )
 @pytest.mark.parametrize("inplace", [True, False], ids=["inplace", "no-inplace"])
-def test_light_models_plan_within_five_percent_of_the_bound(path: Path, inplace: bool) -> None:
-    buffers: list[Buffer] = bench_module().model_buffers(load(path), inplace=inplace)
+def test_light_models_plan_within_five_percent_of_the_bound(model_cache: ModelCache, path: Path, inplace: bool) -> None:
+    buffers: list[Buffer] = bench_module().model_buffers(model_cache.imported(path), inplace=inplace)
     result = plan(buffers)
     check(buffers, result)
     assert result.arena_size <= 1.05 * result.lower_bound

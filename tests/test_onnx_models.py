@@ -1,38 +1,26 @@
 """Real ONNX networks through the import pipeline: the light networks, and the 117 models of onnx's
-`pytorch-converted` and `pytorch-operator` backend tests, which import or fail with the ops they lack."""
+`pytorch-converted` and `pytorch-operator` backend tests."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterator
-from functools import cache
 from pathlib import Path
 
 import onnx
 import pytest
+from conftest import BACKEND_MODELS, ModelCache, by_model
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
-from gnomon.bundled import light_models, model_path, onnx_test_data_dir
+from gnomon.bundled import light_models, model_path
 from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.nn import AvgPoolOp, ConvOp, MaxPoolOp
 from gnomon.dialects.graph.tensor import PadOp
 from gnomon.errors import UnsupportedOpsError
 from gnomon.locations import location_name
 from gnomon.pipeline import load
-
-BACKEND_MODELS = sorted(
-    path
-    for suite in ("pytorch-converted", "pytorch-operator")
-    for path in (onnx_test_data_dir() / suite).glob("*/model.onnx")
-)
-
-IMPORTED_AT_LEAST = 117
-"""How many of the backend models import today; fewer is a regression."""
-
-UNSUPPORTED_LINE = re.compile(r"^unsupported op \S+ at node '.*' in \S+")
 
 # The ops each light network must have (counts of the ONNX nodes they come from) and its output type.
 LIGHT_NETWORKS: dict[str, tuple[dict[str, int], str]] = {
@@ -75,14 +63,6 @@ LIGHT_NETWORKS: dict[str, tuple[dict[str, int], str]] = {
 }
 
 
-@cache
-def imported(path: Path) -> ModuleOp | UnsupportedOpsError:
-    try:
-        return load(path)
-    except UnsupportedOpsError as error:
-        return error
-
-
 def graph_ops(module: ModuleOp) -> Iterator[Operation]:
     return (op for op in module.walk() if op.name.startswith("graph."))
 
@@ -95,12 +75,11 @@ def test_every_light_network_is_listed() -> None:
     assert sorted(LIGHT_NETWORKS) == [path.stem for path in light_models()]
 
 
-@pytest.mark.parametrize("name", sorted(LIGHT_NETWORKS))
-def test_light_network_imports(name: str) -> None:
-    module = imported(model_path(name))
-    assert isinstance(module, ModuleOp), str(module)
+@pytest.mark.parametrize("model", by_model(model_path(name) for name in sorted(LIGHT_NETWORKS)))
+def test_light_network_imports(model_cache: ModelCache, model: Path) -> None:
+    module = model_cache.imported(model)
     module.verify()
-    expected_ops, output_type = LIGHT_NETWORKS[name]
+    expected_ops, output_type = LIGHT_NETWORKS[model.stem]
     counts = Counter(op.name for op in graph_ops(module))
     assert {op: counts[op] for op in expected_ops} == expected_ops
     outputs = function(module).function_type.outputs.data
@@ -108,46 +87,36 @@ def test_light_network_imports(name: str) -> None:
     assert not [op for op in module.walk() if op.dialect_name() in ("torch", "builtin") and op.name != "builtin.module"]
 
 
-def test_backend_models_import_or_name_their_unsupported_ops() -> None:
-    assert len(BACKEND_MODELS) == 117
-    failures: dict[str, list[str]] = {}
-    for path in BACKEND_MODELS:
-        result = imported(path)
-        if isinstance(result, UnsupportedOpsError):
-            lines = str(result).splitlines()
-            assert lines, path
-            assert all(UNSUPPORTED_LINE.match(line) for line in lines), lines
-            failures[path.parent.name] = lines
-            continue
-        result.verify()
-    assert len(BACKEND_MODELS) - len(failures) >= IMPORTED_AT_LEAST, failures
-
-
-def backend_model(name: str) -> ModuleOp:
-    module = imported(next(path for path in BACKEND_MODELS if path.parent.name == name))
+@pytest.mark.parametrize("model", by_model(BACKEND_MODELS))
+def test_backend_model_imports(model_cache: ModelCache, model: Path) -> None:
+    """Every one of the 117 imports; one that stops importing fails with the ops it lacks, one line each."""
+    module = model_cache.import_result(model)
     assert isinstance(module, ModuleOp), str(module)
-    return module
+    module.verify()
 
 
 def computations(module: ModuleOp) -> list[str]:
     return [op.name for op in graph_ops(module) if op.name != "graph.constant"]
 
 
+ONNX_OPS = [  # a backend model and the graph ops it computes, in order
+    ("test_operator_flatten", ["graph.reshape"]),  # Flatten
+    ("test_operator_view", ["graph.reshape"]),  # Flatten
+    ("test_operator_index", ["graph.reshape"]),  # Slice + Squeeze of a 1x1 tensor
+    ("test_AvgPool1d", ["graph.reshape", "graph.avg_pool", "graph.reshape"]),  # Unsqueeze, 2-d pool, Squeeze
+    ("test_Linear", ["graph.linear"]),  # Gemm
+    ("test_SELU", ["graph.selu"]),
+    ("test_operator_clip", ["graph.clip"]),
+    ("test_GLU", ["graph.slice", "graph.slice", "graph.sigmoid", "graph.mul"]),
+]
+
+
 @pytest.mark.parametrize(
-    ("name", "ops"),
-    [
-        ("test_operator_flatten", ["graph.reshape"]),  # Flatten
-        ("test_operator_view", ["graph.reshape"]),  # Flatten
-        ("test_operator_index", ["graph.reshape"]),  # Slice + Squeeze of a 1x1 tensor
-        ("test_AvgPool1d", ["graph.reshape", "graph.avg_pool", "graph.reshape"]),  # Unsqueeze, 2-d pool, Squeeze
-        ("test_Linear", ["graph.linear"]),  # Gemm
-        ("test_SELU", ["graph.selu"]),
-        ("test_operator_clip", ["graph.clip"]),
-        ("test_GLU", ["graph.slice", "graph.slice", "graph.sigmoid", "graph.mul"]),
-    ],
+    ("name", "ops"), [pytest.param(name, ops, marks=pytest.mark.xdist_group(name)) for name, ops in ONNX_OPS]
 )
-def test_onnx_ops_become_their_graph_ops(name: str, ops: list[str]) -> None:
-    assert computations(backend_model(name)) == ops
+def test_onnx_ops_become_their_graph_ops(model_cache: ModelCache, name: str, ops: list[str]) -> None:
+    model = next(path for path in BACKEND_MODELS if path.parent.name == name)
+    assert computations(model_cache.imported(model)) == ops
 
 
 def _nodes(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
@@ -173,13 +142,11 @@ def _effective_pads(op: ConvOp | MaxPoolOp | AvgPoolOp) -> list[int]:
     return pads
 
 
-@pytest.mark.parametrize("path", BACKEND_MODELS, ids=lambda p: p.parent.name)
-def test_window_attributes_match_the_onnx_nodes(path: Path) -> None:
+@pytest.mark.parametrize("model", by_model(BACKEND_MODELS))
+def test_window_attributes_match_the_onnx_nodes(model_cache: ModelCache, model: Path) -> None:
     """Each graph.conv / pooling op has the strides, pads, dilations and groups of the ONNX node it came from."""
-    module = imported(path)
-    if not isinstance(module, ModuleOp):
-        pytest.skip("does not import")
-    nodes = _nodes(onnx.load(path))
+    module = model_cache.imported(model)
+    nodes = _nodes(onnx.load(model))
     for op in graph_ops(module):
         if not isinstance(op, ConvOp | MaxPoolOp | AvgPoolOp):
             continue
@@ -270,14 +237,15 @@ def test_onnx_prelu_slope_broadcasts_along_the_last_dim(tmp_path: Path) -> None:
     assert str(prelu.operands[1].type) == "tensor<5xf32>"
 
 
-def test_splat_weights_are_stored_once() -> None:
+@pytest.mark.xdist_group("light_vgg19")
+def test_splat_weights_are_stored_once(model_cache: ModelCache) -> None:
     """VGG-19's generated fc6 weight is a 4096x25088 splat: one element in memory, the full value when read."""
     from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
 
     from gnomon.dialects.graph.constant_values import dense_to_numpy
     from gnomon.dialects.graph.tensor import ConstantOp
 
-    module = load(model_path("light_vgg19"))
+    module = model_cache.imported(model_path("light_vgg19"))
     constants = [op for op in module.walk() if isinstance(op, ConstantOp) and isinstance(op.result.type, TensorType)]
     fc6 = next(op for op in constants if op.result.type.get_shape() == (4096, 25088))
     assert isinstance(fc6.value, DenseIntOrFPElementsAttr)

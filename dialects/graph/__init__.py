@@ -1,7 +1,8 @@
 """The `graph` dialect: one op per ML operation on builtin tensor types.
 
 Ops live in modules by family (elementwise, nn, linalg, reduce, tensor, embedding); `base`
-holds the shared textual form and shape-rule machinery.
+holds the shared textual form and shape-rule machinery; `canonicalization` holds the rewrite
+patterns that the ops declare through the traits of `traits`.
 """
 
 from xdsl.ir import Dialect

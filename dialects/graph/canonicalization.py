@@ -1,4 +1,4 @@
-"""Canonicalization patterns of the graph dialect, driven by `graph-canonicalize`.
+"""Canonicalization patterns of the graph dialect; the ops they root declare them (see `traits`).
 
 Each pattern is one local simplification: identity data movement disappears, chains of
 reshapes or transposes collapse, ONNX's Gemm (transpose + matmul + add) becomes a linear layer,
@@ -151,13 +151,3 @@ class FoldIntegerConstants(RewritePattern):
         constant = ConstantOp.build(properties={"value": value}, result_types=[result_type])
         constant.location = op.location
         rewriter.replace(op, constant)
-
-
-CANONICALIZATION_PATTERNS: tuple[type[RewritePattern], ...] = (
-    CollapseReshapeChain,
-    ComposeTransposes,
-    FoldIntegerConstants,
-    MatmulTransposeToLinear,
-    RemoveIdentityReshape,
-    RemoveIdentityTranspose,
-)

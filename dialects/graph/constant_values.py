@@ -33,6 +33,9 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Dialect
 
+INLINE_ELEMENT_LIMIT = 16
+"""Constants with more elements than this are stored as `dense_resource` blobs (weights); smaller stay inline."""
+
 _FLOATS: dict[type[Attribute], np.dtype] = {
     Float16Type: np.dtype(np.float16),
     Float32Type: np.dtype(np.float32),
@@ -53,6 +56,13 @@ def numpy_dtype(element_type: Attribute) -> np.dtype | None:
 
         return np.dtype(ml_dtypes.bfloat16)
     return _FLOATS.get(type(element_type))
+
+
+def element_bytes(element_type: Attribute) -> int | None:
+    """Bytes an element of a builtin element type takes in a dense buffer, as NumPy stores it (an i1 takes a whole
+    byte), or None for a type NumPy has no dtype for."""
+    dtype = numpy_dtype(element_type)
+    return dtype.itemsize if dtype is not None else None
 
 
 def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray | None:

@@ -8,7 +8,7 @@ from typing import ClassVar
 from xdsl.dialects.builtin import FloatAttr, IntegerType, StringAttr, TensorType, i1
 from xdsl.ir import Attribute
 from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, traits_def
-from xdsl.traits import Pure
+from xdsl.traits import OpTrait, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from gnomon.dialects.graph.base import (
@@ -20,6 +20,7 @@ from gnomon.dialects.graph.base import (
     tensor_of,
     tensor_type,
 )
+from gnomon.dialects.graph.traits import FoldsIntegerConstants
 
 
 class UnaryOp(GraphOperation):
@@ -33,16 +34,15 @@ class UnaryOp(GraphOperation):
         return [tensor_type(self.input, f"{self.name} input")]
 
 
-def _unary(op_name: str, doc: str) -> type[UnaryOp]:
+def _unary(op_name: str, doc: str, *traits: OpTrait) -> type[UnaryOp]:
     """An op class with no properties beyond the unary base; the doc is its one-line meaning."""
-    cls = type(
-        "".join(part.title() for part in op_name.split("_")) + "Op",
-        (UnaryOp,),
-        {
-            "name": f"graph.{op_name}",
-            "__doc__": f"{doc}\n\n    `%y = graph.{op_name} %x : (tensor<4xf32>) -> tensor<4xf32>`\n",
-        },
-    )
+    body: dict[str, object] = {
+        "name": f"graph.{op_name}",
+        "__doc__": f"{doc}\n\n    `%y = graph.{op_name} %x : (tensor<4xf32>) -> tensor<4xf32>`\n",
+    }
+    if traits:
+        body["traits"] = traits_def(Pure(), *traits)
+    cls = type("".join(part.title() for part in op_name.split("_")) + "Op", (UnaryOp,), body)
     return irdl_op_definition(cls)
 
 
@@ -54,8 +54,8 @@ ExpOp = _unary("exp", "e^x.")
 FloorOp = _unary("floor", "Round down to an integer value.")
 HardSwishOp = _unary("hard_swish", "x * relu6(x + 3) / 6.")
 LogOp = _unary("log", "Natural logarithm.")
-NegOp = _unary("neg", "-x.")
-NotOp = _unary("not", "Logical not of an i1 tensor.")
+NegOp = _unary("neg", "-x.", FoldsIntegerConstants())
+NotOp = _unary("not", "Logical not of an i1 tensor.", FoldsIntegerConstants())
 ReciprocalOp = _unary("reciprocal", "1 / x.")
 ReluOp = _unary("relu", "max(x, 0).")
 RoundOp = _unary("round", "Round half to even.")
@@ -175,7 +175,7 @@ class CastOp(GraphOperation):
     name = "graph.cast"
     input = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), FoldsIntegerConstants())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         shape = shape_of(self.input, "graph.cast input")
@@ -188,7 +188,7 @@ class BinaryOp(GraphOperation):
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), FoldsIntegerConstants())
 
     def result_element_type(self) -> Attribute:
         return dtype_of(self.lhs, f"{self.name} lhs")
@@ -254,7 +254,7 @@ class WhereOp(GraphOperation):
     on_true = operand_def(TensorType)
     on_false = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), FoldsIntegerConstants())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         condition_type = dtype_of(self.condition, "graph.where condition")

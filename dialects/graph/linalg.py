@@ -19,6 +19,7 @@ from gnomon.dialects.graph.base import (
     shape_str,
     tensor_of,
 )
+from gnomon.dialects.graph.traits import MatmulCanonicalization
 
 
 @irdl_op_definition
@@ -34,7 +35,7 @@ class MatmulOp(GraphOperation):
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), MatmulCanonicalization())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         a, b = shape_of(self.lhs, "graph.matmul lhs"), shape_of(self.rhs, "graph.matmul rhs")

@@ -48,6 +48,12 @@ from gnomon.dialects.graph.base import (
     tensor_type,
 )
 from gnomon.dialects.graph.constant_values import splat_bytes
+from gnomon.dialects.graph.traits import (
+    ExpandCanonicalization,
+    FoldsIntegerConstants,
+    ReshapeCanonicalization,
+    TransposeCanonicalization,
+)
 
 
 @irdl_op_definition
@@ -123,7 +129,7 @@ class ReshapeOp(GraphOperation):
     name = "graph.reshape"
     input = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), ReshapeCanonicalization())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         x = tensor_type(self.input, "graph.reshape input")
@@ -169,7 +175,7 @@ class TransposeOp(GraphOperation):
     input = operand_def(TensorType)
     permutation = prop_def(DenseArrayBase)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), TransposeCanonicalization())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         x = shape_of(self.input, "graph.transpose input")
@@ -192,7 +198,7 @@ class ConcatOp(GraphOperation):
     inputs = var_operand_def(TensorType)
     axis = prop_def(IntegerAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), FoldsIntegerConstants())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         if not self.inputs:
@@ -263,7 +269,7 @@ class SliceOp(GraphOperation):
     ends = prop_def(DenseArrayBase)
     steps = prop_def(DenseArrayBase)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), FoldsIntegerConstants())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         x = shape_of(self.input, "graph.slice input")
@@ -301,7 +307,7 @@ class GatherOp(GraphOperation):
     indices = operand_def(TensorType)
     axis = prop_def(IntegerAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), FoldsIntegerConstants())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         x, idx = shape_of(self.input, "graph.gather input"), shape_of(self.indices, "graph.gather indices")
@@ -381,7 +387,7 @@ class ExpandOp(GraphOperation):
     name = "graph.expand"
     input = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), ExpandCanonicalization())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         x = shape_of(self.input, "graph.expand input")

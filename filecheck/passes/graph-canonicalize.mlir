@@ -1,5 +1,8 @@
 // RUN: gnomon-opt %s -p graph-canonicalize | filecheck %s
 // RUN: gnomon-opt %s -p graph-canonicalize --print-debuginfo | filecheck %s --check-prefix=LOC
+// The graph ops declare these patterns (HasCanonicalizationPatternsTrait): xDSL's canonicalize applies them.
+// RUN: gnomon-opt %s -p canonicalize | filecheck %s
+// RUN: xdsl-opt %s -p canonicalize | filecheck %s
 
 // Identity data movement disappears.
 

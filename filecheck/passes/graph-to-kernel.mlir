@@ -1,13 +1,13 @@
 // RUN: gnomon-opt %s -p 'graph-to-kernel{threads=2}' | filecheck %s
 
 // A convolution takes its bias, residual add and relu into one library call (oneDNN's fused
-// convolution); the weights stay outside, as operands.
+// convolution), which names the ops it fuses as its epilogue; the weights stay outside, as operands.
 
 // CHECK-LABEL: func.func @residual_block(
 // CHECK-SAME:      %[[X:.*]]: tensor<1x3x8x8xf32>, %[[R:.*]]: tensor<1x4x8x8xf32>)
 // CHECK-NEXT:    %[[W:.*]] = graph.constant
 // CHECK-NEXT:    %[[B:.*]] = graph.constant
-// CHECK-NEXT:    %[[Y:.*]] = kernel.library "mkldnn._convolution_pointwise+add+relu"(%[[X]], %[[W]], %[[B]], %[[R]])
+// CHECK-NEXT:    %[[Y:.*]] = kernel.library "mkldnn._convolution_pointwise" epilogue ["add", "relu"](%[[X]], %[[W]], %[[B]], %[[R]])
 // CHECK-NEXT:    ^{{.*}}(%[[X1:.*]]: tensor<1x3x8x8xf32>, %[[W1:.*]]: tensor<4x3x3x3xf32>, %[[B1:.*]]: tensor<4xf32>, %[[R1:.*]]: tensor<1x4x8x8xf32>):
 // CHECK-NEXT:      %[[C:.*]] = graph.conv %[[X1]], %[[W1]], %[[B1]]
 // CHECK-NEXT:      %[[A:.*]] = graph.add %[[C]], %[[R1]]
@@ -70,11 +70,12 @@ func.func @shared_value(%x: tensor<4x8xf32>) -> tensor<1xf32> {
 }
 
 // A transpose of a matmul operand's last two dims joins the matmul's kernel, where BLAS reads it as a
-// transposed view (DLRM's interaction). A transpose with a second user is computed.
+// transposed view (DLRM's interaction): the kernel lists that matmul operand as transposed. A
+// transpose with a second user is computed.
 
 // CHECK-LABEL: func.func @transposed_operand(
 // CHECK-SAME:      %[[Z:.*]]: tensor<4x3x8xf32>)
-// CHECK-NEXT:    %[[D:.*]] = kernel.library "aten.matmul"(%[[Z]]) : (tensor<4x3x8xf32>) -> tensor<4x3x3xf32> {
+// CHECK-NEXT:    %[[D:.*]] = kernel.library "aten.matmul" transposed [1](%[[Z]]) : (tensor<4x3x8xf32>) -> tensor<4x3x3xf32> {
 // CHECK-NEXT:    ^{{.*}}(%[[Z1:.*]]: tensor<4x3x8xf32>):
 // CHECK-NEXT:      %[[T:.*]] = graph.transpose %[[Z1]] {permutation = array<i64: 0, 2, 1>}
 // CHECK-NEXT:      %[[M:.*]] = graph.matmul %[[Z1]], %[[T]]

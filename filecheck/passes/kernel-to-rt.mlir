@@ -1,4 +1,4 @@
-// RUN: gnomon-opt %s -p kernel-to-rt | filecheck %s
+// RUN: gnomon-opt %s --split-input-file -p kernel-to-rt | filecheck %s
 // RUN: not gnomon-opt %S/Inputs/kernel-to-rt-dynamic.mlir -p kernel-to-rt 2>&1 | filecheck %s --check-prefix=DYNAMIC
 
 // The runtime needs static shapes: a dynamic dim is one clear line naming the function and type.
@@ -51,4 +51,50 @@ func.func @reuse(%x: tensor<16x16xf32>) -> tensor<256xf32> {
   }
   %v = graph.reshape %y : (tensor<16x16xf32>) -> tensor<256xf32>
   func.return %v : tensor<256xf32>
+}
+
+// -----
+
+// An outlined library kernel keeps its call: callee, epilogue and transposed operands. Launches of
+// the same call on the same types share one kernel.func; another epilogue is another kernel.
+
+// CHECK:       kernel.func @transpose_matmul_add_relu_0(%{{.*}}: tensor<8x3xf32>, %{{.*}}: tensor<8x3xf32>, %{{.*}}: tensor<3xf32>) -> tensor<3x3xf32> attributes {kind = "library", callee = "aten.matmul", epilogue = ["add", "relu"], transposed = array<i64: 0>} {
+// CHECK:       kernel.func @transpose_matmul_add_1(%{{.*}}: tensor<8x3xf32>, %{{.*}}: tensor<8x3xf32>, %{{.*}}: tensor<3xf32>) -> tensor<3x3xf32> attributes {kind = "library", callee = "aten.matmul", epilogue = ["add"], transposed = array<i64: 0>} {
+// CHECK:       func.func @library_calls(
+// CHECK:         rt.launch @transpose_matmul_add_relu_0(
+// CHECK:         rt.launch @transpose_matmul_add_relu_0(
+// CHECK:         rt.launch @transpose_matmul_add_1(
+// CHECK:         rt.launch @add_add_2(
+
+func.func @library_calls(%x: tensor<8x3xf32>, %w: tensor<8x3xf32>, %b: tensor<3xf32>) -> tensor<3x3xf32> {
+  %y = kernel.library "aten.matmul" epilogue ["add", "relu"] transposed [0] (%x, %w, %b) : (tensor<8x3xf32>, tensor<8x3xf32>, tensor<3xf32>) -> tensor<3x3xf32> {
+  ^bb0(%a: tensor<8x3xf32>, %m: tensor<8x3xf32>, %c: tensor<3xf32>):
+    %t = graph.transpose %a {permutation = array<i64: 1, 0>} : (tensor<8x3xf32>) -> tensor<3x8xf32>
+    %p = graph.matmul %t, %m : (tensor<3x8xf32>, tensor<8x3xf32>) -> tensor<3x3xf32>
+    %s = graph.add %p, %c : (tensor<3x3xf32>, tensor<3xf32>) -> tensor<3x3xf32>
+    %r = graph.relu %s : (tensor<3x3xf32>) -> tensor<3x3xf32>
+    kernel.yield %r : tensor<3x3xf32>
+  }
+  %z = kernel.library "aten.matmul" epilogue ["add", "relu"] transposed [0] (%x, %w, %b) : (tensor<8x3xf32>, tensor<8x3xf32>, tensor<3xf32>) -> tensor<3x3xf32> {
+  ^bb0(%a: tensor<8x3xf32>, %m: tensor<8x3xf32>, %c: tensor<3xf32>):
+    %t = graph.transpose %a {permutation = array<i64: 1, 0>} : (tensor<8x3xf32>) -> tensor<3x8xf32>
+    %p = graph.matmul %t, %m : (tensor<3x8xf32>, tensor<8x3xf32>) -> tensor<3x3xf32>
+    %s = graph.add %p, %c : (tensor<3x3xf32>, tensor<3xf32>) -> tensor<3x3xf32>
+    %r = graph.relu %s : (tensor<3x3xf32>) -> tensor<3x3xf32>
+    kernel.yield %r : tensor<3x3xf32>
+  }
+  %u = kernel.library "aten.matmul" epilogue ["add"] transposed [0] (%x, %w, %b) : (tensor<8x3xf32>, tensor<8x3xf32>, tensor<3xf32>) -> tensor<3x3xf32> {
+  ^bb0(%a: tensor<8x3xf32>, %m: tensor<8x3xf32>, %c: tensor<3xf32>):
+    %t = graph.transpose %a {permutation = array<i64: 1, 0>} : (tensor<8x3xf32>) -> tensor<3x8xf32>
+    %p = graph.matmul %t, %m : (tensor<3x8xf32>, tensor<8x3xf32>) -> tensor<3x3xf32>
+    %s = graph.add %p, %c : (tensor<3x3xf32>, tensor<3xf32>) -> tensor<3x3xf32>
+    kernel.yield %s : tensor<3x3xf32>
+  }
+  %v = kernel.generated "add_add_2" (%y, %z, %u) schedule <tile = [0, 0], vector = 8, order = [0, 1], threads = 1> : (tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32> {
+  ^bb0(%a: tensor<3x3xf32>, %c: tensor<3x3xf32>, %d: tensor<3x3xf32>):
+    %s = graph.add %a, %c : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
+    %r = graph.add %s, %d : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
+    kernel.yield %r : tensor<3x3xf32>
+  }
+  func.return %v : tensor<3x3xf32>
 }

@@ -36,17 +36,17 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import VerifyException
 
-from gnomon.dialects.graph.constant_values import dense_to_resource, splat_bytes
+from gnomon.dialects.graph.constant_values import INLINE_ELEMENT_LIMIT, dense_to_resource, splat_bytes
 from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.dialects.torch import PrimTupleConstructOp, ValueTensorLiteralOp, ValueTensorType
 from gnomon.errors import UnsupportedOp, UnsupportedOpsError
 from gnomon.locations import location_name
-from gnomon.passes.torch_to_graph import elementwise, embedding, linalg, nn, reduce, tensor
+from gnomon.passes.torch_to_graph import creation, elementwise, embedding, indexing, linalg, nn, reduce, shape
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, torch_op_name
 from gnomon.passes.torch_to_graph.registry import CONVERTERS
 
 # The converter modules register themselves on import.
-_CONVERTER_MODULES = (elementwise, embedding, linalg, nn, reduce, tensor)
+_CONVERTER_MODULES = (creation, elementwise, embedding, indexing, linalg, nn, reduce, shape)
 
 SOURCE_ATTR = "gnomon.source"
 """Module attribute naming the model file, so that errors can say where an op came from."""
@@ -78,10 +78,6 @@ class ConvertTorchOp(RewritePattern):
             return
         results = [replacements] if isinstance(replacements, SSAValue) else list(replacements)
         rewriter.replace(op, [], results)
-
-
-INLINE_ELEMENT_LIMIT = 16
-"""Constants with more elements than this become `dense_resource` blobs (weights); smaller stay inline."""
 
 
 class ConvertLiteral(RewritePattern):

@@ -8,10 +8,11 @@ from xdsl.dialects.builtin import IntegerType, TensorType, f64, i1
 from xdsl.ir import Attribute, SSAValue
 
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph.base import GraphOperation, broadcast_shapes, f64_attr, str_attr
+from gnomon.dialects.graph.base import DYN, GraphOperation, broadcast_shapes, f64_attr, str_attr
 from gnomon.dialects.graph.tensor import ReshapeOp
 from gnomon.dialects.torch import FloatType, ValueTensorType
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
+from gnomon.passes.torch_to_graph.indexing import slice_along
 from gnomon.passes.torch_to_graph.registry import converts
 
 _UNARY: dict[str, type[ew.UnaryOp]] = {
@@ -397,6 +398,20 @@ def mish(a: AtenArgs) -> SSAValue:
     props = {"beta": f64_attr(1.0), "threshold": f64_attr(20.0)}
     softplus = a.value(ew.SoftplusOp.build(operands=[x], properties=props, result_types=[tensor_type(x)]))
     return _emit(a, ew.MulOp, x, _emit(a, ew.TanhOp, softplus))
+
+
+@converts("torch.aten.glu", args="self dim")
+def glu(a: AtenArgs) -> SSAValue:
+    """a * sigmoid(b), where a and b are the halves of the input along `dim`."""
+    x = a.tensor("self")
+    shape = tensor_type(x).get_shape()
+    dim = a.int("dim") % len(shape)
+    if shape[dim] == DYN or shape[dim] % 2:
+        raise NotConvertible("glu of a dim that is dynamic or odd")
+    half = shape[dim] // 2
+    first, second = slice_along(a, dim, 0, half, 1), slice_along(a, dim, half, shape[dim], 1)
+    gate = a.value(ew.SigmoidOp.build(operands=[second], result_types=[tensor_type(second)]))
+    return a.value(ew.MulOp.build(operands=[first, gate], result_types=[a.result_type()]))
 
 
 @converts("torch.aten.pow.Tensor_Tensor", "torch.aten.pow.Tensor_Scalar", "torch.aten.pow.Scalar", args="self exponent")

@@ -28,11 +28,12 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
 
+from gnomon.cost.threads import parts_for
 from gnomon.dialects import kernel
 from gnomon.dialects.graph.constant_values import numpy_dtype
+from gnomon.passes.kernel_to_linalg import CodegenError, lower_kernel
 from gnomon.runtime.codegen.cache import cache_directory, cache_key, write_atomically
-from gnomon.runtime.codegen.support import CodegenError
-from gnomon.runtime.codegen.threads import ParallelCall, cpu_count, parts_for
+from gnomon.runtime.codegen.threads import ParallelCall, cpu_count
 
 SYMBOL = "gnomon_kernel"
 """Every kernel's function is compiled under this name, so kernels that differ only in name share code."""
@@ -211,9 +212,6 @@ class CompiledKernel:
 def compile_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> CompiledKernel:
     """Compile a generated kernel, or load it from the disk cache; raises CodegenError if it cannot be generated.
     `in_place`: the input that its calls also pass as the output (`lower_kernel`)."""
-    # The pass is built on this package (its scalar semantics), so it is imported here, not above.
-    from gnomon.passes.kernel_to_linalg import lower_kernel
-
     if not kernel_op.is_generated:
         raise CodegenError(f"kernel @{kernel_op.sym_name.data} is a library kernel, not a generated one")
     lowered = lower_kernel(kernel_op, in_place)

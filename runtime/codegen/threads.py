@@ -1,15 +1,16 @@
-"""The threads generated kernels run on: the OpenMP team torch's library kernels use, and when splitting pays off.
+"""The threads generated kernels run on: the OpenMP team torch's library kernels use.
 
-A generated function computes the `part`-th of `parts` slices of its outer loop. A split call is
-one ctypes call of `gnomon_parallel`, a few lines of C that hand the slices to libgomp's
-`GOMP_parallel`, the entry point `#pragma omp parallel` compiles to. It is looked up in the process
-(torch has loaded its libgomp globally), so generated and library kernels share one team of threads:
+A generated function computes the `part`-th of `parts` slices of its outer loop (how many:
+`gnomon.cost.threads.parts_for`). A split call is one ctypes call of `gnomon_parallel`, a few lines
+of C that hand the slices to libgomp's `GOMP_parallel`, the entry point `#pragma omp parallel`
+compiles to. It is looked up in the process (torch loads its libgomp globally), so generated and
+library kernels share one team of threads:
 
 - a second pool would contend with torch's OpenMP workers, which spin for a while after each
-  library kernel on the very cores the pool needs: a split kernel waited 80-240 us for its second
-  thread after a convolution when gnomon had its own pthread pool;
-- the dispatch costs microseconds and never touches the GIL (a Python thread pool costs ~40 us per
-  call here, more than a 200K-element kernel takes).
+  library kernel on the very cores the pool needs, so a split kernel would wait for its threads
+  after every library call;
+- the dispatch costs microseconds and never touches the GIL, where a Python thread pool's dispatch
+  costs more than a small kernel computes.
 
 The slices run MLIR's packed entry point (`_mlir__mlir_ciface_<name>(void **args)`), which works for
 any number of memref arguments. Without libgomp in the process the slices run on the calling thread.
@@ -28,13 +29,7 @@ from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
-import torch  # noqa: F401  # pyright: ignore[reportUnusedImport]  (loads libgomp globally: `GOMP_parallel` is torch's)
-
 from gnomon.runtime.codegen.cache import cache_directory, write_atomically
-
-PART_WORK = 1 << 15
-"""Scalar results a slice needs to be worth a thread. Waking the OpenMP team and joining it costs ~4 us:
-in bench/codegen.py's table 2, two threads first beat one on an add+relu of 64K elements (two 32K slices)."""
 
 _POOL_SOURCE = r"""
 #define _GNU_SOURCE
@@ -85,14 +80,14 @@ def cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def parts_for(work: int, most: int, threads: int) -> int:
-    """How many slices to split a call into: one per thread, each of at least PART_WORK results."""
-    return max(1, min(most, threads, work // PART_WORK))
-
-
 @cache
 def _pool(compiler: str) -> Any:
-    """The pool's library, compiled into the kernel cache on first use."""
+    """The pool's library, compiled into the kernel cache on first use.
+
+    It imports torch first, which loads libgomp globally, where `gnomon_parallel` looks up `GOMP_parallel` on its
+    first call; importing torch here rather than with the module keeps it out of processes that split no call."""
+    import torch  # noqa: F401  # pyright: ignore[reportUnusedImport]
+
     key = hashlib.sha256((_POOL_SOURCE + compiler).encode()).hexdigest()[:16]
     path = cache_directory() / f"pool-{key}.so"
     if not path.exists():

@@ -1,37 +1,28 @@
 """Library kernels: graph ops computed by tuned libraries (oneDNN, BLAS) through PyTorch's ATen ops.
 
-One module per op family, mirroring `gnomon.runtime.reference`, fills the tables of `base`:
-`TORCH_IMPLS[type(op)].build(op)` is the op's torch implementation (what eager PyTorch runs for it)
-and, where ATen has a real out= kernel, `OUT_IMPLS` binds the op to the runtime's preallocated
-buffers without copies. `library_kernel` turns a block of graph ops (one op, or a conv, linear or
-matmul with a fused epilogue) into a `LibraryKernel`; `fusible_epilogue` and `reads_transposed` say what
-such a block may hold.
+This package implements what `gnomon.passes.graph_to_kernel.library` declares the library can do. One
+module per op family, mirroring `gnomon.reference`, registers each op's one torch implementation in
+`base.TORCH_IMPLS`: `TORCH_IMPLS[type(op)](op)` is a `TorchImpl`, its functional form (what eager
+PyTorch runs for the op) and its binding into the runtime's preallocated buffers. `bind_call` turns a
+`kernel.library`'s call (callee, epilogue, transposed operands) and body into a `LibraryKernel`;
+`library_kernel` first chooses the call for a block of graph ops.
 """
 
 from __future__ import annotations
 
 from gnomon.runtime.library import elementwise, embedding, linalg, nn, reduce, tensor
-from gnomon.runtime.library.base import OUT_IMPLS, TORCH_IMPLS, TorchFn, TorchImpl
-from gnomon.runtime.library.kernel import (
-    LibraryKernel,
-    OneDNNPolicy,
-    fusible_epilogue,
-    library_kernel,
-    reads_transposed,
-)
+from gnomon.runtime.library.base import TORCH_IMPLS, TorchFn, TorchImpl
+from gnomon.runtime.library.kernel import LibraryKernel, bind_call, library_kernel
 
 __all__ = [
     "FAMILIES",
-    "OUT_IMPLS",
     "TORCH_IMPLS",
     "LibraryKernel",
-    "OneDNNPolicy",
     "TorchFn",
     "TorchImpl",
-    "fusible_epilogue",
+    "bind_call",
     "library_kernel",
-    "reads_transposed",
 ]
 
 FAMILIES = (elementwise, embedding, linalg, nn, reduce, tensor)
-"""The op-family modules: importing them registers their implementations in the tables."""
+"""The op-family modules: importing them registers their implementations in `TORCH_IMPLS`."""

@@ -1,21 +1,23 @@
-"""The tables every family module fills: a torch implementation per graph op, and an `out=` binding where one exists.
+"""The table every family module fills: one torch implementation per graph op, registered once.
 
-Two kinds of entries, both keyed by the op class and built from one op (its properties and types):
+`TORCH_IMPLS[type(op)](op)` builds the op's `TorchImpl` from its properties and types: the functional
+form (what eager PyTorch would run for the op) and, where ATen has a real `out=` kernel (or a copy-free
+composition of them), the op bound into the runtime's preallocated results, so nothing is allocated per
+call. Ops without one run functionally and are copied back. `aten(fn, ...)` derives both forms from one
+ATen function that takes `out=`, which is what most ops are.
 
-- `torch_impl`: `(op) -> fn`, `fn(*operands) -> result or tuple of results`: what eager PyTorch would
-  run for the op. Every supported op has one.
-- `out_impl`: `(op, args, results) -> launch`, a zero-argument closure writing the op's results into
-  preallocated tensors: registered where ATen has a real `out=` kernel (or a copy-free composition of
-  them), so nothing is allocated per call. Ops without one are run functionally and copied back.
+The ATen name a kernel has in profiles is declared beside what the library can do, in
+`gnomon.passes.graph_to_kernel.library.LIBRARY_CALLS`; the registered ops are exactly the ones it lists.
 
-An `out_impl` of an elementwise op must read each input element before writing that element of the
-output: fused epilogues run them in place, with the output also as an operand.
+A binding of an elementwise op must read each input element before writing that element of the output:
+fused epilogues run them in place, with the output also as an operand.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
@@ -29,53 +31,66 @@ TorchFn = Callable[..., torch.Tensor | tuple[torch.Tensor, ...]]
 """An op's computation on torch tensors: operands in definition order, results as the op declares them."""
 Launch = Callable[[], object]
 """A bound kernel: computes into the tensors it was bound to (what it returns, often its output, is not used)."""
-ImplBuilder = Callable[[Any], TorchFn]
-OutBuilder = Callable[[Any, Sequence[torch.Tensor], Sequence[torch.Tensor]], Launch]
+Into = Callable[[Sequence[torch.Tensor], Sequence[torch.Tensor]], Launch]
+"""`(args, results) -> launch`: the op bound to its operands and preallocated results."""
 
 OpT = TypeVar("OpT", bound=Operation)
 
 
+def copy_back(run: TorchFn, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    """`run` on `args`, its results copied into `results`: for ops without an out= kernel."""
+    out = results[0]
+
+    def launch() -> None:
+        value = run(*args)
+        if isinstance(value, torch.Tensor):
+            out.copy_(value)
+            return
+        for result, v in zip(results, value, strict=True):
+            result.copy_(v)
+
+    return launch
+
+
 @dataclass(frozen=True)
 class TorchImpl:
-    """A registered torch implementation."""
+    """An op's torch computation, built from the op once."""
 
-    build: ImplBuilder
-    """`(op) -> fn`, reading the op's properties and types once."""
-    aten: str
-    """The ATen op it mainly calls, e.g. `aten.convolution`: how library kernels are named in profiles."""
+    run: TorchFn
+    """The functional form: what eager PyTorch runs for the op."""
+    into: Into | None = None
+    """The op computed into preallocated results without copies; None where ATen has no out= kernel for it."""
+
+    def bind(self, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        """A closure computing the op from `args` into `results`: `into`, or `run` copied back."""
+        if self.into is not None:
+            return self.into(args, results)
+        return copy_back(self.run, args, results)
+
+
+def aten(fn: Callable[..., Any], **kwargs: Any) -> TorchImpl:
+    """`fn(*operands, **kwargs)`, an ATen function with an `out=` overload: its functional form and its binding."""
+
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        return partial(fn, *args, **kwargs, out=results[0])
+
+    return TorchImpl(partial(fn, **kwargs) if kwargs else fn, into)
 
 
 # aten's `_nn` namespace: the `out=` overloads of torch.nn.functional's kernels, called without the
-# dispatch overhead of `torch.ops` (half the per-call time). Its stub omits most `out=` parameters.
+# dispatch overhead of `torch.ops`. Its stub omits most `out=` parameters.
 ATEN_NN: Any = torch._C._nn  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
 
-TORCH_IMPLS: dict[type[Operation], TorchImpl] = {}
-OUT_IMPLS: dict[type[Operation], OutBuilder] = {}
+TORCH_IMPLS: dict[type[Operation], Callable[[Any], TorchImpl]] = {}
+"""Each supported op type's `(op) -> TorchImpl`."""
 
 
-def torch_impl(op_type: type[OpT], aten: str) -> Callable[[Callable[[OpT], TorchFn]], Callable[[OpT], TorchFn]]:
-    """Register `(op) -> fn` as `op_type`'s torch implementation; `aten` names the ATen op it runs."""
+def torch_impl(op_type: type[OpT]) -> Callable[[Callable[[OpT], TorchImpl]], Callable[[OpT], TorchImpl]]:
+    """Register `(op) -> TorchImpl` as `op_type`'s torch implementation."""
 
-    def register(build: Callable[[OpT], TorchFn]) -> Callable[[OpT], TorchFn]:
-        TORCH_IMPLS[op_type] = TorchImpl(build, aten)
+    def register(build: Callable[[OpT], TorchImpl]) -> Callable[[OpT], TorchImpl]:
+        TORCH_IMPLS[op_type] = build
         return build
-
-    return register
-
-
-def out_impl(
-    op_type: type[OpT],
-) -> Callable[
-    [Callable[[OpT, Sequence[torch.Tensor], Sequence[torch.Tensor]], Launch]],
-    Callable[[OpT, Sequence[torch.Tensor], Sequence[torch.Tensor]], Launch],
-]:
-    """Register `(op, args, results) -> launch` as `op_type`'s copy-free binding into preallocated results."""
-
-    def register(
-        bind: Callable[[OpT, Sequence[torch.Tensor], Sequence[torch.Tensor]], Launch],
-    ) -> Callable[[OpT, Sequence[torch.Tensor], Sequence[torch.Tensor]], Launch]:
-        OUT_IMPLS[op_type] = bind
-        return bind
 
     return register
 
@@ -125,19 +140,3 @@ def torch_padding(pads: Sequence[int]) -> list[int]:
 def symmetric_pads(pads: Sequence[int]) -> bool:
     n = len(pads) // 2
     return tuple(pads[:n]) == tuple(pads[n:])
-
-
-def copy_back(op: Operation, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    """The op's functional implementation, its results copied into `results`: for ops without an out= kernel."""
-    run = TORCH_IMPLS[type(op)].build(op)
-    out = results[0]
-
-    def launch() -> None:
-        value = run(*args)
-        if isinstance(value, torch.Tensor):
-            out.copy_(value)
-            return
-        for result, v in zip(results, value, strict=True):
-            result.copy_(v)
-
-    return launch

@@ -1,6 +1,6 @@
 """Torch implementations of the graph dialect's elementwise ops.
 
-Most are one ATen function with a structured `out=` kernel, registered from the tables below; the
+Most are one ATen function with a structured `out=` kernel, registered from the table below; the
 rest are written out where the graph op's definition differs from torch's (NaN's sign, integer
 division, clip bounds on integers, hard_sigmoid's parameters).
 """
@@ -16,15 +16,15 @@ from xdsl.dialects.builtin import IntegerType
 from xdsl.ir import Operation
 
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.runtime.library.base import ATEN_NN, Launch, TorchFn, element_type, out_impl, torch_dtype, torch_impl
+from gnomon.runtime.library.base import ATEN_NN, Launch, TorchImpl, aten, element_type, torch_dtype, torch_impl
 
 SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
 
 def _register(op_type: type[Operation], fn: Callable[..., torch.Tensor]) -> None:
     """An op that is `fn` of its operands, `fn` taking `out=`."""
-    torch_impl(op_type, f"aten.{fn.__name__}")(lambda op: fn)
-    out_impl(op_type)(lambda op, args, results: partial(fn, *args, out=results[0]))
+    impl = aten(fn)
+    torch_impl(op_type)(lambda op: impl)
 
 
 _ONE_FUNCTION: dict[type[Operation], Callable[..., torch.Tensor]] = {
@@ -71,109 +71,80 @@ for _op_type, _fn in _ONE_FUNCTION.items():
 # ---- unary maps that differ from torch's function or take properties ----
 
 
-@torch_impl(ew.ReluOp, "aten.relu")
-def relu(op: ew.UnaryOp) -> TorchFn:
-    return torch.relu
+@torch_impl(ew.ReluOp)
+def relu(op: ew.UnaryOp) -> TorchImpl:
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        # relu has no out= kernel of its own (relu.out is a generated copy-back); clamp_min is relu's kernel.
+        return partial(torch.clamp_min, args[0], 0, out=results[0])
+
+    return TorchImpl(torch.relu, into)
 
 
-@out_impl(ew.ReluOp)
-def relu_into(op: ew.UnaryOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    # relu has no out= kernel of its own (relu.out is a generated copy-back); clamp_min is relu's kernel.
-    return partial(torch.clamp_min, args[0], 0, out=results[0])
-
-
-@torch_impl(ew.SignOp, "aten.sign")
-def sign(op: ew.UnaryOp) -> TorchFn:
+@torch_impl(ew.SignOp)
+def sign(op: ew.UnaryOp) -> TorchImpl:
     def run(x: torch.Tensor) -> torch.Tensor:
         # torch's sign of NaN is 0; the graph op's (NumPy's) is NaN.
         return torch.where(x.isnan(), x, torch.sign(x)) if x.is_floating_point() else torch.sign(x)
 
-    return run
+    return TorchImpl(run)
 
 
-@torch_impl(ew.SeluOp, "aten.selu")
-def selu(op: ew.UnaryOp) -> TorchFn:
-    return torch.selu
+@torch_impl(ew.SeluOp)
+def selu(op: ew.UnaryOp) -> TorchImpl:
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        # selu has no out= kernel; it is elu's kernel with selu's constants.
+        return partial(ATEN_NN.elu, args[0], SELU_ALPHA, SELU_SCALE, 1.0, out=results[0])
+
+    return TorchImpl(torch.selu, into)
 
 
-@out_impl(ew.SeluOp)
-def selu_into(op: ew.UnaryOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    # selu has no out= kernel; it is elu's kernel with selu's constants.
-    return partial(ATEN_NN.elu, args[0], SELU_ALPHA, SELU_SCALE, 1.0, out=results[0])
-
-
-@torch_impl(ew.SoftsignOp, "aten.div")
-def softsign(op: ew.UnaryOp) -> TorchFn:
+@torch_impl(ew.SoftsignOp)
+def softsign(op: ew.UnaryOp) -> TorchImpl:
     def run(x: torch.Tensor) -> torch.Tensor:
         return x / (1 + x.abs())
 
-    return run
+    return TorchImpl(run)
 
 
-@torch_impl(ew.GeluOp, "aten.gelu")
-def gelu(op: ew.GeluOp) -> TorchFn:
-    return partial(ATEN_NN.gelu, approximate=op.approximate.data)
+@torch_impl(ew.GeluOp)
+def gelu(op: ew.GeluOp) -> TorchImpl:
+    return aten(ATEN_NN.gelu, approximate=op.approximate.data)
 
 
-@out_impl(ew.GeluOp)
-def gelu_into(op: ew.GeluOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    return partial(ATEN_NN.gelu, args[0], approximate=op.approximate.data, out=results[0])
+@torch_impl(ew.EluOp)
+def elu(op: ew.EluOp) -> TorchImpl:
+    return aten(ATEN_NN.elu, alpha=op.alpha.value.data)
 
 
-@torch_impl(ew.EluOp, "aten.elu")
-def elu(op: ew.EluOp) -> TorchFn:
-    return partial(ATEN_NN.elu, alpha=op.alpha.value.data)
+@torch_impl(ew.LeakyReluOp)
+def leaky_relu(op: ew.LeakyReluOp) -> TorchImpl:
+    return aten(ATEN_NN.leaky_relu, negative_slope=op.alpha.value.data)
 
 
-@out_impl(ew.EluOp)
-def elu_into(op: ew.EluOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    return partial(ATEN_NN.elu, args[0], op.alpha.value.data, out=results[0])
+@torch_impl(ew.SoftplusOp)
+def softplus(op: ew.SoftplusOp) -> TorchImpl:
+    return aten(ATEN_NN.softplus, beta=op.beta.value.data, threshold=op.threshold.value.data)
 
 
-@torch_impl(ew.LeakyReluOp, "aten.leaky_relu")
-def leaky_relu(op: ew.LeakyReluOp) -> TorchFn:
-    return partial(ATEN_NN.leaky_relu, negative_slope=op.alpha.value.data)
-
-
-@out_impl(ew.LeakyReluOp)
-def leaky_relu_into(op: ew.LeakyReluOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    return partial(ATEN_NN.leaky_relu, args[0], op.alpha.value.data, out=results[0])
-
-
-@torch_impl(ew.SoftplusOp, "aten.softplus")
-def softplus(op: ew.SoftplusOp) -> TorchFn:
-    return partial(ATEN_NN.softplus, beta=op.beta.value.data, threshold=op.threshold.value.data)
-
-
-@out_impl(ew.SoftplusOp)
-def softplus_into(op: ew.SoftplusOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    return partial(ATEN_NN.softplus, args[0], op.beta.value.data, op.threshold.value.data, out=results[0])
-
-
-@torch_impl(ew.HardSigmoidOp, "aten.hardsigmoid")
-def hard_sigmoid(op: ew.HardSigmoidOp) -> TorchFn:
+@torch_impl(ew.HardSigmoidOp)
+def hard_sigmoid(op: ew.HardSigmoidOp) -> TorchImpl:
     alpha, beta = op.alpha.value.data, op.beta.value.data
     # torch's hardsigmoid is the graph op with alpha 1/6, beta 1/2 (ONNX's default alpha is 0.2).
     if math.isclose(alpha, 1 / 6) and beta == 0.5:
-        return ATEN_NN.hardsigmoid
+        return aten(ATEN_NN.hardsigmoid)
 
     def run(x: torch.Tensor) -> torch.Tensor:
         return torch.clamp(x * alpha + beta, 0, 1)
 
-    return run
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        x, out = args[0], results[0]
 
+        def launch() -> None:
+            torch.mul(x, alpha, out=out).add_(beta).clamp_(0, 1)
 
-@out_impl(ew.HardSigmoidOp)
-def hard_sigmoid_into(op: ew.HardSigmoidOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    x, out = args[0], results[0]
-    alpha, beta = op.alpha.value.data, op.beta.value.data
-    if math.isclose(alpha, 1 / 6) and beta == 0.5:
-        return partial(ATEN_NN.hardsigmoid, x, out=out)
+        return launch
 
-    def run() -> None:
-        torch.mul(x, alpha, out=out).add_(beta).clamp_(0, 1)
-
-    return run
+    return TorchImpl(run, into)
 
 
 def _clip_bounds(op: ew.ClipOp) -> tuple[float | int | None, float | int | None]:
@@ -184,61 +155,47 @@ def _clip_bounds(op: ew.ClipOp) -> tuple[float | int | None, float | int | None]
     return bounds[0], bounds[1]
 
 
-@torch_impl(ew.ClipOp, "aten.clamp")
-def clip(op: ew.ClipOp) -> TorchFn:
+@torch_impl(ew.ClipOp)
+def clip(op: ew.ClipOp) -> TorchImpl:
     low, high = _clip_bounds(op)
-    return partial(torch.clamp, min=low, max=high)
+    return aten(torch.clamp, min=low, max=high)
 
 
-@out_impl(ew.ClipOp)
-def clip_into(op: ew.ClipOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    low, high = _clip_bounds(op)
-    return partial(torch.clamp, args[0], low, high, out=results[0])
-
-
-@torch_impl(ew.DropoutOp, "aten.alias")
-def dropout(op: ew.DropoutOp) -> TorchFn:
+@torch_impl(ew.DropoutOp)
+def dropout(op: ew.DropoutOp) -> TorchImpl:
     def run(x: torch.Tensor) -> torch.Tensor:
         return x  # the identity at inference
 
-    return run
+    return TorchImpl(run)
 
 
-@torch_impl(ew.CastOp, "aten._to_copy")
-def cast(op: ew.CastOp) -> TorchFn:
+@torch_impl(ew.CastOp)
+def cast(op: ew.CastOp) -> TorchImpl:
     dtype = torch_dtype(element_type(op.result))
 
     def run(x: torch.Tensor) -> torch.Tensor:
         return x.to(dtype)  # float to integer truncates toward zero, as the graph op does
 
-    return run
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        return partial(results[0].copy_, args[0])  # copy_ converts the element type
 
-
-@out_impl(ew.CastOp)
-def cast_into(op: ew.CastOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    return partial(results[0].copy_, args[0])  # copy_ converts the element type
+    return TorchImpl(run, into)
 
 
 # ---- binary ops that differ from torch's function ----
 
 
-@torch_impl(ew.DivOp, "aten.div")
-def div(op: ew.BinaryOp) -> TorchFn:
+@torch_impl(ew.DivOp)
+def div(op: ew.BinaryOp) -> TorchImpl:
     if isinstance(element_type(op.lhs), IntegerType):
-        return partial(torch.div, rounding_mode="trunc")
-    return torch.div
+        return aten(torch.div, rounding_mode="trunc")
+    return aten(torch.div)
 
 
-@out_impl(ew.DivOp)
-def div_into(op: ew.BinaryOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    mode = "trunc" if isinstance(element_type(op.lhs), IntegerType) else None
-    return partial(torch.div, args[0], args[1], rounding_mode=mode, out=results[0])
-
-
-@torch_impl(ew.PreluOp, "aten.where")
-def prelu(op: ew.BinaryOp) -> TorchFn:
+@torch_impl(ew.PreluOp)
+def prelu(op: ew.BinaryOp) -> TorchImpl:
     # Slopes broadcast to lhs in any layout, which aten.prelu's channel-axis rule does not cover.
     def run(x: torch.Tensor, slope: torch.Tensor) -> torch.Tensor:
         return torch.where(x >= 0, x, x * slope)
 
-    return run
+    return TorchImpl(run)

@@ -8,31 +8,22 @@ import torch
 import torch.nn.functional as F
 
 from gnomon.dialects.graph import embedding
-from gnomon.runtime.library.base import Launch, TorchFn, out_impl, torch_impl
+from gnomon.runtime.library.base import Launch, TorchImpl, torch_impl
 
 
 def wrapped(indices: torch.Tensor, size: int) -> torch.Tensor:
     """Negative indices count from the end, as NumPy's (and ONNX Gather's) do; ATen's lookups reject them.
 
-    Most index tensors have none, so the minimum is checked first: 3-5 us on DLRM's 5120 indices, a
-    third of the remainder that wraps them. Negative indices below -size, which NumPy rejects, wrap
-    around too; indices of size and above reach ATen, which raises.
+    Most index tensors have none, so the minimum is checked first, which costs less than the
+    remainder that wraps them. Negative indices below -size, which NumPy rejects, wrap around too;
+    indices of size and above reach ATen, which raises.
     """
     if indices.numel() == 0 or int(indices.min()) >= 0:
         return indices
     return torch.remainder(indices, size)
 
 
-@torch_impl(embedding.EmbeddingOp, "aten.embedding")
-def embedding_lookup(op: embedding.EmbeddingOp) -> TorchFn:
-    def run(table: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
-        return F.embedding(wrapped(indices, table.shape[0]), table)
-
-    return run
-
-
-@out_impl(embedding.EmbeddingOp)
-def embedding_into(op: embedding.EmbeddingOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+def _embedding_into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
     table, indices = args
     flat, rows, size = indices.reshape(-1), results[0].view(-1, table.shape[1]), table.shape[0]
 
@@ -42,8 +33,16 @@ def embedding_into(op: embedding.EmbeddingOp, args: Sequence[torch.Tensor], resu
     return launch
 
 
-@torch_impl(embedding.EmbeddingBagOp, "aten._embedding_bag")
-def embedding_bag(op: embedding.EmbeddingBagOp) -> TorchFn:
+@torch_impl(embedding.EmbeddingOp)
+def embedding_lookup(op: embedding.EmbeddingOp) -> TorchImpl:
+    def run(table: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        return F.embedding(wrapped(indices, table.shape[0]), table)
+
+    return TorchImpl(run, _embedding_into)
+
+
+@torch_impl(embedding.EmbeddingBagOp)
+def embedding_bag(op: embedding.EmbeddingBagOp) -> TorchImpl:
     mode, include_last_offset = op.mode.data, bool(op.include_last_offset.value.data)
 
     def run(
@@ -58,4 +57,4 @@ def embedding_bag(op: embedding.EmbeddingBagOp) -> TorchFn:
             include_last_offset=include_last_offset,
         )
 
-    return run
+    return TorchImpl(run)

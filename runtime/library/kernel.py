@@ -1,46 +1,30 @@
 """Library kernels: a block of graph ops computed by ATen/oneDNN calls into the runtime's preallocated buffers.
 
-A kernel is one graph op with a torch implementation, or an anchor (conv, linear, matmul) followed by
-an epilogue that oneDNN fuses:
+What a block may hold, and which call computes it, is declared without torch in
+`gnomon.passes.graph_to_kernel.library`: one op with a torch implementation, or an anchor (conv,
+linear, matmul) followed by an epilogue, either possibly reading matmul operands through transposes.
+`bind_call` builds the kernel a `kernel.library` names, from its callee, epilogue and transposed
+operands; it binds nothing the table does not declare.
 
-    anchor [+ bias add] [+ activation | + residual add [+ relu]]
+Two ways to run an epilogue, as the callee says:
 
-A bias add adds a vector along the anchor's channel axis (1 for conv, the last for linear and matmul);
-a residual add (conv only) adds another tensor of the conv result's type; the activations are those of
-oneDNN's unary post-ops (see `_onednn_unary`).
+- `mkldnn._convolution_pointwise` (overloads `default` and `binary`): oneDNN's fused post-ops, the calls
+  Inductor's CPU backend emits for conv; the result is copied into the output, as aten's convolution has
+  no real out= either;
+- any other callee: the anchor's binding into the output (addmm, mm, matmul; a BLAS product per image for
+  `aten.mm`, a copy for `aten.convolution`), then each epilogue op's out= kernel in place on the output,
+  while it is still in cache.
 
-Two ways to run an epilogue:
-
-- oneDNN's fused post-ops, `mkldnn._convolution_pointwise` (overloads `default` and `binary`), the
-  calls Inductor's CPU backend emits for conv; the result is copied into the output, as aten's
-  convolution has no real out= either;
-- the anchor's out= kernel (addmm, mm, matmul; a copy for conv), then each epilogue op's out= kernel in
-  place on the output, while it is still in cache.
-
-A matmul operand may also come through a transpose of its last two dims (`reads_transposed`): the
-kernel then reads the transpose's input as a strided view, which BLAS takes as a transposed operand
-(DLRM's `stacked @ stacked.transpose(1, 2)` ran in 100 us, against 280 us for the same bmm on a
-transposed copy, here), and the transpose is never materialized.
-
-Which one a float32 conv takes is `library_kernel`'s `onednn` option: "residual" (the default) fuses
-in oneDNN the epilogues with a residual add, and runs the others in place. That is what
-`bench/library_epilogue.py` measured on ResNet-50's convolutions over contiguous NCHW buffers (1 and
-2 threads, batch 1 and 8): both are mostly faster than the unfused conv-then-ReLU schedule (up to
-about 20%, from not writing and rereading a second buffer), within the machine's noise elsewhere. On
-`+add` rows oneDNN's binary post-op also saves the in-place add's pass over the output (typically
-0.97x of the in-place time, 0.87x to 1.03x); its unary post-ops gain nothing over an in-place ReLU
-(0.95x to 1.2x). Linear and matmul always run in place: their out=
-kernels allocate nothing. So does a 1x1, stride-1 convolution (`gemm_conv`), a BLAS product per
-image straight into the output (0.2-1x oneDNN's time here), with any epilogue in place.
+A transposed operand is read as a strided view of the transpose's input, which BLAS takes as a
+transposed operand: the transpose is never materialized.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -49,24 +33,25 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import IsTerminator
 
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph import linalg, nn
+from gnomon.dialects.graph import nn
 from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.tensor import TransposeOp
-from gnomon.runtime.library.base import (
-    OUT_IMPLS,
-    TORCH_IMPLS,
-    Launch,
-    copy_back,
-    element_type,
-    static_shape,
-    symmetric_pads,
-    torch_padding,
+from gnomon.dialects.kernel import LibraryCall
+from gnomon.passes.graph_to_kernel.library import (
+    ANCHORS,
+    ONEDNN_CONV,
+    Anchor,
+    Epilogue,
+    OneDNNPolicy,
+    callee_of,
+    library_call,
+    match_epilogue,
+    other_operand,
+    residual_chain,
 )
-from gnomon.runtime.library.nn import gemm_conv
+from gnomon.runtime.library.base import TORCH_IMPLS, Launch, element_type, symmetric_pads, torch_padding
 
 Binder = Callable[[Sequence[torch.Tensor], Sequence[torch.Tensor]], Launch]
-Anchor = nn.ConvOp | linalg.LinearOp | linalg.MatmulOp
-ANCHORS = (nn.ConvOp, linalg.LinearOp, linalg.MatmulOp)
 
 
 @dataclass(frozen=True)
@@ -74,7 +59,7 @@ class LibraryKernel:
     """A block that library calls compute: its name in profiles, and how to bind it to buffers."""
 
     name: str
-    """The library calls it makes, e.g. `aten.linear+gelu` or `mkldnn._convolution_pointwise+add+relu`."""
+    """The library call and the ops it fuses, e.g. `aten.linear+gelu` or `mkldnn._convolution_pointwise+add+relu`."""
     binder: Binder = field(repr=False)
 
     def bind(self, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Callable[[], None]:
@@ -87,11 +72,8 @@ class LibraryKernel:
         return cast("Callable[[], None]", self.binder(args, results))
 
 
-# ---- epilogues ----
-
-
-def _onednn_unary(op: Operation) -> tuple[str, list[float], str] | None:
-    """The op as oneDNN's unary post-op (attr, scalars, algorithm), or None if it has none."""
+def _onednn_unary(op: Operation) -> tuple[str, list[float], str]:
+    """An epilogue activation (`ACTIVATIONS`) as oneDNN's unary post-op: attr, scalars, algorithm."""
     match op:
         case ew.ReluOp():
             return "relu", [], ""
@@ -109,99 +91,10 @@ def _onednn_unary(op: Operation) -> tuple[str, list[float], str] | None:
             return "hardtanh", [op.min.value.data, op.max.value.data], ""
         case ew.LeakyReluOp():
             return "leaky_relu", [op.alpha.value.data], ""
-        case ew.HardSigmoidOp() if math.isclose(op.alpha.value.data, 1 / 6) and op.beta.value.data == 0.5:
+        case ew.HardSigmoidOp():
             return "hardsigmoid", [], ""  # oneDNN's, like torch's, has alpha 1/6 and beta 1/2
         case _:
-            return None
-
-
-@dataclass(frozen=True)
-class _Epilogue:
-    """The epilogue ops after an anchor, each optional, in the order they run."""
-
-    bias: ew.BinaryOp | None = None
-    residual: ew.BinaryOp | None = None
-    activation: Operation | None = None
-
-    def ops(self) -> list[Operation]:
-        return [op for op in (self.bias, self.residual, self.activation) if op is not None]
-
-
-def _channel_axis(anchor: Anchor, rank: int) -> int:
-    return 1 if isinstance(anchor, nn.ConvOp) else rank - 1
-
-
-def _is_bias(anchor: Anchor, value: SSAValue, other: SSAValue) -> bool:
-    """Whether `other` is a vector along the anchor's channel axis, broadcast against `value`."""
-    shape, vector = static_shape(value), static_shape(other)
-    if len(vector) > len(shape):
-        return False
-    aligned = (1,) * (len(shape) - len(vector)) + vector
-    axis = _channel_axis(anchor, len(shape))
-    return all(d == (shape[axis] if i == axis else 1) for i, d in enumerate(aligned)) and shape[axis] > 0
-
-
-def _other_operand(op: ew.BinaryOp, value: SSAValue) -> SSAValue | None:
-    """The operand of a binary op that is not the chain's value; None if both are."""
-    if op.lhs is value:
-        return None if op.rhs is value else op.rhs
-    return op.lhs
-
-
-def _match_epilogue(anchor: Operation, ops: Sequence[Operation]) -> _Epilogue | None:
-    """`ops` (in order) as an epilogue of `anchor`, or None if they are not one oneDNN fuses."""
-    if not isinstance(anchor, ANCHORS):
-        return None
-    value = anchor.results[0]
-    epilogue = _Epilogue()
-    for op in ops:
-        if value not in op.operands or epilogue.activation is not None or len(op.results) != 1:
-            return None
-        if isinstance(op, ew.AddOp):
-            other = _other_operand(op, value)
-            if other is None or op.result.type != value.type:
-                return None
-            if epilogue.bias is None and epilogue.residual is None and _is_bias(anchor, value, other):
-                epilogue = _Epilogue(bias=op)
-            elif epilogue.residual is None and isinstance(anchor, nn.ConvOp) and other.type == value.type:
-                epilogue = _Epilogue(bias=epilogue.bias, residual=op)
-            else:
-                return None
-        elif _onednn_unary(op) is not None and (epilogue.residual is None or isinstance(op, ew.ReluOp)):
-            # After a residual add oneDNN fuses ReLU only.
-            epilogue = _Epilogue(bias=epilogue.bias, residual=epilogue.residual, activation=op)
-        else:
-            return None
-        value = op.results[0]
-    return epilogue
-
-
-def _chain_from(anchor: Operation, op: Operation, depth: int = 3) -> list[Operation] | None:
-    """The ops through which the anchor's result flows into `op` (ending with `op`), at most `depth` long."""
-    for operand in op.operands:
-        owner = operand.owner
-        if owner is anchor:
-            return [op]
-        if depth > 1 and isinstance(owner, Operation):
-            chain = _chain_from(anchor, owner, depth - 1)
-            if chain is not None:
-                return [*chain, op]
-    return None
-
-
-def fusible_epilogue(anchor_op: Operation, next_op: Operation) -> bool:
-    """Whether `next_op` can join the library kernel of `anchor_op` (with the epilogue ops between them).
-
-    `next_op` uses the anchor's result directly or through earlier epilogue ops; those are found from
-    the use-def chain, so the question needs no state: `fusible_epilogue(conv, relu)` after
-    `fusible_epilogue(conv, add)` asks about conv+add+relu. Other uses of the intermediate values, and
-    whether a residual operand depends on the anchor, are the partitioner's to check.
-    """
-    chain = _chain_from(anchor_op, next_op)
-    return chain is not None and _match_epilogue(anchor_op, chain) is not None
-
-
-# ---- kernels ----
+            raise ValueError(f"{op.name} is no oneDNN post-op")
 
 
 def _positions(values: Sequence[SSAValue], block: Block) -> list[int] | None:
@@ -211,30 +104,21 @@ def _positions(values: Sequence[SSAValue], block: Block) -> list[int] | None:
     return None if any(p is None for p in positions) else [p for p in positions if p is not None]
 
 
-def _call_name(op: Operation) -> str:
-    """The ATen call an op's out= binding makes, as profiles name it."""
-    return "aten.mm" if isinstance(op, nn.ConvOp) and gemm_conv(op) else TORCH_IMPLS[type(op)].aten
-
-
-def _single_op_kernel(op: Operation, block: Block) -> LibraryKernel | None:
-    impl = TORCH_IMPLS.get(type(op))
+def _single_op_kernel(op: Operation, block: Block, name: str) -> LibraryKernel | None:
+    build = TORCH_IMPLS.get(type(op))
     positions = _positions(op.operands, block)
-    if impl is None or positions is None:
+    if build is None or positions is None:
         return None
-    bind_op = OUT_IMPLS.get(type(op), copy_back)
+    impl = build(op)
 
     def binder(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-        return bind_op(op, [args[p] for p in positions], results)
+        return impl.bind([args[p] for p in positions], results)
 
-    return LibraryKernel(_call_name(op), binder)
-
-
-def _epilogue_names(epilogue: _Epilogue) -> str:
-    return "".join(f"+{op.name.removeprefix('graph.')}" for op in epilogue.ops())
+    return LibraryKernel(name, binder)
 
 
-def _inplace_kernel(anchor: Anchor, epilogue: _Epilogue, block: Block) -> LibraryKernel | None:
-    """The anchor's out= kernel into the output, then each epilogue op's out= kernel in place on it."""
+def _inplace_kernel(anchor: Anchor, epilogue: Epilogue, block: Block, name: str) -> LibraryKernel | None:
+    """The anchor's binding into the output, then each epilogue op's out= kernel in place on it."""
     anchor_positions = _positions(anchor.operands, block)
     # Each epilogue op's operands, with None for the chain's value: the output it runs in place on.
     chain, epilogue_positions = anchor.results[0], list[list[int | None]]()
@@ -248,15 +132,15 @@ def _inplace_kernel(anchor: Anchor, epilogue: _Epilogue, block: Block) -> Librar
         chain = op.results[0]
     if anchor_positions is None:
         return None
-    anchor_bind = OUT_IMPLS.get(type(anchor), copy_back)
-    ops = epilogue.ops()
+    anchor_impl = TORCH_IMPLS[type(anchor)](anchor)
+    epilogue_impls = [TORCH_IMPLS[type(op)](op) for op in epilogue.ops()]
 
     def binder(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
         out = results[0]
-        launches = [anchor_bind(anchor, [args[p] for p in anchor_positions], [out])]
-        for op, positions in zip(ops, epilogue_positions, strict=True):
+        launches = [anchor_impl.bind([args[p] for p in anchor_positions], [out])]
+        for impl, positions in zip(epilogue_impls, epilogue_positions, strict=True):
             operands = [out if p is None else args[p] for p in positions]
-            launches.append(OUT_IMPLS[type(op)](op, operands, [out]))
+            launches.append(impl.bind(operands, [out]))
 
         def launch() -> None:
             for step in launches:
@@ -264,20 +148,19 @@ def _inplace_kernel(anchor: Anchor, epilogue: _Epilogue, block: Block) -> Librar
 
         return launch
 
-    return LibraryKernel(_call_name(anchor) + _epilogue_names(epilogue), binder)
+    return LibraryKernel(name, binder)
 
 
 POINTWISE: Any = torch.ops.mkldnn._convolution_pointwise.default if torch.backends.mkldnn.is_available() else None
 POINTWISE_BINARY: Any = torch.ops.mkldnn._convolution_pointwise.binary if POINTWISE is not None else None
 
 
-def _onednn_conv_kernel(conv: nn.ConvOp, epilogue: _Epilogue, block: Block) -> LibraryKernel | None:
+def _onednn_conv_kernel(conv: nn.ConvOp, epilogue: Epilogue, block: Block, name: str) -> LibraryKernel | None:
     """conv + epilogue as one `mkldnn._convolution_pointwise` call, copied into the output."""
     bias_add, residual = epilogue.bias, epilogue.residual
     unary = ("none", list[float](), "") if epilogue.activation is None else _onednn_unary(epilogue.activation)
-    assert unary is not None
-    bias_operand = conv.bias if bias_add is None else _other_operand(bias_add, conv.result)
-    residual_operand = None if residual is None else _other_operand(residual, _residual_chain(conv, epilogue))
+    bias_operand = conv.bias if bias_add is None else other_operand(bias_add, conv.result)
+    residual_operand = None if residual is None else other_operand(residual, residual_chain(conv, epilogue))
     positions = _positions([conv.input, conv.weight], block)
     extra = _positions([v for v in (bias_operand, residual_operand) if v is not None], block)
     if positions is None or extra is None:
@@ -311,37 +194,17 @@ def _onednn_conv_kernel(conv: nn.ConvOp, epilogue: _Epilogue, block: Block) -> L
 
         return launch_padded
 
-    return LibraryKernel("mkldnn._convolution_pointwise" + _epilogue_names(epilogue), binder)
+    return LibraryKernel(name, binder)
 
 
-def _residual_chain(conv: nn.ConvOp, epilogue: _Epilogue) -> SSAValue:
-    """The chain's value where the residual add reads it: the bias add's result, or the conv's."""
-    return conv.result if epilogue.bias is None else epilogue.bias.result
-
-
-# ---- transposed operands ----
-
-
-def reads_transposed(transpose: Operation) -> bool:
-    """Whether a transpose can be a strided view inside its user's library kernel: it swaps the last two dims
-    and its only use is a matmul, which BLAS runs on a transposed operand at no cost."""
-    if not isinstance(transpose, TransposeOp) or not transpose.result.has_one_use():
-        return False
-    perm = list(ints(transpose.permutation))
-    swapped = len(perm) >= 2 and perm == [*range(len(perm) - 2), len(perm) - 1, len(perm) - 2]
-    return swapped and isinstance(next(iter(transpose.result.uses)).operation, linalg.MatmulOp)
-
-
-def _without_transposes(block: Block) -> tuple[Block, list[tuple[int, tuple[int, ...]]]]:
-    """The block with its leading transposes of arguments (`reads_transposed`) turned into extra arguments, and
-    for each extra argument the position of the argument it views and the permutation."""
+def _without_transposes(block: Block, count: int) -> tuple[Block, list[tuple[int, tuple[int, ...]]]] | None:
+    """The block with its `count` leading transposes of arguments turned into extra arguments, and for each
+    extra argument the position of the argument it views and the permutation; None if they are not that."""
     ops = list(block.ops)
-    count = 0
-    while count < len(ops) and reads_transposed(ops[count]) and ops[count].operands[0] in block.args:
-        count += 1
-    if count == 0:
-        return block, []
-    transposes = cast("list[TransposeOp]", ops[:count])
+    transposes = ops[:count]
+    if not all(isinstance(t, TransposeOp) and t.input in block.args for t in transposes):
+        return None
+    transposes = cast("list[TransposeOp]", transposes)
     stripped = Block(arg_types=[*block.arg_types, *(t.result.type for t in transposes)])
     mapping: dict[SSAValue, SSAValue] = dict(zip(block.args, stripped.args, strict=False))
     mapping |= {t.result: stripped.args[len(block.args) + i] for i, t in enumerate(transposes)}
@@ -352,22 +215,23 @@ def _without_transposes(block: Block) -> tuple[Block, list[tuple[int, tuple[int,
     return stripped, views
 
 
-OneDNNPolicy = Literal["residual", "always", "never"]
-"""Which float32 conv epilogues `library_kernel` fuses in oneDNN: those with a residual add, all, or none."""
+def bind_call(call: LibraryCall, block: Block) -> LibraryKernel | None:
+    """The library kernel computing `block` as `call` says, or None if `call` does not describe the block or is
+    not one the library declares (`gnomon.passes.graph_to_kernel.library`).
 
-
-def library_kernel(block: Block, *, onednn: OneDNNPolicy = "residual") -> LibraryKernel | None:
-    """The library kernel computing `block`, or None if library calls cannot.
-
-    The block's arguments are the kernel's operands; its ops are graph ops and a terminator (any op
-    with IsTerminator) returning the kernel's results. Supported: one graph op with a torch
-    implementation, or an anchor with a fusible epilogue (see the module docstring) returning the
-    epilogue's result, either after transposes of arguments that `reads_transposed` accepts. `onednn`
-    says which conv epilogues oneDNN fuses (see the module docstring).
+    The block's arguments are the kernel's operands; its ops are a transpose per `call.transposed` operand,
+    the anchor, the `call.epilogue` ops, and a terminator (any op with IsTerminator) returning the last
+    op's results.
     """
-    stripped, views = _without_transposes(block)
-    if views:
-        inner = library_kernel(stripped, onednn=onednn)
+    if call.transposed:
+        stripped = _without_transposes(block, len(call.transposed))
+        if stripped is None:
+            return None
+        inner_block, views = stripped
+        anchor, extra = inner_block.first_op, inner_block.args[len(block.args) :]
+        if anchor is None or tuple(i for i, v in enumerate(anchor.operands) if v in extra) != call.transposed:
+            return None
+        inner = bind_call(LibraryCall(call.callee, call.epilogue), inner_block)
         if inner is None:
             return None
 
@@ -381,18 +245,28 @@ def library_kernel(block: Block, *, onednn: OneDNNPolicy = "residual") -> Librar
     *body, terminator = ops
     if tuple(terminator.operands) != tuple(body[-1].results):
         return None
-    if len(body) == 1:
-        return _single_op_kernel(body[0], block)
-    anchor = body[0]
-    epilogue = _match_epilogue(anchor, body[1:])
+    anchor, fused = body[0], body[1:]
+    if tuple(op.name.removeprefix("graph.") for op in fused) != call.epilogue:
+        return None
+    if not fused:
+        return _single_op_kernel(anchor, block, call.name) if call.callee == callee_of(anchor) else None
+    epilogue = match_epilogue(anchor, fused)
     if epilogue is None or not isinstance(anchor, ANCHORS):
         return None
-    if (
-        isinstance(anchor, nn.ConvOp)
-        and (onednn == "always" or (onednn == "residual" and epilogue.residual is not None and not gemm_conv(anchor)))
-        and POINTWISE is not None
-        and isinstance(element_type(anchor.input), Float32Type)
-        and not (anchor.bias is not None and epilogue.bias is not None)  # oneDNN takes one bias
-    ):
-        return _onednn_conv_kernel(anchor, epilogue, block)
-    return _inplace_kernel(anchor, epilogue, block)
+    if call.callee == ONEDNN_CONV:
+        if not isinstance(anchor, nn.ConvOp) or POINTWISE is None:
+            return None
+        two_biases = anchor.bias is not None and epilogue.bias is not None
+        if not isinstance(element_type(anchor.input), Float32Type) or two_biases:
+            return None  # oneDNN's post-ops run here on float32, with one bias
+        return _onednn_conv_kernel(anchor, epilogue, block, call.name)
+    if call.callee != callee_of(anchor):
+        return None
+    return _inplace_kernel(anchor, epilogue, block, call.name)
+
+
+def library_kernel(block: Block, *, onednn: OneDNNPolicy = "residual") -> LibraryKernel | None:
+    """The library kernel computing `block`, the call chosen by `library_call` (with its `onednn` policy), or
+    None if library calls cannot compute it."""
+    call = library_call(block, onednn=onednn)
+    return None if call is None else bind_call(call, block)

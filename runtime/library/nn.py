@@ -16,12 +16,12 @@ import torch.nn.functional as F
 
 from gnomon.dialects.graph import nn
 from gnomon.dialects.graph.base import ints
+from gnomon.passes.graph_to_kernel.library import gemm_conv
 from gnomon.runtime.library.base import (
     ATEN_NN,
     Launch,
-    TorchFn,
-    copy_back,
-    out_impl,
+    TorchImpl,
+    aten,
     static_shape,
     symmetric_pads,
     torch_impl,
@@ -31,8 +31,8 @@ from gnomon.runtime.library.base import (
 # ---- convolutions ----
 
 
-@torch_impl(nn.ConvOp, "aten.convolution")
-def conv(op: nn.ConvOp) -> TorchFn:
+@torch_impl(nn.ConvOp)
+def conv(op: nn.ConvOp) -> TorchImpl:
     strides, pads, dilations = ints(op.strides), ints(op.pads), ints(op.dilations)
     groups, n = op.groups.value.data, len(strides)
     symmetric = symmetric_pads(pads)
@@ -42,29 +42,12 @@ def conv(op: nn.ConvOp) -> TorchFn:
         source = x if symmetric else F.pad(x, spec)
         return torch.convolution(source, weight, bias, strides, padding, dilations, False, [0] * n, groups)
 
-    return run
+    # aten's convolution has no out= kernel of its own; a `gemm_conv` is BLAS products into the output.
+    return TorchImpl(run, _gemm_conv_into if gemm_conv(op) else None)
 
 
-def gemm_conv(op: nn.ConvOp) -> bool:
-    """Whether a convolution is a matrix product per image: a 1x1 kernel, stride 1, no padding, one group.
-
-    The runtime runs these as BLAS products into the output buffer: on contiguous NCHW data oneDNN's
-    convolution reorders to its blocked layout and back, and its result is copied into the buffer, so
-    BLAS took 0.2-1x its time on ResNet-50's and SqueezeNet's 1x1 convolutions here (bench/conv1x1.py).
-    """
-    weight = static_shape(op.weight)
-    return (
-        op.groups.value.data == 1
-        and all(k == 1 for k in weight[2:])
-        and all(s == 1 for s in ints(op.strides))
-        and not any(ints(op.pads))
-    )
-
-
-@out_impl(nn.ConvOp)
-def conv_into(op: nn.ConvOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    if not gemm_conv(op):
-        return copy_back(op, args, results)  # aten's convolution has no out= kernel of its own
+def _gemm_conv_into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    """A 1x1, stride-1 convolution as one BLAS product per image, straight into the output."""
     x, weight, *bias = args
     out = results[0]
     images, channels, outputs = x.shape[0], x.shape[1], weight.shape[0]
@@ -86,8 +69,8 @@ def conv_into(op: nn.ConvOp, args: Sequence[torch.Tensor], results: Sequence[tor
     return launch
 
 
-@torch_impl(nn.ConvTransposeOp, "aten.convolution")
-def conv_transpose(op: nn.ConvTransposeOp) -> TorchFn:
+@torch_impl(nn.ConvTransposeOp)
+def conv_transpose(op: nn.ConvTransposeOp) -> TorchImpl:
     strides, pads, dilations = ints(op.strides), ints(op.pads), ints(op.dilations)
     output_padding, groups, n = ints(op.output_padding), op.groups.value.data, len(strides)
     # torch's padding crops the full output by the same amount at both ends; uneven pads crop it here.
@@ -100,7 +83,7 @@ def conv_transpose(op: nn.ConvTransposeOp) -> TorchFn:
             return y
         return y[(slice(None), slice(None), *(slice(b, y.shape[2 + i] - e) for i, (b, e) in enumerate(crop)))]
 
-    return run
+    return TorchImpl(run)
 
 
 # ---- pooling ----
@@ -111,14 +94,14 @@ def _torch_pads_pool(pads: Sequence[int], kernel: Sequence[int]) -> bool:
     return symmetric_pads(pads) and all(p <= k // 2 for p, k in zip(pads, kernel, strict=False))
 
 
-@torch_impl(nn.MaxPoolOp, "aten.max_pool")
-def max_pool(op: nn.MaxPoolOp) -> TorchFn:
+@torch_impl(nn.MaxPoolOp)
+def max_pool(op: nn.MaxPoolOp) -> TorchImpl:
     kernel, strides, pads, dilations = ints(op.kernel), ints(op.strides), ints(op.pads), ints(op.dilations)
     ceil_mode, n = bool(op.ceil_mode.value.data), len(kernel)
     pool: Callable[..., torch.Tensor] = {1: torch.max_pool1d, 2: torch.max_pool2d, 3: torch.max_pool3d}[n]
     if _torch_pads_pool(pads, kernel):
-        return partial(
-            pool, kernel_size=kernel, stride=strides, padding=pads[:n], dilation=dilations, ceil_mode=ceil_mode
+        return TorchImpl(
+            partial(pool, kernel_size=kernel, stride=strides, padding=pads[:n], dilation=dilations, ceil_mode=ceil_mode)
         )
     spec = torch_padding(pads)
 
@@ -126,7 +109,7 @@ def max_pool(op: nn.MaxPoolOp) -> TorchFn:
         # Padding with -inf: padded positions never win.
         return pool(F.pad(x, spec, value=-math.inf), kernel, strides, [0] * n, dilations, ceil_mode)
 
-    return run
+    return TorchImpl(run)
 
 
 def _avg_pool_function(rank: int) -> Callable[..., torch.Tensor]:
@@ -146,20 +129,16 @@ def _counted_cells(
     return pool(padded, kernel, strides, [0] * len(kernel), ceil_mode, True)
 
 
-@torch_impl(nn.AvgPoolOp, "aten.avg_pool")
-def avg_pool(op: nn.AvgPoolOp) -> TorchFn:
+@torch_impl(nn.AvgPoolOp)
+def avg_pool(op: nn.AvgPoolOp) -> TorchImpl:
     kernel, strides, pads = ints(op.kernel), ints(op.strides), ints(op.pads)
     ceil_mode, include_pad, n = bool(op.ceil_mode.value.data), bool(op.count_include_pad.value.data), len(kernel)
     pool = _avg_pool_function(n + 2)
     if _torch_pads_pool(pads, kernel):
-        return partial(
-            pool,
-            kernel_size=kernel,
-            stride=strides,
-            padding=pads[:n],
-            ceil_mode=ceil_mode,
-            count_include_pad=include_pad,
-        )
+        window = {"kernel_size": kernel, "stride": strides, "padding": pads[:n], "ceil_mode": ceil_mode}
+        if n == 1:  # avg_pool1d has no out= kernel
+            return TorchImpl(partial(pool, **window, count_include_pad=include_pad))
+        return aten(pool, **window, count_include_pad=include_pad)
     spec = tuple(torch_padding(pads))
 
     def run(x: torch.Tensor) -> torch.Tensor:
@@ -167,77 +146,50 @@ def avg_pool(op: nn.AvgPoolOp) -> TorchFn:
         total = pool(F.pad(x, list(spec)), kernel, strides, [0] * n, ceil_mode, True)
         return total / _counted_cells(tuple(x.shape[2:]), spec, include_pad, kernel, strides, ceil_mode, x.dtype)
 
-    return run
+    return TorchImpl(run)
 
 
-@out_impl(nn.AvgPoolOp)
-def avg_pool_into(op: nn.AvgPoolOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    kernel, strides, pads = ints(op.kernel), ints(op.strides), ints(op.pads)
-    ceil_mode, include_pad, n = bool(op.ceil_mode.value.data), bool(op.count_include_pad.value.data), len(kernel)
-    x, out = args[0], results[0]
-    if n > 1 and _torch_pads_pool(pads, kernel):
-        return partial(_avg_pool_function(n + 2), x, kernel, strides, pads[:n], ceil_mode, include_pad, out=out)
-    return copy_back(op, args, results)
-
-
-@torch_impl(nn.AdaptiveAvgPoolOp, "aten.adaptive_avg_pool")
-def adaptive_avg_pool(op: nn.AdaptiveAvgPoolOp) -> TorchFn:
+@torch_impl(nn.AdaptiveAvgPoolOp)
+def adaptive_avg_pool(op: nn.AdaptiveAvgPoolOp) -> TorchImpl:
     size = ints(op.output_size)
     pool = {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d, 3: F.adaptive_avg_pool3d}[len(size)]
-    return partial(pool, output_size=size)
+
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        x, out = args[0], results[0]
+        if len(size) == 1:  # no 1-d out= kernel: the 2-d one over a unit dim
+            return partial(ATEN_NN.adaptive_avg_pool2d, x.unsqueeze(2), (1, *size), out=out.unsqueeze(2))
+        out_pool = {2: ATEN_NN.adaptive_avg_pool2d, 3: ATEN_NN.adaptive_avg_pool3d}[len(size)]
+        return partial(out_pool, x, size, out=out)
+
+    return TorchImpl(partial(pool, output_size=size), into)
 
 
-@out_impl(nn.AdaptiveAvgPoolOp)
-def adaptive_avg_pool_into(
-    op: nn.AdaptiveAvgPoolOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]
-) -> Launch:
-    size, x, out = ints(op.output_size), args[0], results[0]
-    if len(size) == 1:  # no 1-d out= kernel: the 2-d one over a unit dim
-        return partial(ATEN_NN.adaptive_avg_pool2d, x.unsqueeze(2), (1, *size), out=out.unsqueeze(2))
-    pool = {2: ATEN_NN.adaptive_avg_pool2d, 3: ATEN_NN.adaptive_avg_pool3d}[len(size)]
-    return partial(pool, x, size, out=out)
-
-
-@torch_impl(nn.AdaptiveMaxPoolOp, "aten.adaptive_max_pool")
-def adaptive_max_pool(op: nn.AdaptiveMaxPoolOp) -> TorchFn:
+@torch_impl(nn.AdaptiveMaxPoolOp)
+def adaptive_max_pool(op: nn.AdaptiveMaxPoolOp) -> TorchImpl:
     size = ints(op.output_size)
     pool = {1: F.adaptive_max_pool1d, 2: F.adaptive_max_pool2d, 3: F.adaptive_max_pool3d}[len(size)]
-    return partial(pool, output_size=size)
+    return TorchImpl(partial(pool, output_size=size))
 
 
 def _spatial_dims(op: nn.GlobalPoolOp) -> tuple[int, ...]:
     return tuple(range(2, len(static_shape(op.input))))
 
 
-@torch_impl(nn.GlobalAvgPoolOp, "aten.mean")
-def global_avg_pool(op: nn.GlobalAvgPoolOp) -> TorchFn:
-    return partial(torch.mean, dim=_spatial_dims(op), keepdim=True)
+@torch_impl(nn.GlobalAvgPoolOp)
+def global_avg_pool(op: nn.GlobalAvgPoolOp) -> TorchImpl:
+    return aten(torch.mean, dim=_spatial_dims(op), keepdim=True)
 
 
-@out_impl(nn.GlobalAvgPoolOp)
-def global_avg_pool_into(
-    op: nn.GlobalAvgPoolOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]
-) -> Launch:
-    return partial(torch.mean, args[0], _spatial_dims(op), True, out=results[0])
-
-
-@torch_impl(nn.GlobalMaxPoolOp, "aten.amax")
-def global_max_pool(op: nn.GlobalMaxPoolOp) -> TorchFn:
-    return partial(torch.amax, dim=_spatial_dims(op), keepdim=True)
-
-
-@out_impl(nn.GlobalMaxPoolOp)
-def global_max_pool_into(
-    op: nn.GlobalMaxPoolOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]
-) -> Launch:
-    return partial(torch.amax, args[0], _spatial_dims(op), True, out=results[0])
+@torch_impl(nn.GlobalMaxPoolOp)
+def global_max_pool(op: nn.GlobalMaxPoolOp) -> TorchImpl:
+    return aten(torch.amax, dim=_spatial_dims(op), keepdim=True)
 
 
 # ---- norms ----
 
 
-@torch_impl(nn.BatchNormOp, "aten.native_batch_norm")
-def batch_norm(op: nn.BatchNormOp) -> TorchFn:
+@torch_impl(nn.BatchNormOp)
+def batch_norm(op: nn.BatchNormOp) -> TorchImpl:
     epsilon = op.epsilon.value.data
 
     def run(
@@ -245,79 +197,69 @@ def batch_norm(op: nn.BatchNormOp) -> TorchFn:
     ) -> torch.Tensor:
         return F.batch_norm(x, mean, variance, scale, bias, False, 0.0, epsilon)
 
-    return run
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        x, scale, bias, mean, variance = args
+        # Inference batch norm leaves the saved statistics empty; they still need tensors to be written to.
+        empty = (torch.empty(0, dtype=x.dtype), torch.empty(0, dtype=x.dtype))
+        return partial(
+            torch.ops.aten.native_batch_norm.out, x, scale, bias, mean, variance, False, 0.0, epsilon,
+            out=results[0], save_mean=empty[0], save_invstd=empty[1],
+        )  # fmt: skip
+
+    return TorchImpl(run, into)
 
 
-@out_impl(nn.BatchNormOp)
-def batch_norm_into(op: nn.BatchNormOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    x, scale, bias, mean, variance = args
-    # Inference batch norm leaves the saved statistics empty; they still need tensors to be written to.
-    empty = (torch.empty(0, dtype=x.dtype), torch.empty(0, dtype=x.dtype))
-    return partial(
-        torch.ops.aten.native_batch_norm.out, x, scale, bias, mean, variance, False, 0.0, op.epsilon.value.data,
-        out=results[0], save_mean=empty[0], save_invstd=empty[1],
-    )  # fmt: skip
-
-
-@torch_impl(nn.LayerNormOp, "aten.layer_norm")
-def layer_norm(op: nn.LayerNormOp) -> TorchFn:
+@torch_impl(nn.LayerNormOp)
+def layer_norm(op: nn.LayerNormOp) -> TorchImpl:
     axis, epsilon = op.axis.value.data, op.epsilon.value.data
 
     def run(x: torch.Tensor, scale: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
         return F.layer_norm(x, x.shape[axis % x.ndim :], scale, bias, epsilon)
 
-    return run
+    return TorchImpl(run)
 
 
-@torch_impl(nn.InstanceNormOp, "aten.instance_norm")
-def instance_norm(op: nn.InstanceNormOp) -> TorchFn:
+@torch_impl(nn.InstanceNormOp)
+def instance_norm(op: nn.InstanceNormOp) -> TorchImpl:
     epsilon = op.epsilon.value.data
 
     def run(x: torch.Tensor, scale: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
         return F.instance_norm(x, weight=scale, bias=bias, eps=epsilon)
 
-    return run
+    return TorchImpl(run)
 
 
-@torch_impl(nn.GroupNormOp, "aten.group_norm")
-def group_norm(op: nn.GroupNormOp) -> TorchFn:
+@torch_impl(nn.GroupNormOp)
+def group_norm(op: nn.GroupNormOp) -> TorchImpl:
     groups, epsilon = op.num_groups.value.data, op.epsilon.value.data
 
     def run(x: torch.Tensor, scale: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> torch.Tensor:
         return F.group_norm(x, groups, scale, bias, epsilon)
 
-    return run
+    return TorchImpl(run)
 
 
-@torch_impl(nn.LrnOp, "aten.avg_pool")
-def lrn(op: nn.LrnOp) -> TorchFn:
-    return partial(
-        F.local_response_norm, size=op.size.value.data, alpha=op.alpha.value.data, beta=op.beta.value.data,
-        k=op.bias.value.data,
+@torch_impl(nn.LrnOp)
+def lrn(op: nn.LrnOp) -> TorchImpl:
+    return TorchImpl(
+        partial(
+            F.local_response_norm, size=op.size.value.data, alpha=op.alpha.value.data, beta=op.beta.value.data,
+            k=op.bias.value.data,
+        )
     )  # fmt: skip
 
 
 # ---- softmax and attention ----
 
 
-@torch_impl(nn.SoftmaxOp, "aten._softmax")
-def softmax(op: nn.SoftmaxOp) -> TorchFn:
-    return partial(torch.softmax, dim=op.axis.value.data)
+@torch_impl(nn.SoftmaxOp)
+def softmax(op: nn.SoftmaxOp) -> TorchImpl:
+    return aten(torch.softmax, dim=op.axis.value.data)
 
 
-@out_impl(nn.SoftmaxOp)
-def softmax_into(op: nn.SoftmaxOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    return partial(torch.softmax, args[0], op.axis.value.data, out=results[0])
-
-
-@torch_impl(nn.LogSoftmaxOp, "aten._log_softmax")
-def log_softmax(op: nn.LogSoftmaxOp) -> TorchFn:
-    return partial(torch.log_softmax, dim=op.axis.value.data)
-
-
-@out_impl(nn.LogSoftmaxOp)
-def log_softmax_into(op: nn.LogSoftmaxOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    return partial(torch.log_softmax, args[0], op.axis.value.data, out=results[0])
+@torch_impl(nn.LogSoftmaxOp)
+def log_softmax(op: nn.LogSoftmaxOp) -> TorchImpl:
+    return aten(torch.log_softmax, dim=op.axis.value.data)
 
 
 def _causal(mask: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
@@ -326,8 +268,8 @@ def _causal(mask: torch.Tensor, rows: int, columns: int) -> torch.Tensor:
     return mask & keep if mask.dtype == torch.bool else mask.masked_fill(~keep, -math.inf)
 
 
-@torch_impl(nn.AttentionOp, "aten.scaled_dot_product_attention")
-def attention(op: nn.AttentionOp) -> TorchFn:
+@torch_impl(nn.AttentionOp)
+def attention(op: nn.AttentionOp) -> TorchImpl:
     scale, causal = op.scale.value.data, bool(op.is_causal.value.data)
 
     def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -335,4 +277,4 @@ def attention(op: nn.AttentionOp) -> TorchFn:
             return F.scaled_dot_product_attention(q, k, v, _causal(mask, q.shape[-2], k.shape[-2]), scale=scale)
         return F.scaled_dot_product_attention(q, k, v, mask, is_causal=causal, scale=scale)
 
-    return run
+    return TorchImpl(run)

@@ -17,101 +17,90 @@ import torch.nn.functional as F
 from gnomon.dialects.graph import tensor
 from gnomon.dialects.graph.base import DYN, ints
 from gnomon.dialects.graph.constant_values import numpy_dtype
+from gnomon.reference.tensor import constant_value
 from gnomon.runtime.library.base import (
+    Into,
     Launch,
-    TorchFn,
-    copy_back,
+    TorchImpl,
     element_type,
-    out_impl,
     static_shape,
     to_torch,
     torch_impl,
     torch_padding,
 )
 from gnomon.runtime.library.embedding import wrapped
-from gnomon.runtime.reference.tensor import constant_value
 
 
-@torch_impl(tensor.ConstantOp, "constant")
-def constant(op: tensor.ConstantOp) -> TorchFn:
+@torch_impl(tensor.ConstantOp)
+def constant(op: tensor.ConstantOp) -> TorchImpl:
     value = to_torch(constant_value(op))  # converted once, when the op is built
 
     def run() -> torch.Tensor:
         return value
 
-    return run
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        return partial(results[0].copy_, value)
+
+    return TorchImpl(run, into)
 
 
-@out_impl(tensor.ConstantOp)
-def constant_into(op: tensor.ConstantOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    return partial(results[0].copy_, to_torch(constant_value(op)))
-
-
-@torch_impl(tensor.ReshapeOp, "aten.view")
-def reshape(op: tensor.ReshapeOp) -> TorchFn:
+@torch_impl(tensor.ReshapeOp)
+def reshape(op: tensor.ReshapeOp) -> TorchImpl:
     shape = [-1 if d == DYN else d for d in static_shape(op.result)]  # at most one `?`, as torch's -1
 
     def run(x: torch.Tensor) -> torch.Tensor:
         return x.reshape(shape)
 
-    return run
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        x = args[0]
+        return partial(results[0].view(x.shape).copy_, x)
+
+    return TorchImpl(run, into)
 
 
-@out_impl(tensor.ReshapeOp)
-def reshape_into(op: tensor.ReshapeOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    x = args[0]
-    return partial(results[0].view(x.shape).copy_, x)
-
-
-@torch_impl(tensor.TransposeOp, "aten.permute")
-def transpose(op: tensor.TransposeOp) -> TorchFn:
+@torch_impl(tensor.TransposeOp)
+def transpose(op: tensor.TransposeOp) -> TorchImpl:
     permutation = ints(op.permutation)
 
     def run(x: torch.Tensor) -> torch.Tensor:
         return x.permute(permutation)
 
-    return run
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        return partial(results[0].copy_, args[0].permute(permutation))
+
+    return TorchImpl(run, into)
 
 
-@out_impl(tensor.TransposeOp)
-def transpose_into(op: tensor.TransposeOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    return partial(results[0].copy_, args[0].permute(ints(op.permutation)))
-
-
-@torch_impl(tensor.ConcatOp, "aten.cat")
-def concat(op: tensor.ConcatOp) -> TorchFn:
+@torch_impl(tensor.ConcatOp)
+def concat(op: tensor.ConcatOp) -> TorchImpl:
     axis = op.axis.value.data
 
     def run(*inputs: torch.Tensor) -> torch.Tensor:
         return torch.cat(inputs, axis)
 
-    return run
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        return partial(torch.cat, list(args), axis, out=results[0])
+
+    return TorchImpl(run, into)
 
 
-@out_impl(tensor.ConcatOp)
-def concat_into(op: tensor.ConcatOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    return partial(torch.cat, list(args), op.axis.value.data, out=results[0])
-
-
-@torch_impl(tensor.SplitOp, "aten.split_with_sizes")
-def split(op: tensor.SplitOp) -> TorchFn:
+@torch_impl(tensor.SplitOp)
+def split(op: tensor.SplitOp) -> TorchImpl:
     sizes, axis = list(ints(op.sizes)), op.axis.value.data
 
     def run(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return tuple(torch.split(x, sizes, axis))
 
-    return run
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        pairs = list(zip(results, torch.split(args[0], sizes, axis), strict=True))
 
+        def launch() -> None:
+            for result, piece in pairs:
+                result.copy_(piece)
 
-@out_impl(tensor.SplitOp)
-def split_into(op: tensor.SplitOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    pairs = list(zip(results, torch.split(args[0], list(ints(op.sizes)), op.axis.value.data), strict=True))
+        return launch
 
-    def launch() -> None:
-        for result, piece in pairs:
-            result.copy_(piece)
-
-    return launch
+    return TorchImpl(run, into)
 
 
 def _slice_index(op: tensor.SliceOp, shape: Sequence[int]) -> tuple[tuple[int, ...], tuple[slice, ...]]:
@@ -132,33 +121,27 @@ def _slice_index(op: tensor.SliceOp, shape: Sequence[int]) -> tuple[tuple[int, .
     return tuple(flips), tuple(index)
 
 
-@torch_impl(tensor.SliceOp, "aten.slice")
-def slice_(op: tensor.SliceOp) -> TorchFn:
+@torch_impl(tensor.SliceOp)
+def slice_(op: tensor.SliceOp) -> TorchImpl:
     def run(x: torch.Tensor) -> torch.Tensor:
         flips, index = _slice_index(op, x.shape)
         return (x.flip(flips) if flips else x)[index]
 
     if any(step < 0 for step in ints(op.steps)):
-        return run  # flipped dims need their sizes: worked out per call
+        return TorchImpl(run)  # flipped dims need their sizes: worked out per call, and copied back
     _, index = _slice_index(op, static_shape(op.input))
 
     def run_static(x: torch.Tensor) -> torch.Tensor:
         return x[index]
 
-    return run_static
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        return partial(results[0].copy_, args[0][index])
+
+    return TorchImpl(run_static, into)
 
 
-@out_impl(tensor.SliceOp)
-def slice_into(op: tensor.SliceOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    x = args[0]
-    flips, index = _slice_index(op, x.shape)
-    if flips:
-        return copy_back(op, args, results)
-    return partial(results[0].copy_, x[index])
-
-
-@torch_impl(tensor.GatherOp, "aten.index_select")
-def gather(op: tensor.GatherOp) -> TorchFn:
+@torch_impl(tensor.GatherOp)
+def gather(op: tensor.GatherOp) -> TorchImpl:
     rank = len(static_shape(op.input))
     axis = op.axis.value.data % rank
 
@@ -166,44 +149,36 @@ def gather(op: tensor.GatherOp) -> TorchFn:
         picked = torch.index_select(x, axis, wrapped(indices.reshape(-1), x.shape[axis]))
         return picked.view(*x.shape[:axis], *indices.shape, *x.shape[axis + 1 :])
 
-    return run
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        x, indices = args
+        flat, size = indices.reshape(-1), x.shape[axis]
+        out = results[0].view(*x.shape[:axis], flat.numel(), *x.shape[axis + 1 :])
+
+        def launch() -> None:
+            torch.index_select(x, axis, wrapped(flat, size), out=out)
+
+        return launch
+
+    return TorchImpl(run, into)
 
 
-@out_impl(tensor.GatherOp)
-def gather_into(op: tensor.GatherOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    x, indices = args
-    axis = op.axis.value.data % x.ndim
-    flat, size = indices.reshape(-1), x.shape[axis]
-    out = results[0].view(*x.shape[:axis], flat.numel(), *x.shape[axis + 1 :])
-
-    def launch() -> None:
-        torch.index_select(x, axis, wrapped(flat, size), out=out)
-
-    return launch
-
-
-@torch_impl(tensor.GatherElementsOp, "aten.gather")
-def gather_elements(op: tensor.GatherElementsOp) -> TorchFn:
+@torch_impl(tensor.GatherElementsOp)
+def gather_elements(op: tensor.GatherElementsOp) -> TorchImpl:
     axis = op.axis.value.data
 
     def run(x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
         return torch.gather(x, axis, wrapped(indices, x.shape[axis]))
 
-    return run
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        x, indices = args
+        out, size = results[0], x.shape[axis]
 
+        def launch() -> None:
+            torch.gather(x, axis, wrapped(indices, size), out=out)
 
-@out_impl(tensor.GatherElementsOp)
-def gather_elements_into(
-    op: tensor.GatherElementsOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]
-) -> Launch:
-    x, indices = args
-    axis, out = op.axis.value.data, results[0]
-    size = x.shape[axis]
+        return launch
 
-    def launch() -> None:
-        torch.gather(x, axis, wrapped(indices, size), out=out)
-
-    return launch
+    return TorchImpl(run, into)
 
 
 def _pad_value(op: tensor.PadOp) -> float | int:
@@ -225,12 +200,32 @@ def _edge_indices(size: int, begin: int, end: int, mode: str) -> torch.Tensor:
     return torch.from_numpy(np.pad(kept, (max(0, begin), max(0, end)), mode=numpy_mode))
 
 
-@torch_impl(tensor.PadOp, "aten.constant_pad_nd")
-def pad(op: tensor.PadOp) -> TorchFn:
+def _constant_pad_into(pads: Sequence[int], value: float | int) -> Into:
+    """As constant_pad_nd does, without its allocation: fill the output, then copy the kept input inside."""
+
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        x, out = args[0], results[0]
+        rank = x.ndim
+        inside = out[tuple(slice(max(0, pads[d]), out.shape[d] - max(0, pads[d + rank])) for d in range(rank))]
+        kept = x[tuple(slice(max(0, -pads[d]), x.shape[d] - max(0, -pads[d + rank])) for d in range(rank))]
+
+        def launch() -> None:
+            out.fill_(value)
+            inside.copy_(kept)
+
+        return launch
+
+    return into
+
+
+@torch_impl(tensor.PadOp)
+def pad(op: tensor.PadOp) -> TorchImpl:
     pads, mode = ints(op.pads), op.mode.data
     rank = len(pads) // 2
     if mode == "constant":
-        return partial(F.pad, pad=torch_padding(pads), value=_pad_value(op))  # negative pads crop
+        value = _pad_value(op)
+        # Negative pads crop.
+        return TorchImpl(partial(F.pad, pad=torch_padding(pads), value=value), _constant_pad_into(pads, value))
     # Reflect and replicate gather each padded dim with an index vector: any rank, any width.
     padded = [d for d in range(rank) if pads[d] or pads[d + rank]]
     shape = static_shape(op.input)
@@ -244,28 +239,11 @@ def pad(op: tensor.PadOp) -> TorchFn:
             x = x.index_select(d, indices)
         return x
 
-    return run
+    return TorchImpl(run)
 
 
-@out_impl(tensor.PadOp)
-def pad_into(op: tensor.PadOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    if op.mode.data != "constant":
-        return copy_back(op, args, results)
-    x, out, pads = args[0], results[0], ints(op.pads)
-    rank, value = x.ndim, _pad_value(op)
-    # As constant_pad_nd does, without its allocation: fill the output, then copy the kept input inside.
-    inside = out[tuple(slice(max(0, pads[d]), out.shape[d] - max(0, pads[d + rank])) for d in range(rank))]
-    kept = x[tuple(slice(max(0, -pads[d]), x.shape[d] - max(0, -pads[d + rank])) for d in range(rank))]
-
-    def launch() -> None:
-        out.fill_(value)
-        inside.copy_(kept)
-
-    return launch
-
-
-@torch_impl(tensor.ExpandOp, "aten.expand")
-def expand(op: tensor.ExpandOp) -> TorchFn:
+@torch_impl(tensor.ExpandOp)
+def expand(op: tensor.ExpandOp) -> TorchImpl:
     shape = static_shape(op.result)
 
     def run(x: torch.Tensor) -> torch.Tensor:
@@ -273,29 +251,25 @@ def expand(op: tensor.ExpandOp) -> TorchFn:
         dims = (1,) * (len(shape) - x.ndim) + tuple(x.shape)
         return x.expand(*(d if s == DYN else s for s, d in zip(shape, dims, strict=True)))
 
-    return run
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        out = results[0]
+        return partial(out.copy_, args[0].expand(out.shape))
+
+    return TorchImpl(run, into)
 
 
-@out_impl(tensor.ExpandOp)
-def expand_into(op: tensor.ExpandOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    out = results[0]
-    return partial(out.copy_, args[0].expand(out.shape))
-
-
-@torch_impl(tensor.TileOp, "aten.repeat")
-def tile(op: tensor.TileOp) -> TorchFn:
+@torch_impl(tensor.TileOp)
+def tile(op: tensor.TileOp) -> TorchImpl:
     repeats = ints(op.repeats)
 
     def run(x: torch.Tensor) -> torch.Tensor:
         return x.repeat(repeats)  # numpy.tile when there is one repeat per dim, as the op has
 
-    return run
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        x, out = args[0], results[0]
+        # Output dim i, of size r * d, is (r, d) row-major: the input broadcast along the interleaved r's.
+        interleaved = [size for r, d in zip(repeats, x.shape, strict=True) for size in (r, d)]
+        source = x.reshape([size for d in x.shape for size in (1, d)]).expand(interleaved)
+        return partial(out.view(interleaved).copy_, source)
 
-
-@out_impl(tensor.TileOp)
-def tile_into(op: tensor.TileOp, args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    x, out, repeats = args[0], results[0], ints(op.repeats)
-    # Output dim i, of size r * d, is (r, d) row-major: the input broadcast along the interleaved r's.
-    interleaved = [size for r, d in zip(repeats, x.shape, strict=True) for size in (r, d)]
-    source = x.reshape([size for d in x.shape for size in (1, d)]).expand(interleaved)
-    return partial(out.view(interleaved).copy_, source)
+    return TorchImpl(run, into)

@@ -1,0 +1,581 @@
+"""Analytical kernel models: the roofline, refined where it is known to be wrong.
+
+Each graph op is priced as one kernel: `compute_s` (its FLOPs at the rate its kernel attains), `memory_s` (its
+traffic at the bandwidth of the memory level the data comes from) and the device's per-kernel `launch_s`; the kernel
+runs max(compute_s, memory_s) after its launch. The refinements over the roofline:
+
+- GEMM-like ops (matmul, linear, conv as an implicit GEMM, attention as two GEMMs in one fused kernel). The output is
+  cut into tiles of at most `gemm_tile_m` x `gemm_tile_n`; tiles run in waves over the cores (SMs), and a partial
+  last wave costs a whole one (wave quantization), as does a partly empty tile; each tile also pays `gemm_k_overhead`
+  extra K steps to fill its pipeline and store its result (small-problem inefficiency). Traffic follows a blocked-GEMM
+  model over the memory hierarchy: each level inside the one the data lives in receives A once per block of B's
+  columns and B once per block of A's rows. On a GPU the blocks in shared memory are the tiles, so of the tile sizes
+  (halved down to `gemm_min_tile`) the model takes, as a library's heuristic does, the one that finishes first: big
+  tiles re-read less, small ones keep more SMs busy. A CPU's caches hold square blocks that fill a third of a level.
+  Where the weights come from DRAM (`weights_in_dram`), a CPU BLAS first packs them into its blocked layout on the
+  cores that then multiply, at `gemm_pack` of DRAM's bandwidth, and that pass adds to the FMAs; with at most
+  `MATRIX_VECTOR_ROWS` rows it streams them once per row instead, overlapped, as matrix-vector products. A CPU
+  convolution library (oneDNN under ATen) reorders plain weights into its blocked layout on every call: the same
+  pass, whatever the rows.
+- depthwise convolution: a stencil on the vector units (one input channel per output channel leaves matrix units
+  nothing to reuse), usually memory-bound.
+- transposes: their bytes at `transpose` of the streaming bandwidth, as is a fused group of streaming ops that holds
+  one: a tiled transpose and a permutation that keeps the innermost axis both move short runs (a tile's row, an
+  attention head's row), not whole lines of a stream;
+- windowed pooling: its window reductions (a max pool's at `MAX_POOL_INSTRUCTIONS` each; on a CPU, at least
+  `POOL_OUTPUT_FLOOR` per output) at `pool` of the vector peak, or `pool3d` for 3-D windows (ATen's CPU pooling
+  loops run far below the vector units, its volumetric ones further still), or its bytes, whichever takes longer;
+  a global pool is a reduction (ATen's `mean`), priced as one;
+- elementwise, reductions, normalizations and data movement: their vector instructions (`VECTOR_INSTRUCTIONS`:
+  a transcendental function is a polynomial of a dozen or more, where the roofline counts it as one FLOP) at
+  `vector` of the vector peak, or their bytes, at the bandwidth of the innermost
+  level that holds the op's working set between kernels (on a GPU, L2 or HBM: per-SM memory does not keep data
+  from one kernel to the next), plus the per-kernel launch.
+- embedding lookups and bags: each distinct row is fetched once from wherever the table lives, in whole access
+  granules (cache lines, DRAM sectors); repeated lookups of a row hit in cache, as do indices and the result; each
+  lookup also costs `lookup_s` of index handling (bounds checks, finding its bag).
+
+A fused group (`group_cost`) is one kernel: its members' compute, the bytes that cross the group's boundary (not its
+intermediates, which stay on chip), its members' blocked-GEMM re-reads, and one launch.
+
+A kernel that a runtime runs as a library call (`library=True`: an ATen op called from gnomon's Python runtime)
+also pays `library_call_s` at its launch: the call's dispatch, argument checks and output handling.
+
+`Efficiency` holds the factors the models assume. A device file's `[efficiency]` table overrides them: that is where
+a calibration writes what it fits. On a device with datasheet figures (`calibrated = false`) every time here is an
+analytical prediction, not a measurement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+
+from xdsl.ir import Operation, SSAValue
+
+from gnomon.cost.devices import Device, DeviceError
+from gnomon.cost.roofline import (
+    VIEW_OPS,
+    Bound,
+    CostModelError,
+    GemmShape,
+    OpWork,
+    element_bytes,
+    embedding_rows,
+    gemm_shapes,
+    nbytes,
+    op_work,
+    static_shape,
+)
+from gnomon.dialects.graph import elementwise as ew
+from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.elementwise import DropoutOp
+from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
+from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
+from gnomon.dialects.graph.nn import (
+    AdaptivePoolOp,
+    AttentionOp,
+    AvgPoolOp,
+    ConvOp,
+    ConvTransposeOp,
+    LayerNormOp,
+    LogSoftmaxOp,
+    MaxPoolOp,
+    SoftmaxOp,
+)
+from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp, TransposeOp
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """The factors of the analytical models: calibration fits them per device (its file's `[efficiency]` table)."""
+
+    gemm: float
+    """Fraction of the matrix peak a large GEMM's main loop sustains."""
+    conv: float
+    """Fraction of the matrix peak a large convolution's main loop sustains (oneDNN's direct convolutions are not
+    the BLAS GEMMs of `gemm`)."""
+    conv_call_s: float
+    """Seconds a convolution call takes beyond its launch and main loop: a library's reorders of plain (NCHW) data
+    to its blocked layout and back, and its setup; what makes small convolutions slow."""
+    gemm_tile_m: int
+    """Rows of the largest output tile a core computes at once (a CUDA thread block; a CPU register block)."""
+    gemm_tile_n: int
+    """Columns of that tile."""
+    gemm_min_tile: int
+    """The smallest tile edge a library falls back to for a small problem."""
+    gemm_k_overhead: int
+    """Extra K steps per output tile: filling the pipeline with the first panels, storing the tile."""
+    gemm_pack: float
+    """Fraction of DRAM's bandwidth at which a CPU BLAS packs weights that come from DRAM (see the module docstring)."""
+    vector: float
+    """Fraction of the vector (fp32) peak elementwise code sustains."""
+    depthwise: float
+    """Fraction of the vector peak a depthwise convolution sustains."""
+    pool: float
+    """Fraction of the vector peak a 2-D pooling kernel's window reductions sustain."""
+    pool3d: float
+    """Fraction of the vector peak a 3-D pooling kernel's window reductions sustain (a local response norm's pool
+    across channels, as torch-mlir lowers it)."""
+    stream: float
+    """Fraction of a cache level's bandwidth a streaming kernel sustains."""
+    stream_dram: float
+    """Fraction of DRAM's (HBM's) bandwidth a streaming kernel sustains."""
+    transpose: float
+    """Fraction of the streaming bandwidth a transposing kernel sustains."""
+    library_call_s: float
+    """Seconds a library call's launch takes beyond the runtime's launch: its dispatch, checks, output handling."""
+    access_bytes: int
+    """The granule of a random access: a cache line on a CPU, a DRAM sector on a GPU."""
+    lookup_s: float
+    """Seconds an embedding lookup spends on its index, beyond moving its row (ATen's CPU embedding bag checks each
+    index and maps it to its bag one at a time)."""
+    libm_call_s: float = 0.0
+    """Seconds per element of a CPU kernel that calls libm (f32 pow: `powf`, one scalar call each, which also keeps
+    the loop from vectorizing), gnomon's generated kernels and ATen's alike; `gnomon.cost.calls` adds it."""
+    library_call_warm_s: float = 0.0
+    """What `library_call_s` falls to when the call follows a small call of the same library function: that
+    function's code and bookkeeping are still in cache (embedding bags run one after another, as in DLRM);
+    `gnomon.cost.program.kernel_cost` applies it."""
+
+
+GPU_EFFICIENCY = Efficiency(
+    gemm=0.8, conv=0.8, conv_call_s=0.0, gemm_tile_m=256, gemm_tile_n=128, gemm_min_tile=32, gemm_k_overhead=32,
+    gemm_pack=1.0,
+    vector=0.5, depthwise=0.3, pool=0.3, pool3d=0.3, stream=0.85, stream_dram=0.85, transpose=0.5, library_call_s=0.0,
+    access_bytes=32, lookup_s=0.0,
+)  # fmt: skip
+"""Typical of cuBLAS/CUTLASS-class kernels (tiles up to 256 x 128): starting values for calibration, not measured."""
+
+CPU_EFFICIENCY = Efficiency(
+    gemm=0.85, conv=0.85, conv_call_s=20e-6, gemm_tile_m=6, gemm_tile_n=16, gemm_min_tile=16, gemm_k_overhead=8,
+    gemm_pack=0.2,
+    vector=0.5, depthwise=0.3, pool=0.1, pool3d=0.05, stream=0.7, stream_dram=0.7, transpose=0.3, library_call_s=5e-6,
+    access_bytes=64, lookup_s=20e-9, libm_call_s=5e-9, library_call_warm_s=2e-6,
+)  # fmt: skip
+"""Typical of an AVX2 BLAS (a 6 x 16 fp32 register block): starting values for calibration, not measurements."""
+
+
+def efficiency(device: Device) -> Efficiency:
+    """The kind's defaults, overridden by the device file's `[efficiency]` table."""
+    defaults = GPU_EFFICIENCY if device.kind == "gpu" else CPU_EFFICIENCY
+    known = [f.name for f in fields(Efficiency)]
+    for key in device.efficiency:
+        if key not in known:
+            raise DeviceError(f"device {device.name}: unknown [efficiency] key '{key}' (known: {', '.join(known)})")
+    overrides = {
+        key: int(value) if isinstance(getattr(defaults, key), int) else value
+        for key, value in device.efficiency.items()
+    }
+    return replace(defaults, **overrides)
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """What one op (or one fused group) costs on a device: roofline and analytical figures."""
+
+    flops: int
+    bytes: int
+    """The least bytes it must move (a group: only those that cross its boundary)."""
+    roofline_s: float
+    roofline_bound: Bound
+    compute_s: float
+    """Its FLOPs at the rate its kernel attains."""
+    memory_s: float
+    """Its traffic, re-reads included, at the bandwidths of the levels it comes from."""
+    launch_s: float
+    """The runtime's overhead to launch its kernel; 0 for a view."""
+    model: str
+    """Which model priced it: gemm, conv, depthwise-conv, attention, embedding, stream, view or fused."""
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte; 0 for an op that moves nothing."""
+        return self.flops / self.bytes if self.bytes else 0.0
+
+    @property
+    def kernel_s(self) -> float:
+        """The kernel's run time on the device, without its launch."""
+        return max(self.compute_s, self.memory_s)
+
+    @property
+    def predicted_s(self) -> float:
+        """The op's time run alone: its launch, then its kernel."""
+        return self.launch_s + self.kernel_s
+
+    @property
+    def bound(self) -> Bound:
+        """What limits the kernel under the analytical model."""
+        return "compute" if self.compute_s > self.memory_s else "memory"
+
+
+@dataclass(frozen=True)
+class _Kernel:
+    model: str
+    compute_s: float
+    memory_s: float
+    """The compulsory bytes at the bandwidth of the level they come from."""
+    reuse_s: float = 0.0
+    """What re-reading operand blocks that miss a cache level adds to `memory_s`."""
+    weights_s: float = 0.0
+    """Streaming its weights from DRAM, the least `memory_s` can be (0 when they are in cache, or packed)."""
+
+
+def op_cost(
+    op: GraphOperation,
+    device: Device,
+    *,
+    conv_as_gemm: bool = False,
+    library: bool = False,
+    weights_in_dram: bool = False,
+    cores: int | None = None,
+) -> OpCost:
+    """The cost of one graph op on `device`; a CostModelError if its shapes are not static. With `conv_as_gemm` a
+    convolution is priced as the BLAS product a runtime computes it with (gnomon's, for 1x1 convolutions); with
+    `library` the kernel is a library call, which pays `library_call_s` at its launch; with `weights_in_dram` the
+    model's weights and tables do not fit the caches together, so each kernel reads its own from DRAM, however
+    small (else they are where the op's working set fits, as activations are); `cores` is how many of the device's
+    cores the kernel runs on (default: all), a share of its compute and bandwidth."""
+    work = op_work(op)
+    eff = efficiency(device)
+    kernel = _kernel(op, work, device, eff, conv_as_gemm, weights_in_dram)
+    compute_roof = work.flops / device.peak(work.peak_key) if work.flops else 0.0
+    call_s = eff.library_call_s if library else 0.0
+    return _cost(work.flops, work.bytes, compute_roof, _on_cores(kernel, device, cores), device, call_s)
+
+
+def group_cost(
+    ops: Sequence[GraphOperation],
+    device: Device,
+    *,
+    conv_as_gemm: bool = False,
+    library: bool = False,
+    weights_in_dram: bool = False,
+    cores: int | None = None,
+) -> OpCost:
+    """The cost of `ops` fused into one kernel: only the bytes that cross the group's boundary count (the options
+    are `op_cost`'s)."""
+    if not ops:
+        raise CostModelError("cost model: a fused group needs at least one op")
+    members = set[Operation](ops)
+    eff = efficiency(device)
+    reads: dict[SSAValue, int] = {}
+    writes: dict[SSAValue, int] = {}
+    flops, compute_roof, compute_s, reuse_s, weights_s = 0, 0.0, 0.0, 0.0, 0.0
+    for op in ops:
+        work = op_work(op)
+        kernel = _kernel(op, work, device, eff, conv_as_gemm, weights_in_dram)
+        flops += work.flops
+        compute_roof += work.flops / device.peak(work.peak_key) if work.flops else 0.0
+        compute_s += kernel.compute_s
+        reuse_s += kernel.reuse_s
+        weights_s += kernel.weights_s
+        for value, count in work.reads.items():
+            if not _produced_inside(value, members):
+                reads[value] = max(reads.get(value, 0), count)
+        writes |= {value: count for value, count in work.writes.items() if _escapes(value, members)}
+    moved = sum(reads.values()) + sum(writes.values())
+    if all(isinstance(op, VIEW_OPS) for op in ops):
+        return _cost(flops, moved, compute_roof, _Kernel("view", 0.0, 0.0), device)
+    bandwidth = _sustained(device, eff, _resident_index(device, moved))
+    if any(isinstance(op, TransposeOp) for op in ops) and not any(isinstance(op, GEMM_OPS) for op in ops):
+        bandwidth *= eff.transpose  # a GEMM reads a transposed operand as a strided view, at its own pace
+    call_s = eff.library_call_s if library else 0.0
+    # The members' weights cross the group's boundary: from DRAM, they take at least their streaming time.
+    memory_s = max(moved / bandwidth, weights_s)
+    kernel = _on_cores(_Kernel("fused", compute_s, memory_s, reuse_s), device, cores)
+    return _cost(flops, moved, compute_roof, kernel, device, call_s)
+
+
+def _on_cores(kernel: _Kernel, device: Device, cores: int | None) -> _Kernel:
+    """`kernel` on `cores` of the device's cores: their share of its compute and of its bandwidth (a core's own
+    caches, and its share of the shared ones)."""
+    if cores is None or cores >= device.cores:
+        return kernel
+    slower = device.cores / max(cores, 1)
+    return replace(
+        kernel, compute_s=kernel.compute_s * slower, memory_s=kernel.memory_s * slower, reuse_s=kernel.reuse_s * slower
+    )
+
+
+def _cost(flops: int, moved: int, compute_roof: float, kernel: _Kernel, device: Device, call_s: float = 0.0) -> OpCost:
+    memory_roof = moved / device.dram.bandwidth_bytes_per_s
+    return OpCost(
+        flops=flops,
+        bytes=moved,
+        roofline_s=max(compute_roof, memory_roof),
+        roofline_bound="compute" if compute_roof > memory_roof else "memory",
+        compute_s=kernel.compute_s,
+        memory_s=kernel.memory_s + kernel.reuse_s,
+        launch_s=0.0 if kernel.model == "view" else device.launch_overhead_s + call_s,
+        model=kernel.model,
+    )
+
+
+def _produced_inside(value: SSAValue, members: set[Operation]) -> bool:
+    """Whether a group member computes `value` (a constant's value is resident storage, read from outside)."""
+    owner = value.owner
+    return isinstance(owner, Operation) and owner in members and not isinstance(owner, ConstantOp)
+
+
+def _escapes(value: SSAValue, members: set[Operation]) -> bool:
+    """Whether a result must be written out: read outside the group (directly or through a view), or never read."""
+    if not value.uses:
+        return True
+    for use in value.uses:
+        user = use.operation
+        if user not in members:
+            return True
+        if isinstance(user, VIEW_OPS) and any(_escapes(result, members) for result in user.results):
+            return True
+    return False
+
+
+def _sustained(device: Device, eff: Efficiency, level: int) -> float:
+    """Bytes per second a streaming kernel moves from memory level `level`."""
+    dram = level == len(device.memory) - 1
+    return device.memory[level].bandwidth_bytes_per_s * (eff.stream_dram if dram else eff.stream)
+
+
+def _resident_index(device: Device, working_set: int) -> int:
+    """The innermost memory level that holds `working_set` bytes from one kernel to the next."""
+    for index, level in enumerate(device.memory[:-1]):
+        if level.per_core and device.kind == "gpu":
+            continue  # an SM's L1 and shared memory start empty with each kernel
+        capacity = level.capacity_bytes * (device.cores if level.per_core else 1)
+        if working_set <= capacity:
+            return index
+    return len(device.memory) - 1
+
+
+# ---- per-family kernels ----
+
+
+def _kernel(
+    op: GraphOperation,
+    work: OpWork,
+    device: Device,
+    eff: Efficiency,
+    conv_as_gemm: bool = False,
+    weights_in_dram: bool = False,
+) -> _Kernel:
+    kernel = _family_kernel(op, work, device, eff, conv_as_gemm, weights_in_dram)
+    if weights_in_dram and isinstance(op, LinearOp | ConvOp | ConvTransposeOp):
+        rows = min(shape.m for shape in gemm_shapes(op))
+        packs = kernel.model == "conv" or (kernel.model == "gemm" and rows > MATRIX_VECTOR_ROWS)
+        if device.kind == "cpu" and packs:
+            # The library's packing pass (module docstring): it reads the weights from DRAM at a fraction of its
+            # bandwidth, before and apart from the FMAs, so it adds to them rather than overlapping.
+            pack_s = nbytes(op.operands[1]) / (device.dram.bandwidth_bytes_per_s * eff.gemm_pack)
+            return replace(kernel, compute_s=kernel.compute_s + pack_s)
+        # Otherwise they stream in from DRAM, once per row on a CPU, whatever the blocked model says of the rest.
+        passes = rows if device.kind == "cpu" and kernel.model == "gemm" else 1
+        weights_s = passes * nbytes(op.operands[1]) / _sustained(device, eff, len(device.memory) - 1)
+        return replace(kernel, memory_s=max(kernel.memory_s, weights_s), weights_s=weights_s)
+    return kernel
+
+
+MATRIX_VECTOR_ROWS = 2
+"""The most rows a CPU BLAS multiplies by weights from DRAM as matrix-vector products, streaming the weights once
+per row, rather than packing them: with so few rows, packing costs more than it saves, so a fully connected layer
+with weights in DRAM takes about twice as long at two rows as at one."""
+
+
+def _family_kernel(
+    op: GraphOperation, work: OpWork, device: Device, eff: Efficiency, conv_as_gemm: bool, weights_in_dram: bool
+) -> _Kernel:
+    match op:
+        case ConstantOp() | DropoutOp() | ReshapeOp():
+            return _Kernel("view", 0.0, 0.0)
+        case ConvOp() if _is_depthwise(op):
+            # On the vector units whatever the dtype: matrix units would have nothing to reuse.
+            vector_peak = device.peak("fp64" if work.peak_key == "fp64" else "fp32")
+            return _stream("depthwise-conv", work, device, eff, vector_peak * eff.depthwise)
+        case MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp():
+            a, b = op.operands[0], op.operands[1]
+            traffic = _Traffic(nbytes(a), nbytes(b), work.bytes - nbytes(a) - nbytes(b), element_bytes(a))
+            if isinstance(op, MatmulOp | LinearOp) or conv_as_gemm:
+                return _gemm("gemm", gemm_shapes(op), traffic, work, device, eff)
+            kernel = _gemm("conv", gemm_shapes(op), traffic, work, device, eff)
+            return replace(kernel, compute_s=kernel.compute_s + eff.conv_call_s)
+        case AttentionOp():
+            return _attention(op, work, device, eff)
+        case MaxPoolOp() | AvgPoolOp() | AdaptivePoolOp():
+            volumetric = len(static_shape(op.results[0])) > 4
+            rate = device.peak(work.peak_key) * (eff.pool3d if volumetric else eff.pool)
+            kernel = _stream("pool", work, device, eff, rate)
+            if isinstance(op, MaxPoolOp | AvgPoolOp) and not volumetric and device.kind == "cpu":
+                floor = math.prod(static_shape(op.results[0])) * POOL_OUTPUT_FLOOR[type(op)]
+                kernel = replace(kernel, compute_s=max(work.flops, floor) / rate)
+            if isinstance(op, MaxPoolOp):
+                return replace(kernel, compute_s=kernel.compute_s * MAX_POOL_INSTRUCTIONS)
+            return kernel
+        case EmbeddingOp() | EmbeddingBagOp():
+            return _embedding(op, work, device, eff, weights_in_dram)
+        case TransposeOp():
+            bandwidth = _sustained(device, eff, _resident_index(device, work.bytes)) * eff.transpose
+            return _Kernel("transpose", work.flops / (device.peak(work.peak_key) * eff.vector), work.bytes / bandwidth)
+        case _:
+            kernel = _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)
+            if type(op) not in VECTOR_INSTRUCTIONS:
+                return kernel
+            instructions = VECTOR_INSTRUCTIONS[type(op)] * math.prod(static_shape(op.results[0]))
+            return replace(kernel, compute_s=instructions / (device.peak(work.peak_key) * eff.vector))
+
+
+GEMM_OPS = (MatmulOp, LinearOp, ConvOp, ConvTransposeOp, AttentionOp)
+
+MAX_POOL_INSTRUCTIONS = 2
+"""A windowed max pool's cost per compare, in an average pool's adds: ATen's CPU max pooling keeps each window's
+argmax as it compares, so its windows run at about half the rate of average pooling's."""
+
+POOL_OUTPUT_FLOOR: dict[type[GraphOperation], int] = {AvgPoolOp: 9, MaxPoolOp: 5}
+"""The fewest window reductions an output of ATen's 2-D CPU pooling costs, however small its window: each output
+also computes its window's bounds, its divisor (average) or its argmax (max), and is stored on its own, so a 2x2
+or 3x3 window costs about the same per output; a max pool's larger windows (3x3: 8 compares) rise above the
+floor."""
+
+VECTOR_INSTRUCTIONS: dict[type[GraphOperation], int] = {
+    ew.ExpOp: 12, ew.LogOp: 14, ew.ErfOp: 16, ew.TanhOp: 14, ew.SinOp: 16, ew.CosOp: 16,
+    ew.PowOp: 28,  # exp(y log x)
+    ew.SigmoidOp: 17, ew.SiluOp: 18, ew.EluOp: 15, ew.SeluOp: 16, ew.SoftplusOp: 30,
+    ew.GeluOp: 20,  # erf's 16, or tanh's 14 and the cubic: about the same
+    ew.DivOp: 4, ew.ReciprocalOp: 4, ew.SqrtOp: 4, ew.RsqrtOp: 4,
+    SoftmaxOp: 30,  # exp for the row's sum and again to normalize, max, subtractions, a division
+    LogSoftmaxOp: 17,  # exp once for the sum, max, subtractions
+    LayerNormOp: 8,  # a mean, a variance, then scale and shift
+}  # fmt: skip
+"""Vector instructions per result element of the elementwise ops that cost more than their FLOPs: polynomial
+approximations of the transcendental functions (as gnomon's generated kernels and SLEEF-style libraries compute
+them), and divisions and roots, which issue at a fraction of the FMA rate. Other ops cost their FLOPs."""
+
+
+def _is_depthwise(op: ConvOp) -> bool:
+    groups = op.groups.value.data
+    return groups > 1 and static_shape(op.weight)[1] == 1
+
+
+def _stream(model: str, work: OpWork, device: Device, eff: Efficiency, flop_rate: float) -> _Kernel:
+    """A kernel that streams its bytes once, from the level that holds them, computing at `flop_rate`."""
+    bandwidth = _sustained(device, eff, _resident_index(device, work.bytes))
+    return _Kernel(model, work.flops / flop_rate, work.bytes / bandwidth)
+
+
+@dataclass(frozen=True)
+class _Traffic:
+    """A GEMM's operands as stored: the A side (m x k), the B side (k x n), and the rest (result, bias)."""
+
+    a_bytes: int
+    b_bytes: int
+    c_bytes: int
+    element_bytes: int
+
+    @property
+    def total(self) -> int:
+        return self.a_bytes + self.b_bytes + self.c_bytes
+
+
+def _tile_edges(largest: int, smallest: int) -> list[int]:
+    """The tile edges a library chooses from: the largest, halved down to the smallest."""
+    edges = [largest]
+    while edges[-1] // 2 >= smallest:
+        edges.append(edges[-1] // 2)
+    return edges
+
+
+def _gemm_compute_s(
+    shape: GemmShape, tile: tuple[int, int], peak: float, fraction: float, device: Device, eff: Efficiency
+) -> float:
+    """Tiles run in waves over the cores, each core at `fraction` of its peak; a partial wave, a padded tile and
+    each tile's K overhead all cost time."""
+    tile_m, tile_n = tile
+    tiles = shape.batch * math.ceil(shape.m / tile_m) * math.ceil(shape.n / tile_n)
+    waves = math.ceil(tiles / device.cores)
+    return waves * 2 * tile_m * tile_n * (shape.k + eff.gemm_k_overhead) / (peak / device.cores * fraction)
+
+
+def _gemm_memory_s(
+    shape: GemmShape, tile: tuple[int, int], traffic: _Traffic, device: Device, eff: Efficiency
+) -> tuple[float, float]:
+    """(compulsory, re-read) time of the blocked-GEMM traffic model.
+
+    The data starts in the innermost level that holds it between kernels. Each level inside that one receives A
+    once per block of B's columns and B once per block of A's rows, from the level outside it and at that level's
+    bandwidth; the slowest level sets the time. A GPU stages each output tile's operands in its SM's shared memory,
+    so there the blocks are the tile; a CPU's caches hold square blocks that fill a third of the level each (and
+    a problem that fits a level is read into it once).
+    """
+    resident = _resident_index(device, traffic.total)
+    compulsory = traffic.total / device.memory[resident].bandwidth_bytes_per_s
+    slowest = compulsory
+    for index, level in enumerate(device.memory[:resident]):
+        if device.kind == "gpu" and level.per_core:
+            block_m, block_n = tile
+        elif traffic.total / shape.batch <= level.capacity_bytes:
+            block_m, block_n = shape.m, shape.n
+        else:
+            block_m = block_n = max(1, math.isqrt(level.capacity_bytes // (3 * traffic.element_bytes)))
+        moved = (
+            traffic.a_bytes * math.ceil(shape.n / min(shape.n, block_n))
+            + traffic.b_bytes * math.ceil(shape.m / min(shape.m, block_m))
+            + traffic.c_bytes
+        )
+        slowest = max(slowest, moved / device.memory[index + 1].bandwidth_bytes_per_s)
+    factor = _sustained(device, eff, resident) / device.memory[resident].bandwidth_bytes_per_s
+    return compulsory / factor, (slowest - compulsory) / factor
+
+
+def _gemm(
+    model: str, shapes: Sequence[GemmShape], traffic: _Traffic, work: OpWork, device: Device, eff: Efficiency
+) -> _Kernel:
+    """Like a library's heuristic, take the tile that finishes first: big tiles re-read less, but smaller ones
+    keep more cores busy on a small problem."""
+    peak = device.peak(work.peak_key)
+    best: _Kernel | None = None
+    for tile_m in _tile_edges(eff.gemm_tile_m, eff.gemm_min_tile):
+        for tile_n in _tile_edges(eff.gemm_tile_n, eff.gemm_min_tile):
+            tile = (tile_m, tile_n)
+            fraction = eff.conv if model == "conv" else eff.gemm
+            compute_s = sum(_gemm_compute_s(shape, tile, peak, fraction, device, eff) for shape in shapes)
+            memory_s, reuse_s = _gemm_memory_s(shapes[0], tile, traffic, device, eff)
+            kernel = _Kernel(model, compute_s, memory_s, reuse_s)
+            if best is None or _rank(kernel) < _rank(best):
+                best = kernel
+    assert best is not None  # there is at least one tile edge per dim
+    return best
+
+
+def _rank(kernel: _Kernel) -> tuple[float, float]:
+    """Faster first; of equally fast tiles, the one that moves less."""
+    traffic_s = kernel.memory_s + kernel.reuse_s
+    return max(kernel.compute_s, traffic_s), traffic_s
+
+
+def _attention(op: AttentionOp, work: OpWork, device: Device, eff: Efficiency) -> _Kernel:
+    """Flash-style: scores stay on chip; K and V stream past each block of queries, as B streams past A."""
+    query = nbytes(op.query)
+    traffic = _Traffic(query, work.bytes - query - nbytes(op.result), nbytes(op.result), element_bytes(op.query))
+    kernel = _gemm("attention", gemm_shapes(op), traffic, work, device, eff)
+    if not op.is_causal.value.data:
+        return kernel
+    # A causal mask skips the query-key blocks above the diagonal: (b + 1) / 2b of b x b blocks remain.
+    blocks = math.ceil(gemm_shapes(op)[0].m / eff.gemm_tile_m)
+    return replace(kernel, compute_s=kernel.compute_s * (blocks + 1) / (2 * blocks))
+
+
+def _embedding(
+    op: EmbeddingOp | EmbeddingBagOp, work: OpWork, device: Device, eff: Efficiency, table_in_dram: bool
+) -> _Kernel:
+    """Distinct rows from the table's level, in whole granules; repeats, indices and result from cache."""
+    lookups, distinct = embedding_rows(op)
+    row_bytes = static_shape(op.table)[1] * element_bytes(op.table)
+    fetched = math.ceil(row_bytes / eff.access_bytes) * eff.access_bytes * distinct
+    rest = work.bytes - distinct * row_bytes
+    table_level = len(device.memory) - 1 if table_in_dram else _resident_index(device, nbytes(op.table))
+    hot_level = _resident_index(device, distinct * row_bytes + rest)
+    memory_s = fetched / _sustained(device, eff, table_level) + ((lookups - distinct) * row_bytes + rest) / _sustained(
+        device, eff, hot_level
+    )
+    compute_s = work.flops / (device.peak(work.peak_key) * eff.vector) + lookups * eff.lookup_s
+    return _Kernel("embedding", compute_s, memory_s)

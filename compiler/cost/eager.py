@@ -1,0 +1,85 @@
+"""The `torch-eager` target: the imported graph, before any rewrite, op by op, as PyTorch eager runs it.
+
+Each op pays PyTorch's dispatch overhead on the host and runs alone (`op_cost`, no fusion), on the ATen kernel
+gnomon's runtime would call for it, on as many threads; a library op also pays its call (`eager_call_s`). Views
+dispatch but run no kernel. Eager uses one stream on a GPU.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Operation, SSAValue
+
+from gnomon.cost.analytical import OpCost, op_cost
+from gnomon.cost.calls import EAGER_LIBRARY_MODELS, eager_call_s, with_libm_calls
+from gnomon.cost.critical_path import Task
+from gnomon.cost.devices import Device
+from gnomon.cost.report import Report
+from gnomon.cost.roofline import VIEW_OPS, nbytes, storage
+from gnomon.cost.steps import Step, build_report, count_parameters, program_function, weights_in_dram
+from gnomon.cost.threads import library_threads
+from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.tensor import ConstantOp
+from gnomon.locations import location_name
+
+
+def eager_report(module: ModuleOp, device: Device, name: str = "the program") -> Report:
+    """The `torch-eager` target of an imported graph (`gnomon.load`'s module): its ops one by one, as eager runs
+    them."""
+    steps = eager_steps(module, device)
+    return build_report(name, "torch-eager", device, steps, 1, count_parameters(module), _peak_live_bytes(module))
+
+
+def eager_op_cost(op: GraphOperation, device: Device, *, weights_in_dram: bool = False) -> OpCost:
+    """The kernel of one op as eager runs it, without its dispatch and call: the ATen kernel gnomon's runtime calls
+    for it, on as many threads."""
+    cores = library_threads([op], device) if device.kind == "cpu" else None
+    return with_libm_calls(op_cost(op, device, weights_in_dram=weights_in_dram, cores=cores), [op], device, cores)
+
+
+def eager_steps(module: ModuleOp, device: Device) -> list[Step]:
+    """An imported graph's schedule as PyTorch eager runs it: every op but constants, dispatched and run alone."""
+    block = program_function(module).body.block
+    steps: list[Step] = []
+    producer: dict[Operation, int] = {}
+    cold_weights = weights_in_dram(module, device)
+    previous: tuple[str, OpCost] | None = None  # the last library op's name and cost
+    for op in block.ops:
+        if not isinstance(op, GraphOperation) or isinstance(op, ConstantOp):
+            continue
+        cost = eager_op_cost(op, device, weights_in_dram=cold_weights)
+        call_s = eager_call_s(op.name, cost, previous, device)
+        if cost.model in EAGER_LIBRARY_MODELS:
+            previous = (op.name, cost)
+        owners = (storage(v).owner for v in op.operands)
+        depends = tuple(sorted({producer[o] for o in owners if isinstance(o, Operation) and o in producer}))
+        producer[op] = len(steps)
+        task = Task(op.name, device.dispatch_overhead_s + call_s, cost.kernel_s, depends)
+        shapes = tuple(tuple(r.type.get_shape()) if isinstance(r.type, TensorType) else () for r in op.results)
+        steps.append(Step(task, op.name.removeprefix("graph."), "torch", location_name(op.location), shapes, cost))
+    return steps
+
+
+def _peak_live_bytes(module: ModuleOp) -> int:
+    """The most bytes of op results live at once in program order; a view keeps its storage alive."""
+    block = program_function(module).body.block
+    ops = [op for op in block.ops if isinstance(op, GraphOperation) and not isinstance(op, ConstantOp)]
+    last_use: dict[SSAValue, int] = {}
+    for step, op in enumerate(ops):
+        for operand in op.operands:
+            last_use[storage(operand)] = step
+    returned = block.last_op
+    for operand in returned.operands if isinstance(returned, func.ReturnOp) else ():
+        last_use[storage(operand)] = len(ops)
+    live, peak = 0, 0
+    dying: dict[int, int] = {}
+    for step, op in enumerate(ops):
+        if not isinstance(op, VIEW_OPS):
+            for result in op.results:
+                live += nbytes(result)
+                end = last_use.get(result, step)
+                dying[end] = dying.get(end, 0) + nbytes(result)
+        peak = max(peak, live)
+        live -= dying.pop(step, 0)
+    return peak

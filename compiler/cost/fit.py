@@ -1,0 +1,159 @@
+"""The calibration fit: from a machine's measurements to a device file's figures, by pure arithmetic.
+
+`gnomon calibrate` measures (`gnomon.runtime.calibration`); this module decides what the device file says:
+
+- DRAM bandwidth: the lower quantile `DRAM_QUANTILE` of its rounds. A shared host's other tenants take a share of
+  the memory bus that changes every few seconds, so rounds fall into a floor that every calibration sees and faster
+  stretches whose share of a run varies: the median lands in either, the best and the worst rounds are not
+  reproducible, a low quantile stays on the floor.
+- the efficiency factors named in `FITTED` and the per-kernel fixed cost: `fit_efficiency` chooses them by
+  coordinate descent to minimize the mean absolute log error of the suite's per-kernel predictions (launch overhead
+  plus kernel time, as `gnomon analyze` predicts them). The launch overhead only grows from the tiny kernel's.
+
+Nothing here runs anything: tests feed it synthetic measurements.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from gnomon.cost.analytical import efficiency
+from gnomon.cost.calls import same_library_function, warm_call
+from gnomon.cost.devices import Device
+from gnomon.cost.program import kernel_cost
+from gnomon.dialects import kernel
+
+__all__ = [
+    "BOUNDS",
+    "DRAM_QUANTILE",
+    "FITTED",
+    "LAUNCH",
+    "FitResult",
+    "Measured",
+    "fit_efficiency",
+    "geomean_error",
+    "lower_quantile",
+    "median_of_rounds",
+    "suite_prediction",
+]
+
+FITTED = (
+    "gemm", "conv", "conv_call_s", "gemm_k_overhead", "gemm_pack", "vector", "depthwise", "pool", "pool3d", "stream",
+    "stream_dram", "transpose", "library_call_s", "lookup_s", "libm_call_s", "library_call_warm_s",
+)  # fmt: skip
+"""The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
+LAUNCH = "launch_overhead_s"
+DRAM_QUANTILE = 0.2
+"""Where in the sorted DRAM rounds the DRAM figure is taken: a shared host's floor (see the module docstring)."""
+BOUNDS: dict[str, tuple[float, float]] = {
+    "gemm": (0.02, 1.0),
+    "conv": (0.02, 1.0),
+    "conv_call_s": (1e-7, 1e-3),
+    "gemm_k_overhead": (1, 1024),  # a device file's factors are positive
+    "gemm_pack": (0.01, 2.0),
+    "vector": (0.005, 1.0),
+    "depthwise": (0.005, 1.0),
+    "pool": (0.002, 1.0),
+    "pool3d": (0.001, 1.0),
+    "stream": (0.02, 2.0),  # relative to the measured bandwidth, which NumPy's loop may not saturate
+    "stream_dram": (0.02, 2.0),
+    "transpose": (0.01, 2.0),
+    "library_call_s": (1e-7, 2e-4),
+    "lookup_s": (1e-10, 1e-6),
+    "libm_call_s": (1e-10, 1e-6),
+    "library_call_warm_s": (1e-7, 2e-4),
+}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One kernel of a profiled program: the median of its launch times, and the kernel it launched."""
+
+    kernel: kernel.FuncOp
+    seconds: float
+    previous: kernel.FuncOp | None = None
+    """The kernel launched before it, if any: whether a library call is warm (`gnomon.cost.calls.warm_call`)."""
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """How well the fitted factors predict the suite's kernels."""
+
+    factors: dict[str, float]
+    launch_overhead_s: float
+    """The fitted per-kernel fixed cost: a launch, and waking the threads of a kernel that runs on several."""
+    kernels: int
+    error_before: float
+    """Geomean absolute percentage error with the default factors."""
+    error_after: float
+
+
+def lower_quantile(values: Sequence[float], fraction: float) -> float:
+    """The value `fraction` of the way up the sorted `values`, interpolated between neighbours."""
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+
+
+def median_of_rounds(rounds: Sequence[Sequence[Measured]]) -> list[Measured]:
+    """Each kernel's median time over rounds of the same suite: a round taken while a neighbour thrashed the shared
+    cache, or while it idled, must not set the factors."""
+    return [replace(same[0], seconds=statistics.median(m.seconds for m in same)) for same in zip(*rounds, strict=True)]
+
+
+def suite_prediction(measured: Measured, device: Device) -> float:
+    """A suite launch's predicted time. The suite's weights are not in cache when its GEMMs and convolutions run:
+    the program's inputs, well over the last cache level, were all copied in before."""
+    before = measured.previous
+    previous = None
+    if before is not None and same_library_function(before, measured.kernel):  # else no need to price it
+        previous = (before, kernel_cost(before, device, weights_in_dram=True))
+    warm = warm_call(previous, measured.kernel, device)
+    return kernel_cost(measured.kernel, device, weights_in_dram=True, warm_call=warm).predicted_s
+
+
+def _log_error(device: Device, measured: Sequence[Measured]) -> float:
+    # Absolute, not squared: a kernel the models cannot describe (a slow library path) must not drag the rest.
+    return statistics.fmean(abs(math.log(suite_prediction(m, device) / m.seconds)) for m in measured)
+
+
+def geomean_error(device: Device, measured: Sequence[Measured]) -> float:
+    """Geometric mean of |predicted / measured - 1| over the kernels."""
+    errors = [abs(suite_prediction(m, device) / m.seconds - 1) for m in measured]
+    return math.exp(statistics.fmean(math.log(max(e, 1e-6)) for e in errors))
+
+
+def _fitted_device(device: Device, values: dict[str, float]) -> Device:
+    """`device` with the fitted efficiency factors and per-kernel launch overhead of `values`."""
+    factors = {name: values[name] for name in FITTED}
+    return replace(device, efficiency=factors, launch_overhead_s=values[LAUNCH])
+
+
+def fit_efficiency(device: Device, measured: Sequence[Measured], sweeps: int = 3) -> FitResult:
+    """Coordinate descent on `FITTED` and the launch overhead: each in turn takes the best of a geometric grid
+    around its value. The launch overhead starts at, and stays above, the device's (a tiny kernel's launch): what
+    it gains above that is the fixed cost of a kernel that wakes the thread pools."""
+    defaults = efficiency(device)
+    values: dict[str, float] = {name: float(getattr(defaults, name)) for name in FITTED}
+    values[LAUNCH] = device.launch_overhead_s
+    bounds = BOUNDS | {LAUNCH: (device.launch_overhead_s, 2e-4)}
+    before = geomean_error(_fitted_device(device, values), measured)
+    for sweep in range(sweeps):
+        step = 2.0 ** (1 / (2 << sweep))  # finer each sweep: 2^(1/2), 2^(1/4), 2^(1/8)
+        for name in (*FITTED, LAUNCH):
+            low, high = bounds[name]
+            candidates = {min(high, max(low, values[name] * step**k)) for k in range(-12, 13)}
+            if name == "gemm_k_overhead":
+                candidates = {float(round(c)) for c in candidates}
+
+            def error(value: float, name: str = name) -> float:
+                return _log_error(_fitted_device(device, values | {name: value}), measured)
+
+            values[name] = min(sorted(candidates), key=error)
+    after = geomean_error(_fitted_device(device, values), measured)
+    return FitResult({name: values[name] for name in FITTED}, values[LAUNCH], len(measured), before, after)

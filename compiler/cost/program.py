@@ -1,0 +1,159 @@
+"""The `gnomon` target: the kernels gnomon's runtime launches, after its rewrites (batch-norm folding, constant
+folding, fusion into library and generated kernels).
+
+Each `rt.launch` is one task: the runtime's launch overhead on the host, then its `kernel.func` body on a stream,
+priced by the kernel models (`group_cost` for a fused body, `op_cost` for a one-op body, which keeps that op's own
+model, e.g. an embedding table's hit pattern). A launch waits for the launches that wrote the arena bytes it reads,
+and for those that read or wrote the bytes it overwrites. On a CPU the runtime also copies each input into its
+buffer and each result out, priced as streaming copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.ir import SSAValue
+
+from gnomon.cost.analytical import OpCost, efficiency, group_cost, op_cost
+from gnomon.cost.calls import warm_call, with_libm_calls
+from gnomon.cost.critical_path import Task
+from gnomon.cost.devices import Device, MemoryLevel
+from gnomon.cost.report import AnalysisError, Report
+from gnomon.cost.steps import (
+    Step,
+    build_report,
+    count_parameters,
+    memref_bytes,
+    memref_element_bytes,
+    memref_shape,
+    program_function,
+    weights_in_dram,
+)
+from gnomon.cost.threads import generated_threads, library_threads
+from gnomon.dialects import kernel, rt
+from gnomon.dialects.graph.base import GraphOperation
+from gnomon.locations import location_name
+
+GPU_STREAMS = 4
+"""Streams gnomon's kernels may spread over on a GPU (eager PyTorch runs on its one default stream)."""
+
+
+def program_report(
+    module: ModuleOp, device: Device, name: str = "the program", parameters: tuple[int, int] | None = None
+) -> Report:
+    """The `gnomon` target of a module already lowered to rt (`Executable.module`, a `gnomon compile` output);
+    `parameters` (count, bytes) default to its constants'."""
+    streams = 1 if device.kind == "cpu" else GPU_STREAMS
+    steps = gnomon_steps(module, device)
+    counted = parameters if parameters is not None else count_parameters(module)
+    return build_report(name, "gnomon", device, steps, streams, counted, _arena_lower_bound(module))
+
+
+def kernel_cost(
+    kernel_func: kernel.FuncOp, device: Device, *, weights_in_dram: bool = False, warm_call: bool = False
+) -> OpCost:
+    """What one launch of a kernel costs: its body as one fused group, or its one op's own model; `weights_in_dram`
+    says that the program's weights do not fit the caches together (see `weights_in_dram()`); `warm_call`, that a
+    library kernel's call follows a small one of the same function (see `warm_call()`)."""
+    ops = [op for op in kernel_func.body.block.ops if isinstance(op, GraphOperation)]
+    call = kernel_func.call
+    # The runtime runs a 1x1 convolution as a BLAS product (its library call is then `aten.mm`).
+    as_gemm = call is not None and call.callee == "aten.mm"
+    library = not kernel_func.is_generated
+    cores = None
+    if device.kind == "cpu":
+        cores = library_threads(ops, device) if library else generated_threads(kernel_func, device)
+    if len(ops) == 1:
+        cost = op_cost(
+            ops[0], device, conv_as_gemm=as_gemm, library=library, weights_in_dram=weights_in_dram, cores=cores
+        )
+    else:
+        cost = group_cost(
+            ops, device, conv_as_gemm=as_gemm, library=library, weights_in_dram=weights_in_dram, cores=cores
+        )
+    if warm_call and library:
+        eff = efficiency(device)
+        cost = replace(cost, launch_s=cost.launch_s - eff.library_call_s + eff.library_call_warm_s)
+    return with_libm_calls(cost, ops, device, cores)
+
+
+def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
+    """A lowered module's schedule: its input copies, one task per `rt.launch`, its result copies."""
+    function = program_function(module)
+    if rt.ARENA_SIZE not in function.attributes:
+        raise AnalysisError("the module is not an rt program (lower it with gnomon.executable.lower first)")
+    kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
+    costs: dict[tuple[str, bool], OpCost] = {}
+    cold_weights = weights_in_dram(module, device)
+    previous: tuple[kernel.FuncOp, OpCost] | None = None
+    block = function.body.block
+    steps: list[Step] = []
+    if device.kind == "cpu":
+        steps += [_copy_step(f"copy input {i}", "input", arg, device) for i, arg in enumerate(block.args)]
+    ranges: dict[SSAValue, tuple[int, int]] = {}
+    """The arena bytes each buffer (or view of one) occupies."""
+    touched: list[tuple[int, tuple[int, int]]] = []
+    """(task, arena range) of every buffer a launch so far read or wrote: a later writer of those bytes waits."""
+    written: list[tuple[int, tuple[int, int]]] = []
+    """(task, arena range) of every buffer a launch so far wrote: a later reader of those bytes waits."""
+    for op in block.ops:
+        if isinstance(op, rt.BufferOp):
+            size = memref_bytes(op.result.type)
+            ranges[op.result] = (op.offset.value.data, op.offset.value.data + size)
+        elif isinstance(op, rt.ViewOp) and op.source in ranges:
+            # A reshape covers its source; a concat slot, a window of it.
+            start = ranges[op.source][0] + op.element_offset * memref_element_bytes(op.result.type)
+            ranges[op.result] = (start, start + memref_bytes(op.result.type))
+        elif isinstance(op, rt.LaunchOp):
+            index = len(steps)
+            kernel_func = kernels[op.callee.string_value()]
+            name = kernel_func.sym_name.data
+            warm = warm_call(previous, kernel_func, device)
+            if (name, warm) not in costs:  # launches of one kernel.func in one context cost the same
+                costs[name, warm] = kernel_cost(kernel_func, device, weights_in_dram=cold_weights, warm_call=warm)
+            cost = costs[name, warm]
+            previous = (kernel_func, cost)
+            read = [ranges[v] for v in op.ins if v in ranges]
+            depends = {task for task, span in written if any(_overlap(span, r) for r in read)}
+            for out in op.outs:
+                depends |= {task for task, span in touched if _overlap(span, ranges[out])}
+            touched += [(index, ranges[v]) for v in (*op.ins, *op.outs) if v in ranges]
+            written += [(index, ranges[v]) for v in op.outs]
+            task = Task(name, cost.launch_s, cost.kernel_s, tuple(sorted(depends)))
+            ops = [inner.name.removeprefix("graph.") for inner in kernel_func.body.block.ops]
+            shapes = tuple(memref_shape(v.type) for v in op.outs)
+            kind = kernel_func.profile_name
+            op_label = "+".join(n for n in ops if n != "kernel.yield")
+            steps.append(Step(task, op_label, kind, location_name(op.location), shapes, cost))
+        elif isinstance(op, func.ReturnOp) and device.kind == "cpu":
+            steps += [_copy_step(f"copy output {i}", "output", v, device) for i, v in enumerate(op.operands)]
+    return steps
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def _copy_step(name: str, what: str, value: SSAValue, device: Device) -> Step:
+    """The runtime copies each input into its buffer and each result out: a read and a write of the array."""
+    size = memref_bytes(value.type)
+    level = _resident(device, 2 * size)
+    seconds = device.launch_overhead_s + 2 * size / (level.bandwidth_bytes_per_s * efficiency(device).stream)
+    task = Task(name, seconds, 0.0)
+    return Step(task, "copy", "runtime", what, (memref_shape(value.type),), None, 2 * size)
+
+
+def _resident(device: Device, working_set: int) -> MemoryLevel:
+    """The innermost level that holds `working_set` bytes, as the kernel models place streaming kernels."""
+    for level in device.memory[:-1]:
+        if working_set <= level.capacity_bytes * (device.cores if level.per_core else 1):
+            return level
+    return device.dram
+
+
+def _arena_lower_bound(module: ModuleOp) -> int:
+    function = program_function(module)
+    bound = function.attributes.get(rt.ARENA_LOWER_BOUND, function.attributes.get(rt.ARENA_SIZE))
+    return bound.value.data if isinstance(bound, IntegerAttr) else 0

@@ -1,0 +1,503 @@
+"""Roofline figures of graph ops: exact FLOPs, minimum bytes, and the attainable time on a device.
+
+FLOPs (one FLOP is one scalar arithmetic operation), by op family:
+- matrix products (matmul, linear, conv, conv_transpose, attention): a multiply-add is 2 FLOPs; bias additions and
+  attention's softmax are not counted. These are `torch.utils.flop_counter.FlopCounterMode`'s formulas for
+  mm/addmm/bmm/convolution/scaled_dot_product_attention, so a model's totals compare with it exactly.
+- elementwise: `ELEMENTWISE_FLOPS[op class]` per result element, the operations of the op's formula, where every
+  arithmetic or transcendental function counts 1 (sigmoid 1 / (1 + e^-x) is neg, exp, add, div: 4); cast 0.
+- reductions of n values: n - 1 per result (a mean adds its division: n); arg-reductions n - 1 compares.
+- pooling: each window's reduction; softmax and the normalizations: the operations of their formulas, as each
+  function counts them.
+- data movement (transpose, concat, split, slice, gather, pad, expand, tile), views and embedding lookups: 0;
+  an embedding bag counts its pooling.
+
+Bytes are the least a kernel must move: each operand read once and each result written once, at the element
+type's size. Ops that touch only part of an operand count that part: a slice or gather reads what it returns, an
+embedding reads the distinct rows it looks up (known when the indices are constants; otherwise all lookups are
+assumed distinct). Views move nothing: a reshape reinterprets its input, a constant is resident, and dropout is the
+identity at inference; their readers are charged for reading the viewed storage.
+
+The attainable time is max(flops / peak, bytes / DRAM bandwidth). Matrix products run at their dtype's peak
+(tensor cores where the dtype has them); every other op runs at the fp32 rate (fp64 for f64), the rate of the
+CUDA cores and SIMD units that execute elementwise code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    DenseIntOrFPElementsAttr,
+    Float16Type,
+    Float64Type,
+    IntegerType,
+    TensorType,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from gnomon.cost.devices import Device
+from gnomon.dialects.graph.base import DYN, GraphOperation, broadcast_shapes, ints, normalize_axis, shape_str
+from gnomon.dialects.graph.constant_values import dense_to_numpy, resource_to_numpy
+from gnomon.dialects.graph.constant_values import element_bytes as element_size
+from gnomon.dialects.graph.elementwise import (
+    AbsOp,
+    AddOp,
+    AndOp,
+    BinaryOp,
+    CastOp,
+    CeilOp,
+    ClipOp,
+    CosOp,
+    DivOp,
+    DropoutOp,
+    EluOp,
+    EqOp,
+    ErfOp,
+    ExpOp,
+    FloorOp,
+    GeluOp,
+    GeOp,
+    GtOp,
+    HardSigmoidOp,
+    HardSwishOp,
+    LeakyReluOp,
+    LeOp,
+    LogOp,
+    LtOp,
+    MaxOp,
+    MinOp,
+    MulOp,
+    NegOp,
+    NeOp,
+    NotOp,
+    OrOp,
+    PowOp,
+    PreluOp,
+    ReciprocalOp,
+    ReluOp,
+    RemOp,
+    RoundOp,
+    RsqrtOp,
+    SeluOp,
+    SigmoidOp,
+    SignOp,
+    SiluOp,
+    SinOp,
+    SoftplusOp,
+    SoftsignOp,
+    SqrtOp,
+    SubOp,
+    TanhOp,
+    UnaryOp,
+    WhereOp,
+)  # fmt: skip
+from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
+from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
+from gnomon.dialects.graph.nn import (
+    AdaptiveAvgPoolOp,
+    AdaptivePoolOp,
+    AffineNormOp,
+    AttentionOp,
+    AvgPoolOp,
+    BatchNormOp,
+    BatchNormTrainOp,
+    ConvOp,
+    ConvTransposeOp,
+    GlobalAvgPoolOp,
+    GlobalPoolOp,
+    GroupNormOp,
+    InstanceNormOp,
+    LayerNormOp,
+    LogSoftmaxOp,
+    LrnOp,
+    MaxPoolOp,
+    SoftmaxOp,
+)  # fmt: skip
+from gnomon.dialects.graph.reduce import ArgReduceOp, ReduceMeanOp, ReduceOp
+from gnomon.dialects.graph.tensor import (
+    ConcatOp,
+    ConstantOp,
+    ExpandOp,
+    GatherElementsOp,
+    GatherOp,
+    PadOp,
+    ReshapeOp,
+    SliceOp,
+    SplitOp,
+    TileOp,
+    TransposeOp,
+)  # fmt: skip
+from gnomon.errors import GnomonError
+from gnomon.locations import location_name
+
+Bound = Literal["compute", "memory"]
+
+VIEW_OPS: tuple[type[GraphOperation], ...] = (ConstantOp, DropoutOp, ReshapeOp)
+"""Ops that move no data and launch no kernel."""
+
+_ONE_FLOP: tuple[type[GraphOperation], ...] = (
+    AbsOp, AddOp, AndOp, CeilOp, CosOp, DivOp, EqOp, ErfOp, ExpOp, FloorOp, GeOp, GtOp, LeOp, LogOp, LtOp, MaxOp,
+    MinOp, MulOp, NeOp, NegOp, NotOp, OrOp, PowOp, ReciprocalOp, ReluOp, RemOp, RoundOp, RsqrtOp, SignOp, SinOp,
+    SqrtOp, SubOp, TanhOp, WhereOp,
+)  # fmt: skip
+
+ELEMENTWISE_FLOPS: dict[type[GraphOperation], int] = {
+    **dict.fromkeys(_ONE_FLOP, 1),
+    CastOp: 0,  # a conversion, no arithmetic
+    ClipOp: 2,  # max, min
+    LeakyReluOp: 2,  # mul, select
+    PreluOp: 2,  # mul, select
+    SoftsignOp: 3,  # abs, add, div
+    SigmoidOp: 4,  # neg, exp, add, div
+    HardSigmoidOp: 4,  # mul, add, max, min
+    EluOp: 4,  # exp, sub, mul, select
+    SiluOp: 5,  # sigmoid's 4, mul
+    SeluOp: 5,  # elu's 4, mul
+    HardSwishOp: 5,  # add, max, min, mul, div
+    SoftplusOp: 6,  # mul, exp, add, log, div, select above the threshold
+}
+"""FLOPs per result element of each elementwise op (gelu depends on its approximation: `GELU_FLOPS`)."""
+
+GELU_FLOPS: dict[str, int] = {
+    "none": 5,  # x * 0.5 * (1 + erf(x / sqrt 2)): mul, erf, add, mul, mul
+    "tanh": 9,  # 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))): 2 muls for x^3, mul, add, mul, tanh, add, 2 muls
+}
+
+
+class CostModelError(GnomonError):
+    """An op the cost model cannot price: it has dynamic shapes, or no model exists for it."""
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """One matrix product inside an op: `batch` independent (m x k) @ (k x n) products."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.m * self.n * self.k
+
+
+@dataclass(frozen=True)
+class OpWork:
+    """What an op computes and touches, whatever the device."""
+
+    flops: int
+    reads: Mapping[SSAValue, int]
+    """Bytes read of each value; a view's result counts as the storage it views (see `storage`)."""
+    writes: Mapping[SSAValue, int]
+    """Bytes written of each result."""
+    peak_key: str
+    """The device's peak its FLOPs run at (a `Device.peak_flops` key)."""
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.reads.values()) + sum(self.writes.values())
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """An op's roofline figures on one device."""
+
+    flops: int
+    bytes: int
+    compute_s: float
+    """flops / peak."""
+    memory_s: float
+    """bytes / DRAM bandwidth."""
+
+    @property
+    def time_s(self) -> float:
+        return max(self.compute_s, self.memory_s)
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte; 0 for an op that moves nothing."""
+        return self.flops / self.bytes if self.bytes else 0.0
+
+    @property
+    def bound(self) -> Bound:
+        return "compute" if self.compute_s > self.memory_s else "memory"
+
+
+def roofline(op: GraphOperation, device: Device) -> Roofline:
+    """The op's roofline on `device`; a CostModelError if its shapes are not static."""
+    return roofline_of(op_work(op), device)
+
+
+def roofline_of(work: OpWork, device: Device) -> Roofline:
+    """The roofline of work already counted (`op_work`)."""
+    compute_s = work.flops / device.peak(work.peak_key) if work.flops else 0.0
+    return Roofline(work.flops, work.bytes, compute_s, work.bytes / device.dram.bandwidth_bytes_per_s)
+
+
+# ---- shapes, sizes and dtypes ----
+
+
+def describe(op: Operation) -> str:
+    """The op as messages name it: its name, and its source location when it has one."""
+    location = location_name(op.location)
+    return op.name if location == "?" else f"{op.name} at {location}"
+
+
+def static_shape(value: SSAValue) -> tuple[int, ...]:
+    """The value's shape (`op_work` reports a dynamic one naming the op; this is for callers that skip it)."""
+    if not isinstance(value.type, TensorType):
+        raise CostModelError(f"cost model: {value.type} is not a ranked tensor")
+    shape = value.type.get_shape()
+    if DYN in shape:
+        raise CostModelError(f"cost model: {value.type} has a dynamic shape; the cost model needs static shapes")
+    return shape
+
+
+def element_type(value: SSAValue) -> Attribute:
+    if not isinstance(value.type, TensorType):
+        raise CostModelError(f"cost model: {value.type} is not a ranked tensor")
+    return value.type.get_element_type()
+
+
+def element_bytes(value: SSAValue) -> int:
+    dtype = element_type(value)
+    size = element_size(dtype)
+    if size is None:
+        raise CostModelError(f"cost model: no size known for element type {dtype}")
+    return size
+
+
+def elements(value: SSAValue) -> int:
+    return math.prod(static_shape(value))
+
+
+def nbytes(value: SSAValue) -> int:
+    return elements(value) * element_bytes(value)
+
+
+def peak_key(dtype: Attribute) -> str:
+    """The `Device.peak_flops` key matrix products of this element type run at.
+
+    Integers wider than 8 bits have no matrix units; they run at about the fp32 rate.
+    """
+    match dtype:
+        case Float64Type():
+            return "fp64"
+        case Float16Type():
+            return "fp16"
+        case BFloat16Type():
+            return "bf16"
+        case IntegerType() if dtype.width.data == 8:
+            return "int8"
+        case _:
+            return "fp32"
+
+
+def _vector_key(op: GraphOperation) -> str:
+    values = [*op.operands, *op.results]
+    return "fp64" if any(isinstance(element_type(v), Float64Type) for v in values) else "fp32"
+
+
+def storage(value: SSAValue) -> SSAValue:
+    """The value whose storage `value` views: through reshapes and dropouts, to what they view."""
+    while isinstance(owner := value.owner, ReshapeOp | DropoutOp):
+        value = owner.input
+    return value
+
+
+# ---- per-family work ----
+
+
+def op_work(op: GraphOperation) -> OpWork:
+    """FLOPs and bytes of one graph op (see the module docstring for the conventions)."""
+    for value in [*op.operands, *op.results]:
+        if isinstance(value.type, TensorType) and DYN in value.type.get_shape():
+            raise CostModelError(
+                f"cost model: {describe(op)} has a dynamic shape {shape_str(value.type.get_shape())};"
+                " the cost model needs static shapes (give the batch size, e.g. --batch 1, or static input shapes)"
+            )
+    match op:
+        case ConstantOp() | DropoutOp() | ReshapeOp():
+            return OpWork(0, {}, {}, "fp32")
+        case MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp() | AttentionOp():
+            flops = sum(shape.flops for shape in gemm_shapes(op))
+            return _whole(op, flops, peak_key(element_type(op.operands[0])))
+        case UnaryOp() | BinaryOp() | WhereOp() | CastOp():
+            per_element = GELU_FLOPS[op.approximate.data] if isinstance(op, GeluOp) else ELEMENTWISE_FLOPS[type(op)]
+            return _whole(op, per_element * elements(op.results[0]), _vector_key(op))
+        case ReduceOp() | ArgReduceOp():
+            return _whole(op, _reduction_flops(op), _vector_key(op))
+        case SoftmaxOp() | LogSoftmaxOp():
+            return _whole(op, _softmax_flops(op), _vector_key(op))
+        case BatchNormOp() | BatchNormTrainOp() | AffineNormOp() | LrnOp():
+            return _whole(op, _norm_flops(op), _vector_key(op))
+        case MaxPoolOp() | AvgPoolOp() | GlobalPoolOp() | AdaptivePoolOp():
+            return _whole(op, _pool_flops(op), _vector_key(op))
+        case EmbeddingOp() | EmbeddingBagOp():
+            return _embedding_work(op)
+        case SliceOp() | GatherOp() | GatherElementsOp():
+            return _partial_read(op)
+        case TransposeOp() | ConcatOp() | SplitOp() | PadOp() | ExpandOp() | TileOp():
+            return _whole(op, 0, "fp32")
+        case _:
+            raise CostModelError(f"cost model: no model for {describe(op)}")
+
+
+def _whole(op: GraphOperation, flops: int, peak: str) -> OpWork:
+    """Each operand read whole, each result written whole."""
+    reads = {storage(v): nbytes(v) for v in op.operands}
+    return OpWork(flops, reads, {r: nbytes(r) for r in op.results}, peak)
+
+
+def gemm_shapes(op: MatmulOp | LinearOp | ConvOp | ConvTransposeOp | AttentionOp) -> tuple[GemmShape, ...]:
+    """The matrix products an op performs; their FLOPs are FlopCounterMode's for the matching aten op."""
+    match op:
+        case MatmulOp():
+            a, b = static_shape(op.lhs), static_shape(op.rhs)
+            a2 = (1, *a) if len(a) == 1 else a
+            b2 = (*b, 1) if len(b) == 1 else b
+            batch = math.prod(broadcast_shapes([a2[:-2], b2[:-2]], op.name))
+            return (GemmShape(batch, a2[-2], b2[-1], a2[-1]),)
+        case LinearOp():
+            x, w = static_shape(op.input), static_shape(op.weight)
+            return (GemmShape(1, math.prod(x[:-1]), w[0], w[1]),)
+        case ConvOp():
+            # An implicit GEMM per group: output pixels x output channels, over input channels x kernel taps.
+            x, w, y = static_shape(op.input), static_shape(op.weight), static_shape(op.result)
+            groups = op.groups.value.data
+            return (GemmShape(groups, x[0] * math.prod(y[2:]), w[0] // groups, w[1] * math.prod(w[2:])),)
+        case ConvTransposeOp():
+            # Per group, each input pixel scatters (C_out / groups) x kernel taps products over C_in / groups.
+            x, w = static_shape(op.input), static_shape(op.weight)
+            groups = op.groups.value.data
+            return (GemmShape(groups, x[0] * math.prod(x[2:]), w[1] * math.prod(w[2:]), w[0] // groups),)
+        case AttentionOp():
+            q, k, v = static_shape(op.query), static_shape(op.key), static_shape(op.value)
+            batch, length, source = math.prod(q[:-2]), q[-2], k[-2]
+            return (GemmShape(batch, length, source, q[-1]), GemmShape(batch, length, v[-1], source))
+
+
+def _reduction_flops(op: ReduceOp | ArgReduceOp) -> int:
+    """n - 1 operations per result to reduce n values; a mean's division makes it n."""
+    x = static_shape(op.input)
+    if isinstance(op, ReduceOp):
+        n = math.prod(x[a] for a in op.reduced_axes())
+    else:
+        n = x[normalize_axis(op.axis.value.data, len(x), op.name)]
+    outputs = elements(op.results[0])
+    return outputs * n if isinstance(op, ReduceMeanOp) else outputs * max(n - 1, 0)
+
+
+def _rows(total: int, n: int) -> int:
+    return total // n if n else 0
+
+
+def _softmax_flops(op: SoftmaxOp | LogSoftmaxOp) -> int:
+    """Per row of n: softmax is max (n - 1), sub (n), exp (n), sum (n - 1), div (n): 5n - 2;
+    log-softmax is max, sub, exp, sum, one log, sub: 4n - 1."""
+    x = static_shape(op.input)
+    n = x[normalize_axis(op.axis.value.data, len(x), op.name)]
+    rows = _rows(math.prod(x), n)
+    return rows * (5 * n - 2 if isinstance(op, SoftmaxOp) else 4 * n - 1)
+
+
+def _norm_flops(op: BatchNormOp | BatchNormTrainOp | AffineNormOp | LrnOp) -> int:
+    """Statistics over rows of n: mean n, variance 3n (sub, square, sum and a division), rstd 2 (add epsilon,
+    rsqrt); normalizing 1 per element (times rstd); an affine pair 2 per element (mul, add)."""
+    x = static_shape(op.input)
+    total = math.prod(x)
+    match op:
+        case BatchNormOp():
+            # Per channel a factor scale * rsqrt(var + eps) and a shift bias - mean * factor (5); then x * f + s.
+            return 2 * total + 5 * x[1]
+        case BatchNormTrainOp():
+            # Batch statistics per channel (4n + 2), then the inference form's factor (3) and its 2 per element.
+            return 6 * total + 5 * x[1]
+        case LrnOp():
+            # Per element: `size` squares and size - 1 adds, then times alpha / size, plus bias, pow, div.
+            return (2 * op.size.value.data + 3) * total
+        case LayerNormOp():
+            n = math.prod(x[normalize_axis(op.axis.value.data, len(x), op.name) :])
+        case InstanceNormOp():
+            n = math.prod(x[2:])
+        case GroupNormOp():
+            n = x[1] // op.num_groups.value.data * math.prod(x[2:])
+        case _:
+            raise CostModelError(f"cost model: no model for {describe(op)}")
+    affine = 2 * total if op.affine else 0
+    return _rows(total, n) * (5 * n + 2) + affine
+
+
+def _pool_flops(op: MaxPoolOp | AvgPoolOp | GlobalPoolOp | AdaptivePoolOp) -> int:
+    """A window of w values: max takes w - 1 compares, average w - 1 adds and a division (w)."""
+    x, outputs = static_shape(op.input), elements(op.results[0])
+    match op:
+        case MaxPoolOp() | AvgPoolOp():
+            window_elements = outputs * math.prod(ints(op.kernel))
+        case GlobalPoolOp():
+            window_elements = math.prod(x)
+        case AdaptivePoolOp():
+            # PyTorch's windows along a dim of `size` into `out`: [floor(i size / out), ceil((i + 1) size / out)).
+            per_dim = [
+                sum(-(-(i + 1) * size // out) - i * size // out for i in range(out))
+                for size, out in zip(x[2:], ints(op.output_size), strict=True)
+            ]
+            window_elements = x[0] * x[1] * math.prod(per_dim)
+    averages = isinstance(op, AvgPoolOp | GlobalAvgPoolOp | AdaptiveAvgPoolOp)
+    return window_elements if averages else window_elements - outputs
+
+
+def constant_indices(value: SSAValue) -> np.ndarray | None:
+    """The values of an index tensor that is a constant (possibly reshaped), or None."""
+    owner = storage(value).owner
+    if not isinstance(owner, ConstantOp):
+        return None
+    attr = owner.value
+    if isinstance(attr, DenseIntOrFPElementsAttr):
+        return dense_to_numpy(attr)
+    try:
+        return resource_to_numpy(attr)
+    except KeyError:  # a blob the module's resource section did not provide
+        return None
+
+
+def embedding_rows(op: EmbeddingOp | EmbeddingBagOp) -> tuple[int, int]:
+    """(lookups, distinct rows): distinct rows counted when the indices are constants, else all assumed distinct."""
+    lookups, rows = elements(op.indices), static_shape(op.table)[0]
+    values = constant_indices(op.indices)
+    distinct = len(np.unique(values)) if values is not None else lookups
+    return lookups, min(distinct, rows)
+
+
+def _embedding_work(op: EmbeddingOp | EmbeddingBagOp) -> OpWork:
+    lookups, distinct = embedding_rows(op)
+    dim = static_shape(op.table)[1]
+    reads = {storage(v): nbytes(v) for v in op.operands if v is not op.table}
+    reads[storage(op.table)] = distinct * dim * element_bytes(op.table)
+    writes: dict[SSAValue, int] = {op.result: nbytes(op.result)}
+    if isinstance(op, EmbeddingOp):
+        return OpWork(0, reads, writes, _vector_key(op))
+    # Pooling a bag of b rows takes b - 1 adds (or compares) per column; weights add a multiply per lookup,
+    # a mean a division per column of each bag.
+    bags = static_shape(op.result)[0]
+    flops = max(lookups - bags, 0) * dim
+    if op.per_sample_weights is not None:
+        flops += lookups * dim
+    if op.mode.data == "mean":
+        flops += bags * dim
+    return OpWork(flops, reads, writes, _vector_key(op))
+
+
+def _partial_read(op: SliceOp | GatherOp | GatherElementsOp) -> OpWork:
+    """A slice or gather reads as many elements of its input as it returns (and all its indices)."""
+    reads = {storage(v): nbytes(v) for v in op.operands if v is not op.input}
+    reads[storage(op.input)] = nbytes(op.result)
+    writes: dict[SSAValue, int] = {op.result: nbytes(op.result)}
+    return OpWork(0, reads, writes, "fp32")

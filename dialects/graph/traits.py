@@ -1,0 +1,69 @@
+"""The canonicalization traits of graph ops: which patterns of `canonicalization` each op roots.
+
+An op carrying one of these traits is simplified by xDSL's own `canonicalize` pass, and by
+`graph-canonicalize`, which drives the same traits. As in xDSL's arith dialect, the patterns are
+imported when first asked for: they build ops of the modules that carry these traits.
+"""
+
+from __future__ import annotations
+
+from xdsl.pattern_rewriter import RewritePattern
+from xdsl.traits import HasCanonicalizationPatternsTrait
+
+
+class FoldsIntegerConstants(HasCanonicalizationPatternsTrait):
+    """Ops that shape arithmetic uses: on small integer constants they fold to a constant."""
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from gnomon.dialects.graph.canonicalization import FoldIntegerConstants
+
+        return (FoldIntegerConstants(),)
+
+
+class ReshapeCanonicalization(HasCanonicalizationPatternsTrait):
+    """`graph.reshape`: chains collapse, integer constants fold, a reshape to the input's type goes."""
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from gnomon.dialects.graph.canonicalization import (
+            CollapseReshapeChain,
+            FoldIntegerConstants,
+            RemoveIdentityReshape,
+        )
+
+        return (CollapseReshapeChain(), FoldIntegerConstants(), RemoveIdentityReshape())
+
+
+class ExpandCanonicalization(HasCanonicalizationPatternsTrait):
+    """`graph.expand`: integer constants fold, an expand to the input's type goes."""
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from gnomon.dialects.graph.canonicalization import FoldIntegerConstants, RemoveIdentityReshape
+
+        return (FoldIntegerConstants(), RemoveIdentityReshape())
+
+
+class TransposeCanonicalization(HasCanonicalizationPatternsTrait):
+    """`graph.transpose`: chains compose, integer constants fold, the identity permutation goes."""
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from gnomon.dialects.graph.canonicalization import (
+            ComposeTransposes,
+            FoldIntegerConstants,
+            RemoveIdentityTranspose,
+        )
+
+        return (ComposeTransposes(), FoldIntegerConstants(), RemoveIdentityTranspose())
+
+
+class MatmulCanonicalization(HasCanonicalizationPatternsTrait):
+    """`graph.matmul`: a product with a transposed matrix (and a bias add) is a linear layer."""
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from gnomon.dialects.graph.canonicalization import MatmulTransposeToLinear
+
+        return (MatmulTransposeToLinear(),)

@@ -1,0 +1,83 @@
+"""The builder every emitter of `kernel-to-linalg` appends its arith, math, scf and vector ops to."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import AnyFloat, FloatAttr, IndexType, IntegerAttr, IntegerType
+from xdsl.ir import Attribute, Operation, SSAValue
+
+
+class ScalarBuilder:
+    """Appends arith/math ops to a list (the ops of a block being built), with readable helpers."""
+
+    def __init__(self) -> None:
+        self.ops: list[Operation] = []
+        self._constants: dict[tuple[str, str], SSAValue] = {}
+
+    def emit(self, op: Operation) -> SSAValue:
+        """Append `op` and return its result."""
+        self.ops.append(op)
+        return op.results[0]
+
+    def insert(self, op: Operation) -> None:
+        """Append an op without results."""
+        self.ops.append(op)
+
+    def const(self, value: float | int | bool, type: Attribute) -> SSAValue:
+        """A scalar constant, emitted once per builder (repr tells -0.0 from 0.0)."""
+        key = (str(type), repr(float(value) if isinstance(type, AnyFloat) else int(value)))
+        if key not in self._constants:
+            if isinstance(type, AnyFloat):
+                self._constants[key] = self.emit(arith.ConstantOp(FloatAttr(float(value), type)))
+            else:
+                assert isinstance(type, IntegerType | IndexType)
+                self._constants[key] = self.emit(arith.ConstantOp(IntegerAttr(int(value), type)))
+        return self._constants[key]
+
+    def like(self, value: float, x: SSAValue) -> SSAValue:
+        """The float constant `value` in `x`'s type."""
+        return self.const(value, x.type)
+
+    def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.emit(arith.AddfOp(a, b))
+
+    def sub(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.emit(arith.SubfOp(a, b))
+
+    def mul(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.emit(arith.MulfOp(a, b))
+
+    def div(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.emit(arith.DivfOp(a, b))
+
+    def cmpf(self, predicate: str, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.emit(arith.CmpfOp(a, b, predicate))
+
+    def cmpi(self, predicate: str, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.emit(arith.CmpiOp(a, b, predicate))
+
+    def select(self, condition: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.emit(arith.SelectOp(condition, a, b))
+
+    def maximum(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        """NaN-propagating, as NumPy's maximum."""
+        return self.emit(arith.MaximumfOp(a, b))
+
+    def minimum(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.emit(arith.MinimumfOp(a, b))
+
+    def clamp(self, x: SSAValue, low: float, high: float) -> SSAValue:
+        """x clamped to [low, high]; NaN comes out as `low` (maxnum ignores NaN), for range reductions."""
+        return self.emit(arith.MinnumfOp(self.emit(arith.MaxnumfOp(x, self.like(low, x))), self.like(high, x)))
+
+    def polynomial(self, x: SSAValue, coefficients: Sequence[float]) -> SSAValue:
+        """Horner's rule: coefficients from the highest power down."""
+        result = self.like(coefficients[0], x)
+        for c in coefficients[1:]:
+            result = self.add(self.mul(result, x), self.like(c, x))
+        return result
+
+    def is_nan(self, x: SSAValue) -> SSAValue:
+        return self.cmpf("uno", x, x)

@@ -1,0 +1,338 @@
+"""Lowering one generated `kernel.func` to a `func.func`, and the `kernel-to-linalg` pass.
+
+A pointwise kernel becomes one fused generic per result shape; a kernel that starts with an
+anchor (a matmul, a reduction over trailing axes, a softmax over the last axis) emits the anchor,
+then its elementwise epilogue in place in the output buffer, split between threads as the anchor is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from math import prod
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref
+from xdsl.dialects.arith import FastMathFlagsAttr
+from xdsl.dialects.builtin import FunctionType, MemRefType, ModuleOp, TensorType, UnitAttr
+from xdsl.dialects.linalg.ops import YieldOp as LinalgYieldOp
+from xdsl.dialects.utils.fast_math import FastMathFlag
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
+
+from gnomon.dialects import kernel
+from gnomon.dialects.graph.linalg import MatmulOp
+from gnomon.dialects.graph.nn import LogSoftmaxOp, SoftmaxOp
+from gnomon.dialects.graph.reduce import ReduceMaxOp, ReduceMeanOp, ReduceMinOp, ReduceOp, ReduceProdOp, ReduceSumOp
+from gnomon.passes.kernel_to_linalg.approx import exp_of, log_of
+from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
+from gnomon.passes.kernel_to_linalg.matmul import MatmulPlan, emit_matmul, matmul_plan
+from gnomon.passes.kernel_to_linalg.nest import (
+    Access,
+    Computed,
+    FusedBody,
+    Loops,
+    Nest,
+    Operand,
+    element_of,
+    index,
+    plan_loops,
+    scheduled_loops,
+    shape_of,
+)
+from gnomon.passes.kernel_to_linalg.support import CodegenError, generatable
+
+ANCHORS = (MatmulOp, ReduceOp, SoftmaxOp, LogSoftmaxOp)
+"""Ops a generated kernel may start with and follow with elementwise ops, but not fuse into one generic."""
+
+
+def memref_of(value_type: Attribute) -> MemRefType:
+    assert isinstance(value_type, TensorType)
+    return MemRefType(value_type.get_element_type(), value_type.get_shape())
+
+
+@dataclass(frozen=True)
+class LoweredKernel:
+    """A generated kernel as a `func.func`, and what the runtime needs to split its calls."""
+
+    function: func.FuncOp
+    parts: int
+    """The most slices its outer loops split into; 1 runs it whole."""
+    work: int
+    """Scalar results it computes (multiply-adds, for a matmul): what a thread's share is measured in."""
+
+
+def _fused_nests(
+    nest: Nest,
+    kernel_op: kernel.FuncOp,
+    results: Sequence[tuple[SSAValue, SSAValue]],
+    sources: dict[SSAValue, SSAValue],
+    overwritten: SSAValue | None = None,
+) -> int:
+    """One fused generic per distinct result shape; returns the most parts any of them splits into. `overwritten`:
+    the input memref that the caller passes as the one output too (`lower_kernel`'s `in_place`)."""
+    by_shape: dict[tuple[int, ...], list[tuple[SSAValue, SSAValue]]] = {}
+    for value, output in results:
+        by_shape.setdefault(shape_of(value), []).append((value, output))
+    parts = 1
+    for shape, outputs in by_shape.items():
+        body = FusedBody(sources)
+        identity = tuple(range(len(shape)))
+        block = body.finish([(body.value(value, identity), element_of(value)) for value, _ in outputs])
+        if overwritten is not None and any(operand.access != identity for operand in body.inputs):
+            outputs = [(value, overwritten) for value, _ in outputs]
+        operands = [*body.inputs, *(Operand(output, identity) for _, output in outputs)]
+        loops = scheduled_loops(kernel_op, shape, [o.access for o in operands])
+        nest.emit(loops, operands, block, len(body.inputs))
+        if loops.dims:
+            parts = max(parts, -(-loops.extents[0] // max(loops.tiles[0], 1)))
+    return parts
+
+
+def _epilogue(
+    nest: Nest,
+    kernel_op: kernel.FuncOp,
+    result: tuple[SSAValue, SSAValue],
+    sources: dict[SSAValue, SSAValue],
+    computed: dict[SSAValue, Computed],
+    loops: Callable[[list[Access]], Loops],
+    rows: tuple[SSAValue, SSAValue] | None = None,
+) -> None:
+    """The kernel's result, pointwise from the anchor's (a matmul, reduction or softmax) in the output buffer.
+
+    `loops` plans the nest from the accesses; loop 0 must be split exactly as the anchor's was.
+    """
+    value, output = result
+    identity = tuple(range(len(shape_of(value))))
+
+    def pointwise(compute: Computed) -> Computed:
+        # Another element of the anchor's result may belong to another thread's rows, not yet computed.
+        def read(body: FusedBody, access: Access) -> SSAValue:
+            if access != identity:
+                raise CodegenError(f"kernel @{kernel_op.sym_name.data}: its epilogue must read {value} pointwise")
+            return compute(body, access)
+
+        return read
+
+    body = FusedBody(sources, {anchor: pointwise(compute) for anchor, compute in computed.items()})
+    block = body.finish([(body.value(value, identity), element_of(value))])
+    operands = [*body.inputs, Operand(output, identity)]
+    nest.emit(loops([o.access for o in operands]), operands, block, len(body.inputs), rows)
+
+
+_REASSOC = FastMathFlagsAttr([FastMathFlag.REASSOC])
+
+_REDUCTIONS: dict[type[Operation], tuple[float, Callable[[ScalarBuilder, SSAValue, SSAValue], SSAValue]]] = {
+    ReduceSumOp: (0.0, lambda b, acc, x: b.emit(arith.AddfOp(acc, x, _REASSOC))),
+    ReduceMeanOp: (0.0, lambda b, acc, x: b.emit(arith.AddfOp(acc, x, _REASSOC))),
+    ReduceProdOp: (1.0, lambda b, acc, x: b.emit(arith.MulfOp(acc, x, _REASSOC))),
+    ReduceMaxOp: (float("-inf"), lambda b, acc, x: b.maximum(acc, x)),
+    ReduceMinOp: (float("inf"), lambda b, acc, x: b.minimum(acc, x)),
+}
+"""Initial value and combining step of each reduction; sums may be reassociated so LLVM vectorizes them."""
+
+
+class _RowNests:
+    """Nests over the rows of a row op (a reduction over trailing axes, a softmax over the last): one plan of the
+    row loops for all of them, so every nest splits its rows between threads alike."""
+
+    def __init__(self, nest: Nest, rows: tuple[int, ...], row_loops: Loops):
+        self.nest = nest
+        self.rows = rows
+        self.row_loops = row_loops
+
+    def with_columns(self, columns: tuple[int, ...]) -> Loops:
+        """The row loops, then one loop over `columns` (dims numbered after the row dims)."""
+        first = len(self.rows)
+        dims = tuple(range(first, first + len(columns)))
+        loops = self.row_loops
+        if not columns or prod(columns) == 1:
+            return loops
+        return Loops((*loops.dims, dims), (*loops.extents, prod(columns)), (*loops.tiles, 0))
+
+    def fill(self, target: SSAValue, value: float, access: Access) -> None:
+        """target[rows of this part] = value."""
+        body = FusedBody({})
+        block = body.finish([(body.builder.const(value, element_of(target)), element_of(target))])
+        self.nest.emit(self.row_loops, [Operand(target, access)], block, 0)
+
+    def reduce(
+        self,
+        target: tuple[SSAValue, Access],
+        columns: tuple[int, ...],
+        inputs: list[tuple[SSAValue, Access]],
+        step: Callable[[ScalarBuilder, list[SSAValue], SSAValue], SSAValue],
+    ) -> None:
+        """target[row] = step(... step(target[row], inputs at (row, column 0)) ...) over every column."""
+        body = FusedBody({})
+        elements = [body.load(source, access) for source, access in inputs]
+        accumulator = body.block.insert_arg(element_of(target[0]), len(body.block.args))
+        result = step(body.builder, elements, accumulator)
+        body.block.add_ops([*body.builder.ops, LinalgYieldOp(result)])
+        operands = [*body.inputs, Operand(*target)]
+        reductions = 1 if columns and prod(columns) != 1 else 0
+        self.nest.emit(self.with_columns(columns), operands, body.block, len(body.inputs), reductions=reductions)
+
+
+def _row_kernel(
+    nest: Nest,
+    kernel_op: kernel.FuncOp,
+    anchor: Operation,
+    result: tuple[SSAValue, SSAValue],
+    sources: dict[SSAValue, SSAValue],
+) -> tuple[int, int]:
+    """A reduction over trailing axes or a softmax over the last one, then the kernel's epilogue; (parts, work)."""
+    b = nest.b
+    x = anchor.operands[0]
+    source = sources[x]
+    shape = shape_of(x)
+    if isinstance(anchor, ReduceOp):
+        kept = len(shape) - len(anchor.reduced_axes())
+    else:
+        kept = len(shape) - 1
+    rows, columns = shape[:kept], shape[kept:]
+    value, output = result
+    out_rank = len(shape_of(value))
+    row_access = tuple(range(kept))
+    x_access = tuple(range(len(shape)))
+    # Every nest splits the same row loops, planned from every access any of them makes (the column
+    # terms, numbered from `kept`, take no part): a probe body of the epilogue gives its accesses.
+    probe = FusedBody(sources, {anchor.results[0]: lambda body, access: body.load(output, access)})
+    probe.value(value, tuple(range(out_rank)))
+    accesses = [o.access for o in probe.inputs] + [row_access, x_access, tuple(range(out_rank))]
+    row_loops = plan_loops(rows, range(kept), [0] * kept, accesses, keep_first=False)
+    nests = _RowNests(nest, rows, row_loops)
+    out_access = (
+        tuple(range(out_rank)) if not isinstance(anchor, ReduceOp) else (*row_access, *(None,) * (out_rank - kept))
+    )
+    computed: dict[SSAValue, Computed]
+    if isinstance(anchor, ReduceOp):
+        initial, combine = _REDUCTIONS[type(anchor)]
+        nests.fill(output, initial, out_access)
+        nests.reduce((output, out_access), columns, [(source, x_access)], lambda sb, xs, acc: combine(sb, acc, xs[0]))
+        count = prod(columns) if isinstance(anchor, ReduceMeanOp) else None
+
+        def reduced(body: FusedBody, access: Access) -> SSAValue:
+            loaded = body.load(output, access)
+            return loaded if count is None else body.builder.div(loaded, body.builder.like(count, loaded))
+
+        computed = {anchor.results[0]: reduced}
+        if value is not anchor.results[0] or count is not None:
+            _epilogue(nest, kernel_op, result, sources, computed, lambda _: row_loops)
+    else:
+        # Each row's max and sum of exponentials; a part fills only its own rows.
+        element = element_of(x)
+        highest = b.emit(memref.AllocOp.get(element, 64, rows))
+        total = b.emit(memref.AllocOp.get(element, 64, rows))
+        nests.fill(highest, float("-inf"), row_access)
+        nests.reduce((highest, row_access), columns, [(source, x_access)], lambda sb, xs, acc: sb.maximum(acc, xs[0]))
+        nests.fill(total, 0.0, row_access)
+
+        def exp_sum(sb: ScalarBuilder, xs: list[SSAValue], acc: SSAValue) -> SSAValue:
+            return sb.emit(arith.AddfOp(acc, exp_of(sb, sb.sub(xs[0], xs[1])), _REASSOC))
+
+        nests.reduce((total, row_access), columns, [(source, x_access), (highest, row_access)], exp_sum)
+        log = isinstance(anchor, LogSoftmaxOp)
+
+        def normalized(body: FusedBody, access: Access) -> SSAValue:
+            sb = body.builder
+            shifted = sb.sub(body.load(source, access), body.load(highest, access[:kept]))
+            row_total = body.load(total, access[:kept])
+            if log:
+                return sb.sub(shifted, log_of(sb, row_total))
+            return sb.div(exp_of(sb, shifted), row_total)
+
+        computed = {anchor.results[0]: normalized}
+        _epilogue(nest, kernel_op, result, sources, computed, lambda _: nests.with_columns(columns))
+        b.insert(memref.DeallocOp.get(highest))
+        b.insert(memref.DeallocOp.get(total))
+    parts = row_loops.extents[0] if row_loops.dims else 1
+    return parts, prod(shape)
+
+
+def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> LoweredKernel:
+    """The `func.func` of a generated kernel; raises CodegenError for an op it cannot generate.
+
+    `in_place` names an input that the caller passes as the (one) output too, as the memory plan reuses a dying
+    input of a pointwise kernel; the signature is unchanged. LLVM's vectorizer guards its loop with a run-time
+    check that the arrays do not overlap. Where every operand walks the loop alike, the check is on the distance
+    between pointers and an in-place call passes it. Where one is broadcast (a batch norm's per-channel scale), it
+    checks that address ranges are disjoint, which an in-place call fails, so the scalar loop would run. There the
+    result is stored through the input's memref, so the load and store of an element share a pointer. (Not
+    everywhere: through one pointer LLVM turns an in-place relu's store into a slower masked store.)"""
+    name = kernel_op.sym_name.data
+    block = kernel_op.body.block
+    ops = [op for op in block.ops if not isinstance(op, kernel.YieldOp)]
+    for op in ops:
+        if not generatable(op):
+            raise CodegenError(
+                f"kernel @{name}: cannot generate code for {op.name} on {[str(v.type) for v in op.operands]}"
+            )
+    anchors = [op for op in ops if isinstance(op, ANCHORS)]
+    if len(anchors) > 1 or (anchors and anchors[0] is not ops[0]):
+        raise CodegenError(f"kernel @{name}: a matmul, reduction or softmax must be the kernel's first and only one")
+    terminator = block.last_op
+    assert isinstance(terminator, kernel.YieldOp)
+    inputs = [memref_of(arg.type) for arg in block.args]
+    outputs = [memref_of(value.type) for value in terminator.values]
+    entry = Block(arg_types=[*inputs, *outputs, index, index])
+    args = list(entry.args)
+    part, parts = args[-2], args[-1]
+    sources: dict[SSAValue, SSAValue] = dict(zip(block.args, args[: len(inputs)], strict=True))
+    results = list(zip(terminator.values, args[len(inputs) : len(inputs) + len(outputs)], strict=True))
+    if in_place is not None and (anchors or len(results) != 1 or inputs[in_place] != outputs[0]):
+        raise CodegenError(f"kernel @{name}: only a pointwise kernel's one result may overwrite an input")
+    b = ScalarBuilder()
+    nest = Nest(b, part, parts)
+    if anchors:
+        anchor = anchors[0]
+        if len(results) != 1 or shape_of(results[0][0]) != shape_of(anchor.results[0]):
+            raise CodegenError(f"kernel @{name}: a kernel of a {anchor.name} must return one value of its shape")
+        if isinstance(anchor, MatmulOp):
+            count, work = _matmul_kernel(nest, kernel_op, anchor, results[0], sources)
+        else:
+            count, work = _row_kernel(nest, kernel_op, anchor, results[0], sources)
+    else:
+        overwritten = args[in_place] if in_place is not None else None
+        count = _fused_nests(nest, kernel_op, results, sources, overwritten)
+        work = sum(prod(shape_of(value)) for value, _ in results)
+    entry.add_ops([*b.ops, func.ReturnOp()])
+    function = func.FuncOp(name, FunctionType.from_lists([*inputs, *outputs, index, index], []), Region(entry))
+    function.attributes["llvm.emit_c_interface"] = UnitAttr()
+    return LoweredKernel(function, count, work)
+
+
+def _matmul_kernel(
+    nest: Nest,
+    kernel_op: kernel.FuncOp,
+    matmul: MatmulOp,
+    result: tuple[SSAValue, SSAValue],
+    sources: dict[SSAValue, SSAValue],
+) -> tuple[int, int]:
+    """The matmul into the output buffer, then the kernel's epilogue over the same rows; (parts, work)."""
+    schedule = kernel_op.schedule
+    assert schedule is not None
+    plan: MatmulPlan = matmul_plan(shape_of(matmul.lhs), shape_of(matmul.rhs), schedule)
+    output = result[1]
+    rows = nest.thread_range(plan.m, plan.rows)
+    emit_matmul(nest.b, plan, sources[matmul.lhs], sources[matmul.rhs], output, rows)
+    if result[0] is not matmul.result:
+
+        def loops(accesses: list[Access]) -> Loops:
+            return plan_loops(shape_of(matmul.result), range(2), [0, 0], accesses, keep_first=True)
+
+        computed: dict[SSAValue, Computed] = {matmul.result: lambda body, access: body.load(output, access)}
+        _epilogue(nest, kernel_op, result, sources, computed, loops, rows)
+    return plan.parts, plan.m * plan.n * plan.k
+
+
+@dataclass(frozen=True)
+class KernelToLinalgPass(ModulePass):
+    """Rewrite generated `kernel.func`s into `func.func`s of linalg on memrefs; library kernels stay."""
+
+    name = "kernel-to-linalg"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel_op in [o for o in op.walk() if isinstance(o, kernel.FuncOp) and o.is_generated]:
+            Rewriter.replace_op(kernel_op, lower_kernel(kernel_op).function)

@@ -1,0 +1,64 @@
+"""Which graph ops gnomon generates loops for."""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import TensorType, f32
+from xdsl.ir import Operation, SSAValue
+
+from gnomon.dialects.graph.linalg import MatmulOp
+from gnomon.dialects.graph.nn import LogSoftmaxOp, SoftmaxOp
+from gnomon.dialects.graph.reduce import ReduceOp
+from gnomon.dialects.graph.tensor import ExpandOp, TransposeOp
+from gnomon.errors import GnomonError
+from gnomon.passes.kernel_to_linalg.scalar import SCALAR_OPS, is_float, operand_element, supported_element
+
+MATMUL_GENERATED = True
+"""Whether generated matmuls are fast enough to replace the library's: within 2x of torch.mm
+on 256^3 and 1024^3 f32 (see bench/codegen.py for the figures)."""
+
+
+class CodegenError(GnomonError):
+    """A generated kernel holds an op or a type the code generator cannot lower."""
+
+
+def _static_tensors(op: Operation) -> bool:
+    values = [*op.operands, *op.results]
+    return all(
+        isinstance(v.type, TensorType)
+        and all(d >= 0 for d in v.type.get_shape())
+        and supported_element(v.type.element_type)
+        for v in values
+    )
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    assert isinstance(value.type, TensorType)
+    return value.type.get_shape()
+
+
+def generatable(op: Operation) -> bool:
+    """Whether gnomon can generate a loop nest for `op` (static shapes, supported element types).
+
+    Elementwise ops with broadcasting, casts, `where`, transposes and expands (f32 and f64 for
+    everything, i32/i64 for arithmetic and comparisons, i1 for logic); float sum/mean/prod/max/min
+    reductions over trailing axes and softmax/log_softmax over the last; 2-D f32 matmuls when
+    `MATMUL_GENERATED`.
+    """
+    if not op.results or not _static_tensors(op):
+        return False
+    if isinstance(op, TransposeOp | ExpandOp):
+        return True
+    if isinstance(op, ReduceOp):
+        # Trailing axes: each row of the input is contiguous.
+        axes, rank = op.reduced_axes(), len(_shape(op.input))
+        return is_float(operand_element(op)) and axes == tuple(range(rank - len(axes), rank))
+    if isinstance(op, SoftmaxOp | LogSoftmaxOp):
+        rank = len(_shape(op.input))
+        return is_float(operand_element(op)) and rank > 0 and op.axis.value.data % rank == rank - 1
+    if isinstance(op, MatmulOp):
+        lhs, rhs = op.lhs.type, op.rhs.type
+        assert isinstance(lhs, TensorType)
+        assert isinstance(rhs, TensorType)
+        return MATMUL_GENERATED and lhs.get_num_dims() == rhs.get_num_dims() == 2 and lhs.element_type == f32
+    scalar = SCALAR_OPS.get(type(op))
+    return scalar is not None and scalar.accepts(operand_element(op))

@@ -1,0 +1,79 @@
+"""Micro-benchmarks of fixed costs: the runtime's launch, PyTorch eager's dispatch, the threads' handoff.
+
+Each is the median of many runs: an overhead is what every one of a model's many calls pays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from gnomon.cost.threads import PART_WORK
+from gnomon.dialects.graph.elementwise import AddOp, ReluOp
+from gnomon.runtime.calibration.profile import Lower, load, profile_suite
+from gnomon.runtime.calibration.programs import Program, affine_relu, conv, max_pool, same_shape
+from gnomon.runtime.calibration.timing import median_time
+
+__all__ = ["dispatch_overhead", "launch_overhead", "pool_handoff", "tiny_chain"]
+
+
+def tiny_chain(launches: int) -> ModuleOp:
+    """A program of `launches` one-element kernels, alternating generated adds and library max-pools (the two kinds
+    the runtime launches); each add reads its input twice, so that no two kernels fuse."""
+    program = Program()
+    value = program.argument("v0", (1, 1, 1, 1))
+    for i in range(launches):
+        name = f"v{i + 1}"
+        if i % 2 == 0:
+            value = program.add(AddOp.build(operands=[value, value], result_types=[value.type]), name)
+        else:
+            value = max_pool(program, name, value, (1, 1), 1, 0)
+    program.results.append(value)
+    return program.module()
+
+
+def launch_overhead(launches: int, trials: int, lower: Lower) -> float:
+    """Seconds per launch of gnomon's runtime, from a long and a one-kernel program of tiny kernels."""
+    x = [np.ones((1, 1, 1, 1), np.float32)]
+    long, short = load(tiny_chain(launches), lower).program, load(tiny_chain(1), lower).program
+    spread = median_time(lambda: long.run(x), trials) - median_time(lambda: short.run(x), trials)
+    return max(spread, 0.0) / (launches - 1)
+
+
+def dispatch_overhead(ops: int, trials: int) -> float:
+    """Seconds per op of PyTorch eager: tiny ops (add, relu, softmax, a reshape) called one by one."""
+    import torch
+
+    x = torch.ones(1)
+
+    def run() -> None:
+        with torch.inference_mode():
+            y = x
+            for _ in range(ops // 4):
+                y = torch.add(y, y)
+                y = torch.relu(y)
+                y = torch.softmax(y, 0)
+                y = y.reshape(1)
+
+    return median_time(run, trials) / (ops // 4 * 4)
+
+
+def _handoff_program(after_library: bool) -> ModuleOp:
+    """A broadcast affine of two slices (`PART_WORK` results each) after a 1x1 convolution (a library kernel) or
+    after a relu (a generated one)."""
+    dims = (1, 64, 2 * PART_WORK // (64 * 64), 64)
+    program = Program()
+    x, w = program.argument("x", dims), program.argument("w", (64, 64, 1, 1))
+    scale, shift = program.argument("a_s", (64, 1, 1)), program.argument("a_b", (64, 1, 1))
+    first = conv(program, "c", x, w, 1, 0) if after_library else same_shape(program, "c", ReluOp, x)
+    program.results.append(affine_relu(program, "a", first, scale, shift))
+    return program.module()
+
+
+def pool_handoff(trials: int, lower: Lower) -> float:
+    """Extra seconds a generated kernel split over two threads takes when it follows a library (OpenMP) kernel,
+    against the same kernel after a generated one. Both run on torch's OpenMP team, so this should be ~0; it is
+    measured because a thread pool of generated kernels' own would wait for torch's spinning workers to give up
+    the cores."""
+    seconds = [profile_suite(load(_handoff_program(first), lower), trials)[-1].seconds for first in (True, False)]
+    return max(seconds[0] - seconds[1], 0.0)

@@ -1,0 +1,194 @@
+"""Graph programs for the calibration, built with the graph dialect's op builders.
+
+A `Program` is one `func.func @main` on f32 tensors; the functions below append one graph op (or the few ops of
+one fused kernel) to it, work out the result's shape, and name every value as a reader of the IR would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, StringAttr, TensorType, f32, i64
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from gnomon.dialects.graph.base import GraphOperation, bool_attr, f64_attr, i64_array, i64_attr
+from gnomon.dialects.graph.elementwise import AddOp, DivOp, MulOp, PowOp, ReluOp
+from gnomon.dialects.graph.embedding import EmbeddingBagOp
+from gnomon.dialects.graph.linalg import LinearOp
+from gnomon.dialects.graph.nn import AvgPoolOp, ConvOp, GlobalAvgPoolOp, LayerNormOp, MaxPoolOp
+from gnomon.dialects.graph.tensor import ConcatOp, ConstantOp, TransposeOp
+
+__all__ = [
+    "Program",
+    "Shape",
+    "affine_relu",
+    "avg_pool",
+    "concat",
+    "conv",
+    "embedding_bag",
+    "global_avg_pool",
+    "layer_norm",
+    "linear",
+    "lrn_scale",
+    "max_pool",
+    "same_shape",
+    "transpose",
+]
+
+Shape = tuple[int, ...]
+
+
+def _tensor(dims: Sequence[int]) -> TensorType[Attribute]:
+    return TensorType(f32, list(dims))
+
+
+def _shape(value: SSAValue) -> Shape:
+    value_type = value.type
+    assert isinstance(value_type, TensorType)
+    return tuple(value_type.get_shape())
+
+
+class Program:
+    """One `func.func @main` being built: its arguments, its ops, and the values it returns."""
+
+    def __init__(self) -> None:
+        self.block = Block()
+        self.results: list[SSAValue] = []
+
+    def argument(self, name: str, dims: Shape) -> SSAValue:
+        value = self.block.insert_arg(_tensor(dims), len(self.block.args))
+        value.name_hint = name
+        return value
+
+    def add(self, op: Operation, name: str) -> SSAValue:
+        """Append `op`; its one result is named `name`."""
+        self.block.add_op(op)
+        op.results[0].name_hint = name
+        return op.results[0]
+
+    def module(self) -> ModuleOp:
+        """The module of `@main`, returning `results`; the program is spent."""
+        types = ([arg.type for arg in self.block.args], [result.type for result in self.results])
+        self.block.add_op(func.ReturnOp(*self.results))
+        return ModuleOp([func.FuncOp("main", types, Region(self.block))])
+
+
+def _window(dims: Shape, kernel: Shape, stride: int, pad: int) -> Shape:
+    """The spatial dims after a window of `kernel` slides over the trailing dims of `dims` (no dilation, floor)."""
+    spatial = dims[len(dims) - len(kernel) :]
+    return tuple((d + 2 * pad - k) // stride + 1 for d, k in zip(spatial, kernel, strict=True))
+
+
+def same_shape(
+    p: Program, name: str, op_type: type[GraphOperation], x: SSAValue, properties: dict[str, Attribute] | None = None
+) -> SSAValue:
+    """An op whose result has its input's shape: an activation, a softmax."""
+    return p.add(op_type.build(operands=[x], result_types=[x.type], properties=properties or {}), name)
+
+
+def linear(p: Program, name: str, x: SSAValue, w: SSAValue, b: SSAValue) -> SSAValue:
+    out = _tensor((_shape(x)[0], _shape(w)[0]))
+    return p.add(LinearOp.build(operands=[x, w, [b]], result_types=[out]), name)
+
+
+def conv(p: Program, name: str, x: SSAValue, w: SSAValue, stride: int, pad: int, groups: int = 1) -> SSAValue:
+    weight = _shape(w)
+    out = _tensor((_shape(x)[0], weight[0], *_window(_shape(x), weight[2:], stride, pad)))
+    properties: dict[str, Attribute] = {
+        "strides": i64_array([stride] * 2),
+        "pads": i64_array([pad] * 4),
+        "dilations": i64_array([1, 1]),
+        "groups": i64_attr(groups),
+    }
+    return p.add(ConvOp.build(operands=[x, w, []], result_types=[out], properties=properties), name)
+
+
+def max_pool(p: Program, name: str, x: SSAValue, kernel: Shape, stride: int, pad: int) -> SSAValue:
+    rank = len(kernel)
+    out = _tensor((*_shape(x)[: -rank], *_window(_shape(x), kernel, stride, pad)))
+    properties: dict[str, Attribute] = {
+        "kernel": i64_array(kernel),
+        "strides": i64_array([stride] * rank),
+        "pads": i64_array([pad] * 2 * rank),
+        "dilations": i64_array([1] * rank),
+        "ceil_mode": bool_attr(False),
+    }
+    return p.add(MaxPoolOp.build(operands=[x], result_types=[out], properties=properties), name)
+
+
+def avg_pool(
+    p: Program, name: str, x: SSAValue, kernel: Shape, stride: int, pad: int, count_include_pad: bool
+) -> SSAValue:
+    rank = len(kernel)
+    out = _tensor((*_shape(x)[: -rank], *_window(_shape(x), kernel, stride, pad)))
+    properties: dict[str, Attribute] = {
+        "kernel": i64_array(kernel),
+        "strides": i64_array([stride] * rank),
+        "pads": i64_array([pad] * 2 * rank),
+        "count_include_pad": bool_attr(count_include_pad),
+        "ceil_mode": bool_attr(False),
+    }
+    return p.add(AvgPoolOp.build(operands=[x], result_types=[out], properties=properties), name)
+
+
+def global_avg_pool(p: Program, name: str, x: SSAValue) -> SSAValue:
+    out = _tensor((*_shape(x)[:2], 1, 1))
+    return p.add(GlobalAvgPoolOp.build(operands=[x], result_types=[out]), name)
+
+
+def transpose(p: Program, name: str, x: SSAValue, permutation: Shape) -> SSAValue:
+    out = _tensor([_shape(x)[axis] for axis in permutation])
+    properties: dict[str, Attribute] = {"permutation": i64_array(permutation)}
+    return p.add(TransposeOp.build(operands=[x], result_types=[out], properties=properties), name)
+
+
+def concat(p: Program, name: str, xs: Sequence[SSAValue]) -> SSAValue:
+    first = _shape(xs[0])
+    out = _tensor((first[0], sum(_shape(x)[1] for x in xs), *first[2:]))
+    return p.add(ConcatOp.build(operands=[xs], result_types=[out], properties={"axis": i64_attr(1)}), name)
+
+
+def layer_norm(p: Program, name: str, x: SSAValue, gamma: SSAValue, beta: SSAValue) -> SSAValue:
+    properties: dict[str, Attribute] = {"axis": i64_attr(1), "epsilon": f64_attr(1e-5)}
+    op = LayerNormOp.build(operands=[x, [gamma, beta]], result_types=[x.type], properties=properties)
+    return p.add(op, name)
+
+
+def embedding_bag(p: Program, name: str, table: SSAValue, bags: int, pooling: int) -> SSAValue:
+    """Sum bags of `pooling` rows each, their indices distinct rows spread over the table, as a recommender's sparse
+    features are (a lowered kernel receives its indices as an argument, so its model assumes them distinct)."""
+    rows = _shape(table)[0]
+    lookups = bags * pooling
+    spread = [i * 7919 % rows for i in range(lookups)]
+    indices = _constant(p, f"{name}_i", DenseIntOrFPElementsAttr.from_list(TensorType(i64, [lookups]), spread))
+    starts = [b * pooling for b in range(bags)]
+    offsets = _constant(p, f"{name}_o", DenseIntOrFPElementsAttr.from_list(TensorType(i64, [bags]), starts))
+    properties: dict[str, Attribute] = {"mode": StringAttr("sum"), "include_last_offset": bool_attr(False)}
+    out = _tensor((bags, _shape(table)[1]))
+    op = EmbeddingBagOp.build(operands=[table, indices, offsets, []], result_types=[out], properties=properties)
+    return p.add(op, name)
+
+
+def affine_relu(p: Program, name: str, x: SSAValue, scale: SSAValue, shift: SSAValue) -> SSAValue:
+    """relu(x * scale + shift) with per-channel operands: an unfolded batch norm, one generated kernel."""
+    scaled = p.add(MulOp.build(operands=[x, scale], result_types=[x.type]), f"{name}_m")
+    shifted = p.add(AddOp.build(operands=[scaled, shift], result_types=[x.type]), f"{name}_a")
+    return p.add(ReluOp.build(operands=[shifted], result_types=[x.type]), name)
+
+
+def lrn_scale(p: Program, name: str, pooled: SSAValue, x: SSAValue) -> SSAValue:
+    """x / (k + alpha * pooled)^beta: a local response norm after its channel pool (AlexNet's k, alpha and beta,
+    constants, so that pow's base is positive as there), one generated kernel whose pow is a libm call per element."""
+    alpha, k, beta = (
+        _constant(p, f"{name}_{c}", DenseIntOrFPElementsAttr.from_list(TensorType(f32, []), [value]))
+        for c, value in (("a", 1e-4), ("c", 2.0), ("b", 0.75))
+    )
+    scaled = p.add(MulOp.build(operands=[pooled, alpha], result_types=[x.type]), f"{name}_m")
+    base = p.add(AddOp.build(operands=[scaled, k], result_types=[x.type]), f"{name}_k")
+    power = p.add(PowOp.build(operands=[base, beta], result_types=[x.type]), f"{name}_w")
+    return p.add(DivOp.build(operands=[x, power], result_types=[x.type]), name)
+
+
+def _constant(p: Program, name: str, value: DenseIntOrFPElementsAttr) -> SSAValue:
+    return p.add(ConstantOp.build(properties={"value": value}, result_types=[value.type]), name)

@@ -1,0 +1,227 @@
+"""The calibration suite: the kernels whose profiled times the fit of the efficiency factors matches.
+
+GEMMs, convolutions, a depthwise convolution, elementwise, broadcast affine, transpose, softmax, normalization, 2-D
+and 3-D pooling, concatenation and embedding bags, each family at a large and a small size, so that the fixed costs
+and the rates separate. The suite's shapes are not the benchmark models' own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import zip_longest
+
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.ir import Attribute, SSAValue
+
+from gnomon.cost.fit import Measured
+from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.elementwise import GeluOp, ReluOp, SigmoidOp
+from gnomon.dialects.graph.nn import SoftmaxOp
+from gnomon.runtime.calibration import CalibrationError
+from gnomon.runtime.calibration.programs import (
+    Program,
+    Shape,
+    affine_relu,
+    avg_pool,
+    concat,
+    conv,
+    embedding_bag,
+    global_avg_pool,
+    layer_norm,
+    linear,
+    lrn_scale,
+    max_pool,
+    same_shape,
+    transpose,
+)
+
+__all__ = ["CALL_BOUND", "Kernel", "Suite", "fitted_launches", "suite_program"]
+
+CALL_BOUND = ("max_pool_small", "global_avg_pool", "concat_small", "layer_norm_small", "softmax_small")
+"""The suite's library calls whose time is mostly the call's fixed cost."""
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel of the suite: its inputs, and how its graph ops are built on them."""
+
+    name: str
+    inputs: tuple[tuple[str, Shape], ...]
+    """Each input's name (after the kernel's: `conv3x3_x`) and shape."""
+    build: Callable[[Program, Sequence[SSAValue]], SSAValue]
+    reads_weights: bool = False
+    """A GEMM, convolution or embedding bag: its weights or table, read once per inference, are not in cache in a
+    model either, so it runs once."""
+
+
+def _elementwise(name: str, op: str, dims: Shape) -> Kernel:
+    ops: dict[str, tuple[type[GraphOperation], dict[str, Attribute]]] = {
+        "relu": (ReluOp, {}),
+        "gelu": (GeluOp, {"approximate": StringAttr("none")}),
+        "sigmoid": (SigmoidOp, {}),
+        "softmax": (SoftmaxOp, {"axis": IntegerAttr(1, i64)}),
+    }
+    op_type, properties = ops[op]
+    return Kernel(name, (("x", dims),), lambda p, a: same_shape(p, name, op_type, a[0], properties))
+
+
+def _transpose(name: str, dims: Shape, permutation: Shape) -> Kernel:
+    return Kernel(name, (("x", dims),), lambda p, a: transpose(p, name, a[0], permutation))
+
+
+def _affine(name: str, dims: Shape) -> Kernel:
+    """x * scale + shift, then relu, with per-channel operands: an unfolded batch norm."""
+    channel = (dims[1], 1, 1)
+    return Kernel(name, (("x", dims), ("s", channel), ("b", channel)), lambda p, a: affine_relu(p, name, *a))
+
+
+def _lrn(name: str, dims: Shape) -> Kernel:
+    return Kernel(name, (("p", dims), ("x", dims)), lambda p, a: lrn_scale(p, name, *a))
+
+
+def _linear(name: str, m: int, n: int, k: int) -> Kernel:
+    inputs = (("x", (m, k)), ("w", (n, k)), ("b", (n,)))
+    return Kernel(name, inputs, lambda p, a: linear(p, name, *a), reads_weights=True)
+
+
+def _conv(name: str, x: Shape, w: Shape, stride: int, pad: int, groups: int = 1) -> Kernel:
+    inputs = (("x", x), ("w", w))
+    return Kernel(name, inputs, lambda p, a: conv(p, name, a[0], a[1], stride, pad, groups), reads_weights=True)
+
+
+def _max_pool(name: str, dims: Shape) -> Kernel:
+    """A 3x3 stride-2 max, as ResNet's stem pools."""
+    return Kernel(name, (("x", dims),), lambda p, a: max_pool(p, name, a[0], (3, 3), 2, 1))
+
+
+def _avg_pool(name: str, dims: Shape, kernel: Shape, stride: int, pad: int, count_include_pad: bool) -> Kernel:
+    return Kernel(name, (("x", dims),), lambda p, a: avg_pool(p, name, a[0], kernel, stride, pad, count_include_pad))
+
+
+def _global_avg_pool(name: str, dims: Shape) -> Kernel:
+    return Kernel(name, (("x", dims),), lambda p, a: global_avg_pool(p, name, a[0]))
+
+
+def _concat(name: str, dims: Shape, parts: int) -> Kernel:
+    return Kernel(name, tuple((f"x{i}", dims) for i in range(parts)), lambda p, a: concat(p, name, a))
+
+
+def _layer_norm(name: str, rows: int, columns: int) -> Kernel:
+    inputs = (("x", (rows, columns)), ("g", (columns,)), ("b", (columns,)))
+    return Kernel(name, inputs, lambda p, a: layer_norm(p, name, *a))
+
+
+def _embedding_bag(name: str, rows: int, dim: int, bags: int, pooling: int) -> Kernel:
+    inputs = (("t", (rows, dim)),)
+    return Kernel(name, inputs, lambda p, a: embedding_bag(p, name, a[0], bags, pooling), reads_weights=True)
+
+
+def _quick_kernels() -> tuple[list[Kernel], list[Kernel]]:
+    generated = [_elementwise("relu", "relu", (1, 16, 28, 28)), _affine("affine", (1, 16, 28, 28))]
+    library = [_linear("linear", 64, 256, 256), _conv("conv", (1, 16, 28, 28), (16, 16, 3, 3), 1, 1)]
+    return generated, library
+
+
+def _generated_kernels() -> list[Kernel]:
+    return [
+        _elementwise("relu", "relu", (1, 64, 56, 56)),
+        _elementwise("gelu", "gelu", (256, 1024)),
+        _elementwise("sigmoid", "sigmoid", (1, 128, 28, 28)),
+        _transpose("transpose", (512, 2048), (1, 0)),
+        _elementwise("softmax", "softmax", (256, 1000)),
+        _affine("affine", (1, 128, 28, 28)),
+        _affine("affine_large", (1, 64, 112, 112)),
+        _lrn("lrn", (1, 96, 27, 27)),
+        _elementwise("relu_small", "relu", (1, 64, 14, 14)),
+        _affine("affine_small", (1, 32, 14, 14)),
+        _transpose("transpose_small", (64, 256), (1, 0)),
+        _transpose("permute", (4, 128, 8, 32), (0, 2, 1, 3)),  # attention's head split: rows of 32 move
+    ]
+
+
+def _library_kernels() -> list[Kernel]:
+    return [
+        _linear("linear_large", 256, 1024, 1024),
+        _linear("linear_tall", 1024, 256, 256),  # a transformer's projection: small weights, many rows
+        _linear("linear_wide", 64, 2048, 512),
+        _linear("linear_small", 16, 256, 256),
+        _linear("linear_vector", 1, 4096, 4096),  # batch 1: a matrix-vector product, bound by its weights' traffic
+        _linear("linear_vector_small", 1, 2048, 1536),
+        _conv("conv3x3", (1, 64, 56, 56), (64, 64, 3, 3), 1, 1),
+        _conv("conv1x1", (1, 256, 56, 56), (64, 256, 1, 1), 1, 0),
+        _conv("conv7x7", (1, 3, 224, 224), (64, 3, 7, 7), 2, 3),
+        _conv("conv_deep", (1, 256, 14, 14), (256, 256, 3, 3), 1, 1),
+        _conv("conv_large", (1, 128, 56, 56), (128, 128, 3, 3), 1, 1),
+        _conv("conv_wide", (1, 512, 7, 7), (512, 512, 3, 3), 1, 1),  # ResNet's last stage: 9.4 MB of weights
+        _conv("depthwise", (1, 128, 28, 28), (128, 1, 3, 3), 1, 1, groups=128),
+        _conv("conv_small", (1, 32, 14, 14), (32, 32, 3, 3), 1, 1),
+        _max_pool("max_pool", (1, 64, 112, 112)),
+        _max_pool("max_pool_small", (1, 64, 28, 28)),
+        _avg_pool("avg_pool", (1, 96, 56, 56), (3, 3), 1, 1, True),  # as Inception's branches pool
+        _avg_pool("avg_pool_2x2", (1, 128, 56, 56), (2, 2), 2, 0, False),  # as DenseNet's transitions pool
+        # A 3-D average over 5 channels: a local response norm's pool (AlexNet, GoogLeNet) as torch-mlir lowers it.
+        _avg_pool("channel_pool", (1, 1, 68, 40, 40), (5, 1, 1), 1, 0, True),
+        _global_avg_pool("global_avg_pool", (1, 2048, 7, 7)),
+        _concat("concat", (1, 128, 28, 28), 3),
+        _concat("concat_small", (1, 32, 14, 14), 2),
+        _layer_norm("layer_norm", 1024, 256),
+        # Tiny library calls: what they take is almost all the call's fixed cost (`library_call_s`).
+        _layer_norm("layer_norm_small", 64, 192),
+        _elementwise("softmax_small", "softmax", (4, 500)),
+        _embedding_bag("embedding_bag", 60_000, 32, 512, 15),
+        _embedding_bag("embedding_bag_small", 60_000, 32, 64, 15),
+    ]
+
+
+@dataclass(frozen=True)
+class Suite:
+    """The calibration suite: one program, and which of its launches the fit uses."""
+
+    module: ModuleOp
+    """The graph program; `gnomon.runtime.calibration.profile.load` lowers a copy."""
+    fitted: tuple[bool, ...]
+    """Per launch, in order: False for the first of a kernel's two runs (but a small call's)."""
+
+
+def suite_program(quick: bool) -> Suite:
+    """The calibration suite: its generated and library kernels alternate, as in a model (a kernel's time depends on
+    what ran before it: a parallel kernel after a serial one waits for the thread team to wake). Every kernel reads
+    its own inputs and returns its result, so none fuse.
+
+    A model's activations are in cache when the next kernel reads them: their producer just wrote them. So a kernel
+    runs twice on the same inputs, and the fit takes the second run, with its inputs in cache, except:
+    - GEMMs, convolutions and embedding bags (`Kernel.reads_weights`), which run once;
+    - the small library calls (`CALL_BOUND`): their time is mostly the call's fixed cost, which depends on the
+      kernel before, as in a model. The fit takes both runs: the first, after another kernel, prices a call
+      (`library_call_s`); the second, straight after itself, a warm one (`library_call_warm_s`)."""
+    generated, library = _quick_kernels() if quick else (_generated_kernels(), _library_kernels())
+    program = Program()
+    fitted: list[bool] = []
+    for kernel in (kernel for pair in zip_longest(library, generated) for kernel in pair if kernel is not None):
+        inputs = [program.argument(f"{kernel.name}_{name}", dims) for name, dims in kernel.inputs]
+        program.results.append(kernel.build(program, inputs))
+        if kernel.reads_weights:
+            fitted.append(True)
+            continue
+        program.results.append(_again(program, kernel, inputs))
+        fitted += [kernel.name in CALL_BOUND, True]
+    return Suite(program.module(), tuple(fitted))
+
+
+def _again(program: Program, kernel: Kernel, inputs: Sequence[SSAValue]) -> SSAValue:
+    """`kernel` built again on the same inputs, every value it defines named `..._again`."""
+    last = program.block.last_op
+    result = kernel.build(program, inputs)
+    op = last.next_op if last is not None else program.block.first_op
+    while op is not None:
+        op.results[0].name_hint = f"{op.results[0].name_hint}_again"
+        op = op.next_op
+    return result
+
+
+def fitted_launches(suite: Suite, measured: Sequence[Measured]) -> list[Measured]:
+    """The launches of a profiled run of `suite` that the fit uses."""
+    if len(measured) != len(suite.fitted):
+        raise CalibrationError(f"the calibration suite ran {len(measured)} launches, expected {len(suite.fitted)}")
+    return [m for m, fit in zip(measured, suite.fitted, strict=True) if fit]

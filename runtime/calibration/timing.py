@@ -1,0 +1,29 @@
+"""Timing a call: after one warm-up call, the best or the median of a few."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+__all__ = ["best_time", "median_time"]
+
+
+def _times(call: Callable[[], object], trials: int) -> list[float]:
+    call()
+    times: list[float] = []
+    for _ in range(trials):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def best_time(call: Callable[[], object], trials: int) -> float:
+    """For a peak: noise from other processes only ever slows a call down, so the best call is reproducible."""
+    return min(_times(call, trials))
+
+
+def median_time(call: Callable[[], object], trials: int) -> float:
+    """For an overhead: what a typical call pays, as each of a model's many calls does."""
+    return statistics.median(_times(call, trials))
