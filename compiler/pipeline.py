@@ -4,8 +4,8 @@ A model goes through three pipelines, in order: `import` (a frontend's torch-dia
 dialect), `inference` (the rewrites that inference allows) and `lowering` (kernels over one planned arena, in
 the rt dialect). The passes that run are parsed from these strings through gnomon's pass registry, so what
 `gnomon compile --print-pipeline` prints is what runs, and `gnomon-opt -p` or `xdsl-opt -p` take the same
-strings. One step of the import is not a pass: the model file's names of dynamic input dims (ONNX's
-`dim_param`) live outside the IR and are given to the function's arguments right after `torch-to-graph`.
+strings: the frontend's module carries what the passes need from the model file (its name, its inputs' and
+outputs' names, the names of its dynamic input dims) as module attributes.
 
 The module is verified once at the end of each pipeline: verifying a whole network after each of nine passes
 is a sizeable part of its compile time. `verify_each` verifies after every pass instead, so that an internal
@@ -20,19 +20,16 @@ step.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from xdsl.dialects import func
-from xdsl.dialects.builtin import DYNAMIC_INDEX, ArrayAttr, FunctionType, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.passes import ModulePass, PassPipeline
-from xdsl.rewriter import Rewriter
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import VerifyException
 
 from gnomon.context import gnomon_context
-from gnomon.dialects.graph.base import SymbolicDim, tensor_of
 from gnomon.errors import GnomonError
 from gnomon.frontends import ImportedModel, import_model
 from gnomon.registry import PASSES
@@ -78,10 +75,8 @@ def run_pipeline(
     *,
     verify_each: bool = False,
     dump_ir: str | Path | None = None,
-    after_pass: Callable[[ModulePass, ModuleOp], None] | None = None,
 ) -> ModuleOp:
-    """Run `PIPELINES[stage]` on `module` in place; `after_pass` runs after each pass, before its dump and
-    verification. `source` names the model in error messages."""
+    """Run `PIPELINES[stage]` on `module` in place; `source` names the model in error messages."""
     directory = dump_directory(dump_ir) if dump_ir is not None else None
     stages = list(PIPELINES)
     number = sum(len(list(parse_pipeline(PIPELINES[s]))) for s in stages[: stages.index(stage)])
@@ -95,8 +90,6 @@ def run_pipeline(
             if directory is not None and number == 0:
                 _dump(module, directory, number, stage)
             return
-        if after_pass is not None:
-            after_pass(previous, module)
         number += 1
         if directory is not None:
             _dump(module, directory, number, previous.name)
@@ -114,37 +107,17 @@ def run_pipeline(
 
 def to_graph(imported: ImportedModel, *, verify_each: bool = False, dump_ir: str | Path | None = None) -> ModuleOp:
     """Run the import pipeline over a frontend's torch-dialect module."""
-    from gnomon.passes.torch_to_graph import SOURCE_ATTR
+    from gnomon.passes.torch_to_graph import INPUT_DIM_NAMES_ATTR, SOURCE_ATTR
 
     module = imported.module
     module.attributes[SOURCE_ATTR] = StringAttr(imported.source)
     module.attributes[INPUT_NAMES_ATTR] = ArrayAttr(StringAttr(n) for n in imported.input_names)
     module.attributes[OUTPUT_NAMES_ATTR] = ArrayAttr(StringAttr(n) for n in imported.output_names)
-
-    def name_input_dims(done: ModulePass, module: ModuleOp) -> None:
-        if done.name == "torch-to-graph":
-            _name_input_dims(module, imported.input_dim_names)  # graph-shape-inference carries them on
-
-    return run_pipeline(
-        module, "import", imported.source, verify_each=verify_each, dump_ir=dump_ir, after_pass=name_input_dims
-    )
-
-
-def _name_input_dims(module: ModuleOp, names: Sequence[tuple[str, ...]]) -> None:
-    """Give the function's dynamic input dims the names the model file has for them."""
-    function = next((op for op in module.ops if isinstance(op, func.FuncOp)), None)
-    if function is None or not names:
-        return
-    for arg, arg_names in zip(function.args, names, strict=False):
-        if not isinstance(arg.type, TensorType) or len(arg_names) != arg.type.get_num_dims():
-            continue
-        dims = zip(arg.type.get_shape(), arg_names, strict=True)
-        shape = [SymbolicDim(n) if d == DYNAMIC_INDEX and n else d for d, n in dims]
-        named = tensor_of(arg.type.get_element_type(), shape)
-        if named != arg.type:
-            Rewriter.replace_value_with_new_type(arg, named)
-    outputs = function.function_type.outputs.data
-    function.function_type = FunctionType.from_lists([a.type for a in function.args], outputs)
+    if any(any(names) for names in imported.input_dim_names):
+        module.attributes[INPUT_DIM_NAMES_ATTR] = ArrayAttr(
+            ArrayAttr(StringAttr(n) for n in names) for names in imported.input_dim_names
+        )
+    return run_pipeline(module, "import", imported.source, verify_each=verify_each, dump_ir=dump_ir)
 
 
 def _verify_after(module: ModuleOp, source: str, after: str) -> None:

@@ -191,6 +191,17 @@ def test_the_printed_pipelines_rerun_each_stage_of_compile_in_gnomon_opt_and_xds
     assert _lines(_opt("gnomon-opt", str(dumps / "09-kernel-to-rt.mlir"))) == _lines(program.read_text())
 
 
+def test_the_import_pipeline_reruns_with_the_model_files_dim_names(tmp_path: Path) -> None:
+    model = make_onnx("dynamic_batch", tmp_path / "m.onnx")  # its batch dim is named "N"
+    dumps = tmp_path / "ir"
+    assert run("import", str(model), "--dump-ir", str(dumps)).returncode == 0
+    pipelines = dict(line.split(":") for line in run("compile", "--print-pipeline").stdout.splitlines())
+    flags = ["--allow-unregistered-dialect", "--print-debuginfo"]
+    rerun = _opt("gnomon-opt", str(dumps / "00-import.mlir"), *flags, "-p", pipelines["import"].strip())
+    assert 'tensor<?x10xf32, #graph.dims<["N", ""]>>' in rerun
+    assert _lines(rerun) == _lines((dumps / "03-graph-canonicalize.mlir").read_text())
+
+
 def test_dump_ir_into_a_file_is_one_line(tmp_path: Path) -> None:
     model = make_onnx("conv_block", tmp_path / "m.onnx")
     (tmp_path / "taken").write_text("")

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     AnyFloat,
+    ArrayAttr,
     DenseIntOrFPElementsAttr,
     DenseResourceAttr,
     FunctionType,
@@ -36,6 +38,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import VerifyException
 
+from gnomon.dialects.graph.base import SymbolicDim, tensor_of
 from gnomon.dialects.graph.constant_values import INLINE_ELEMENT_LIMIT, dense_to_resource, splat_bytes
 from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.dialects.torch import PrimTupleConstructOp, ValueTensorLiteralOp, ValueTensorType
@@ -50,6 +53,10 @@ _CONVERTER_MODULES = (creation, elementwise, embedding, indexing, linalg, nn, re
 
 SOURCE_ATTR = "gnomon.source"
 """Module attribute naming the model file, so that errors can say where an op came from."""
+
+INPUT_DIM_NAMES_ATTR = "gnomon.input_dim_names"
+"""Module attribute with the model file's names of each input's dims ("" where a dim has none, as ONNX's
+`dim_param`): the pass names the function's dynamic input dims after them, then drops the attribute."""
 
 
 @dataclass
@@ -239,3 +246,25 @@ class TorchToGraphPass(ModulePass):
                             )
                         ]
                     )
+        _name_input_dims(op)  # graph-shape-inference carries the names on
+
+
+def _name_input_dims(module: ModuleOp) -> None:
+    """Give the first function's dynamic input dims the names `INPUT_DIM_NAMES_ATTR` has for them."""
+    names = module.attributes.pop(INPUT_DIM_NAMES_ATTR, None)
+    function = next((op for op in module.ops if isinstance(op, func.FuncOp)), None)
+    if not isinstance(names, ArrayAttr) or function is None:
+        return
+    for arg, arg_names in zip(function.args, names, strict=False):
+        if not isinstance(arg.type, TensorType) or not isinstance(arg_names, ArrayAttr):
+            continue
+        dim_names = [n.data if isinstance(n, StringAttr) else "" for n in arg_names]
+        if len(dim_names) != arg.type.get_num_dims():
+            continue
+        dims = zip(arg.type.get_shape(), dim_names, strict=True)
+        shape = [SymbolicDim(n) if d == DYNAMIC_INDEX and n else d for d, n in dims]
+        named = tensor_of(arg.type.get_element_type(), shape)
+        if named != arg.type:
+            Rewriter.replace_value_with_new_type(arg, named)
+    outputs = function.function_type.outputs.data
+    function.function_type = FunctionType.from_lists([a.type for a in function.args], outputs)
