@@ -88,8 +88,9 @@ def relative_l2(actual: np.ndarray, expected: np.ndarray) -> float:
 
 
 @cache
-def _onnx_builders() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_onnx", MAKE_ONNX)
+def load_script(path: Path) -> ModuleType:
+    """A Python script outside the packages (a lit test's model builder, a benchmark), imported as a module."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -100,7 +101,7 @@ def _onnx_builders() -> ModuleType:
 def make_onnx(kind: str, out: Path) -> Path:
     """Save one of the small ONNX models of filecheck/import/Inputs/make_onnx.py (`conv_block`, `dynamic_batch`,
     `unsupported`), built in this process rather than by running the script."""
-    onnx.save(getattr(_onnx_builders(), kind)(), out)
+    onnx.save(getattr(load_script(MAKE_ONNX), kind)(), out)
     return out
 
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import LIGHT_NETWORKS, ModelCache
+from conftest import LIGHT_NETWORKS, ModelCache, load_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -320,16 +318,9 @@ def test_random_programs(buffers: list[Buffer], alignment: int) -> None:
     check(buffers, plan(buffers, alignment))
 
 
-@functools.cache
 def bench_module() -> ModuleType:
     """bench/memory_plan.py, which turns a graph function into a schedule's buffers."""
-    path = Path(__file__).parents[1] / "bench" / "memory_plan.py"
-    spec = importlib.util.spec_from_file_location("bench_memory_plan", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(Path(__file__).parents[1] / "bench" / "memory_plan.py")
 
 
 QUICK_MODELS = {"light_resnet50", "light_densenet121"}
