@@ -1,6 +1,6 @@
 """`gnomon calibrate`: measure this machine into a device file, the `local` device of the cost model.
 
-It measures (`gnomon.runtime.calibration`), in under a minute (`quick` shrinks every problem, for tests):
+It measures (`gnomon.runtime.calibration`), in one to two minutes (`quick` shrinks every problem, for tests):
 
 - peak fp32 (and fp64) FLOP/s: a large `torch.mm`, the library GEMM the runtime's linear/matmul kernels call, on
   torch's threads (the runtime's); gnomon's generated matmul on the same problem, reported beside it;
