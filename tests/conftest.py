@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
@@ -89,11 +90,14 @@ def relative_l2(actual: np.ndarray, expected: np.ndarray) -> float:
 
 @cache
 def load_script(path: Path) -> ModuleType:
-    """A Python script outside the packages (a lit test's model builder, a benchmark), imported as a module."""
-    spec = importlib.util.spec_from_file_location(path.stem, path)
+    """A Python script outside the packages (a lit test's model builder, a benchmark), imported as a module. It is
+    registered in sys.modules, as an import would, so that its dataclasses can resolve their annotations."""
+    name = f"gnomon_script_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
