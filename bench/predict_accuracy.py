@@ -22,15 +22,22 @@ each round predicted with a calibration made just before it (or, with `--device 
 device for all, and the host's peak and bandwidths measured again each round, against that device's); each figure
 is the median of its rounds' predictions against the median of their measurements.
 
+The cases above are the TUNING suite: the cost model has been refined against them. `--validate` measures the
+VALIDATION set instead (bench/validation_set.py: 32 models in 9 families, two batch sizes each), which the model is
+never tuned on; a change to the model is judged there. Its errors are also printed per family.
+
     python bench/predict_accuracy.py [--device FILE | --calibrate-once] [--models resnet50,mlp] [--rounds 5]
+    python bench/predict_accuracy.py --validate [--models vit_p4_d64,...]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import os
 import statistics
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -62,6 +69,7 @@ BATCHES = {"onnx": (1, 2), "transformer_block": (1, 8), "dlrm": (32, 256), "mlp"
 @dataclass
 class Case:
     name: str
+    family: str
     batch: int
     executable: Executable
     inputs: list[np.ndarray]
@@ -73,6 +81,7 @@ class Case:
 @dataclass
 class Result:
     case: str
+    family: str
     kernels: list[tuple[str, str, float, float]]
     """(kernel, kind, predicted, measured) per launch."""
     gnomon: tuple[float, float]
@@ -112,13 +121,11 @@ def onnx_cases(path: Path) -> tuple[list[Case], list[str]]:
         inputs = _random_inputs(executable)
         graph = gnomon.load(str(path), input_shapes=shapes)
         eager_program = TorchEagerProgram(graph)
-        cases.append(Case(name, batch, executable, inputs, lambda p=eager_program, x=inputs: p(*x), graph))
+        cases.append(Case(name, name, batch, executable, inputs, lambda p=eager_program, x=inputs: p(*x), graph))
     return cases, skipped
 
 
-def torch_case(name: str, model: torch.nn.Module, batch: int) -> Case:
-    make: Any = getattr(model, "example_inputs")
-    example: tuple[torch.Tensor, ...] = make(batch)
+def torch_case(name: str, family: str, model: torch.nn.Module, batch: int, example: tuple[torch.Tensor, ...]) -> Case:
     executable = gnomon.compile(model, example_inputs=example)
     graph = gnomon.load(model, example)
 
@@ -126,7 +133,7 @@ def torch_case(name: str, model: torch.nn.Module, batch: int) -> Case:
         with torch.inference_mode():
             return model(*example)
 
-    return Case(name, batch, executable, [x.numpy() for x in example], eager, graph)
+    return Case(name, family, batch, executable, [x.numpy() for x in example], eager, graph)
 
 
 def torch_cases(wanted: set[str] | None) -> list[Case]:
@@ -136,11 +143,29 @@ def torch_cases(wanted: set[str] | None) -> list[Case]:
         "mlp": MLP(sizes=(1024, 2048, 2048, 1000)),
     }
     return [
-        torch_case(name, model, batch)
+        torch_case(name, name, model, batch, getattr(model, "example_inputs")(batch))
         for name, model in models.items()
         if wanted is None or name in wanted
         for batch in BATCHES[name]
     ]
+
+
+def validation_cases(wanted: set[str] | None) -> list[Case]:
+    """The validation set's models at their two batch sizes (bench/validation_set.py)."""
+    path = Path(__file__).with_name("validation_set.py")
+    spec = importlib.util.spec_from_file_location("validation_set", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses resolve their annotations through it
+    spec.loader.exec_module(module)
+    cases: list[Case] = []
+    for name, entry in module.VALIDATION_SET.items():
+        if wanted is not None and name not in wanted:
+            continue
+        model = entry.build()
+        cases += [torch_case(name, entry.family, model, b, entry.example_inputs(model, b)) for b in entry.batches]
+    return cases
 
 
 def _runs_for(call: Callable[[], Any], runs: int, budget_s: float) -> int:
@@ -229,6 +254,7 @@ def result(case: Case, samples: Sequence[Sample]) -> Result:
     eager = [eager_report(case.graph, s.device, case.name).predicted_e2e_s for s in samples]
     return Result(
         f"{case.name} b{case.batch}",
+        case.family,
         kernels,
         (statistics.median(r.predicted_e2e_s for r in predicted), statistics.median(s.gnomon_s for s in samples)),
         (statistics.median(eager), statistics.median(s.eager_s for s in samples)),
@@ -264,6 +290,15 @@ def print_results(results: Sequence[Result], show_kernels: bool) -> None:
             f"  {result.case:<24} {_ms(gp):>10} {_ms(gm):>10} {ape(gp, gm):>7.1%} | "
             f"{_ms(ep):>10} {_ms(em):>10} {ape(ep, em):>7.1%}"
         )
+    families: dict[str, list[Result]] = defaultdict(list)
+    for result in results:
+        families[result.family].append(result)
+    if len(families) < len(results):
+        print("\nper family: cases, geomean APE per kernel, end to end gnomon, end to end eager")
+        for family, members in sorted(families.items()):
+            pairs = [(p, m) for r in members for _, _, p, m in r.kernels]
+            gnomon_e2e, eager_e2e = geomean_ape([r.gnomon for r in members]), geomean_ape([r.eager for r in members])
+            print(f"  {family:<24} {len(members):>4} {geomean_ape(pairs):>8.1%} {gnomon_e2e:>8.1%} {eager_e2e:>8.1%}")
     all_kernels = [(p, m) for result in results for _, _, p, m in result.kernels]
     weighted = sum(abs(p - m) for p, m in all_kernels) / sum(m for _, m in all_kernels)
     print("\ngeomean absolute percentage error (targets: per kernel <= 15%, end to end <= 10%)")
@@ -309,6 +344,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=1.0, help="seconds one measurement of a case may take")
     parser.add_argument("--rounds", type=int, default=5, help="rounds over all cases (each figure: their median)")
     parser.add_argument("--no-kernels", action="store_true", help="do not print every kernel's pair")
+    parser.add_argument("--validate", action="store_true", help="measure the validation set, not the tuning suite")
     parser.add_argument("--wait", type=float, default=60, help="seconds to wait for a quiet machine before a case")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}; torch threads {torch.get_num_threads()}")
@@ -321,12 +357,16 @@ def main() -> None:
     wanted = set(args.models.split(",")) if args.models else None
     cases: list[Case] = []
     skipped: list[str] = []
-    for path in light_models():
+    if args.validate:
+        print("the validation set (bench/validation_set.py): models the cost model is never tuned on")
+        cases += validation_cases(wanted)
+    for path in light_models() if not args.validate else []:
         if wanted is None or path.stem.removeprefix("light_") in wanted:
             onnx, missing = onnx_cases(path)
             cases += onnx
             skipped += missing
-    cases += torch_cases(wanted)
+    if not args.validate:
+        cases += torch_cases(wanted)
     if skipped:
         print("batch sizes the models cannot take:")
         for line in skipped:
