@@ -1,7 +1,7 @@
 """Graph programs for the calibration, built with the graph dialect's op builders.
 
 A `Program` is one `func.func @main` on f32 tensors; the functions below append one graph op (or the few ops of
-one fused kernel) to it, work out the result's shape, and name every value as a reader of the IR would.
+one fused kernel) to it, typed by the op's own shape rule, and name every value as a reader of the IR would.
 """
 
 from __future__ import annotations
@@ -67,17 +67,25 @@ class Program:
         op.results[0].name_hint = name
         return op.results[0]
 
+    def inferred(
+        self,
+        name: str,
+        op_type: type[GraphOperation],
+        operands: Sequence[SSAValue | Sequence[SSAValue]],
+        properties: dict[str, Attribute] | None = None,
+    ) -> SSAValue:
+        """Append an `op_type` on `operands`, its result typed by the op's shape rule (`infer_result_types`)."""
+        properties = properties or {}
+        probe = op_type.build(operands=operands, result_types=[_tensor(())], properties=properties)
+        result_types = probe.infer_result_types()
+        probe.erase()
+        return self.add(op_type.build(operands=operands, result_types=result_types, properties=properties), name)
+
     def module(self) -> ModuleOp:
         """The module of `@main`, returning `results`; the program is spent."""
         types = ([arg.type for arg in self.block.args], [result.type for result in self.results])
         self.block.add_op(func.ReturnOp(*self.results))
         return ModuleOp([func.FuncOp("main", types, Region(self.block))])
-
-
-def _window(dims: Shape, kernel: Shape, stride: int, pad: int) -> Shape:
-    """The spatial dims after a window of `kernel` slides over the trailing dims of `dims` (no dilation, floor)."""
-    spatial = dims[len(dims) - len(kernel) :]
-    return tuple((d + 2 * pad - k) // stride + 1 for d, k in zip(spatial, kernel, strict=True))
 
 
 def same_shape(
@@ -88,25 +96,21 @@ def same_shape(
 
 
 def linear(p: Program, name: str, x: SSAValue, w: SSAValue, b: SSAValue) -> SSAValue:
-    out = _tensor((_shape(x)[0], _shape(w)[0]))
-    return p.add(LinearOp.build(operands=[x, w, [b]], result_types=[out]), name)
+    return p.inferred(name, LinearOp, [x, w, [b]])
 
 
 def conv(p: Program, name: str, x: SSAValue, w: SSAValue, stride: int, pad: int, groups: int = 1) -> SSAValue:
-    weight = _shape(w)
-    out = _tensor((_shape(x)[0], weight[0], *_window(_shape(x), weight[2:], stride, pad)))
     properties: dict[str, Attribute] = {
         "strides": i64_array([stride] * 2),
         "pads": i64_array([pad] * 4),
         "dilations": i64_array([1, 1]),
         "groups": i64_attr(groups),
     }
-    return p.add(ConvOp.build(operands=[x, w, []], result_types=[out], properties=properties), name)
+    return p.inferred(name, ConvOp, [x, w, []], properties)
 
 
 def max_pool(p: Program, name: str, x: SSAValue, kernel: Shape, stride: int, pad: int) -> SSAValue:
     rank = len(kernel)
-    out = _tensor((*_shape(x)[: -rank], *_window(_shape(x), kernel, stride, pad)))
     properties: dict[str, Attribute] = {
         "kernel": i64_array(kernel),
         "strides": i64_array([stride] * rank),
@@ -114,14 +118,13 @@ def max_pool(p: Program, name: str, x: SSAValue, kernel: Shape, stride: int, pad
         "dilations": i64_array([1] * rank),
         "ceil_mode": bool_attr(False),
     }
-    return p.add(MaxPoolOp.build(operands=[x], result_types=[out], properties=properties), name)
+    return p.inferred(name, MaxPoolOp, [x], properties)
 
 
 def avg_pool(
     p: Program, name: str, x: SSAValue, kernel: Shape, stride: int, pad: int, count_include_pad: bool
 ) -> SSAValue:
     rank = len(kernel)
-    out = _tensor((*_shape(x)[: -rank], *_window(_shape(x), kernel, stride, pad)))
     properties: dict[str, Attribute] = {
         "kernel": i64_array(kernel),
         "strides": i64_array([stride] * rank),
@@ -129,24 +132,19 @@ def avg_pool(
         "count_include_pad": bool_attr(count_include_pad),
         "ceil_mode": bool_attr(False),
     }
-    return p.add(AvgPoolOp.build(operands=[x], result_types=[out], properties=properties), name)
+    return p.inferred(name, AvgPoolOp, [x], properties)
 
 
 def global_avg_pool(p: Program, name: str, x: SSAValue) -> SSAValue:
-    out = _tensor((*_shape(x)[:2], 1, 1))
-    return p.add(GlobalAvgPoolOp.build(operands=[x], result_types=[out]), name)
+    return p.inferred(name, GlobalAvgPoolOp, [x])
 
 
 def transpose(p: Program, name: str, x: SSAValue, permutation: Shape) -> SSAValue:
-    out = _tensor([_shape(x)[axis] for axis in permutation])
-    properties: dict[str, Attribute] = {"permutation": i64_array(permutation)}
-    return p.add(TransposeOp.build(operands=[x], result_types=[out], properties=properties), name)
+    return p.inferred(name, TransposeOp, [x], {"permutation": i64_array(permutation)})
 
 
 def concat(p: Program, name: str, xs: Sequence[SSAValue]) -> SSAValue:
-    first = _shape(xs[0])
-    out = _tensor((first[0], sum(_shape(x)[1] for x in xs), *first[2:]))
-    return p.add(ConcatOp.build(operands=[xs], result_types=[out], properties={"axis": i64_attr(1)}), name)
+    return p.inferred(name, ConcatOp, [xs], {"axis": i64_attr(1)})
 
 
 def layer_norm(p: Program, name: str, x: SSAValue, gamma: SSAValue, beta: SSAValue) -> SSAValue:
@@ -165,9 +163,7 @@ def embedding_bag(p: Program, name: str, table: SSAValue, bags: int, pooling: in
     starts = [b * pooling for b in range(bags)]
     offsets = _constant(p, f"{name}_o", DenseIntOrFPElementsAttr.from_list(TensorType(i64, [bags]), starts))
     properties: dict[str, Attribute] = {"mode": StringAttr("sum"), "include_last_offset": bool_attr(False)}
-    out = _tensor((bags, _shape(table)[1]))
-    op = EmbeddingBagOp.build(operands=[table, indices, offsets, []], result_types=[out], properties=properties)
-    return p.add(op, name)
+    return p.inferred(name, EmbeddingBagOp, [table, indices, offsets, []], properties)
 
 
 def affine_relu(p: Program, name: str, x: SSAValue, scale: SSAValue, shift: SSAValue) -> SSAValue:
