@@ -28,6 +28,7 @@ never tuned on; a change to the model is judged there. Its errors are also print
 
     python bench/predict_accuracy.py [--device FILE | --calibrate-once] [--models resnet50,mlp] [--rounds 5]
     python bench/predict_accuracy.py --validate [--models vit_p4_d64,...]
+    python bench/predict_accuracy.py --both    # both, in one run, each printed apart
 """
 
 from __future__ import annotations
@@ -43,10 +44,11 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
+from op_families import shape_class
 from xdsl.dialects.builtin import ModuleOp
 
 import gnomon
@@ -56,6 +58,7 @@ from gnomon.calibrate import calibrate
 from gnomon.cost.devices import Device, load_device, save_device
 from gnomon.cost.eager import eager_report
 from gnomon.cost.program import program_report
+from gnomon.dialects import kernel
 from gnomon.errors import GnomonError
 from gnomon.executable import Executable
 from gnomon.models import DLRM, MLP, TransformerBlock
@@ -78,15 +81,33 @@ class Case:
     """The imported graph, which the `torch-eager` prediction runs op by op."""
 
 
+class Launch(NamedTuple):
+    """One launch's prediction against its measurement."""
+
+    kernel: str
+    kind: str
+    """Its name in profiles: `aten.linear+gelu`, `generated`."""
+    shape_class: str
+    """Its op family and shape class (`op_families.shape_class`)."""
+    predicted: float
+    measured: float
+
+
 @dataclass
 class Result:
     case: str
     family: str
-    kernels: list[tuple[str, str, float, float]]
-    """(kernel, kind, predicted, measured) per launch."""
+    kernels: list[Launch]
     gnomon: tuple[float, float]
     """(predicted, measured) end to end."""
     eager: tuple[float, float]
+    eager_ops: tuple[int, float, float] = (0, 0.0, 0.0)
+    """The `torch-eager` prediction's ops: how many, their host overheads (dispatch and call) and kernels together."""
+    aten: tuple[int, float] = (0, 0.0)
+    """What torch's profiler saw of eager (`aten_profile`)."""
+    spread: tuple[float, float] = (0.0, 0.0)
+    """How steady the end-to-end measurements were, gnomon's and eager's: the largest spread of a round's medians,
+    or of the rounds' figures, whichever is larger."""
 
 
 def ape(predicted: float, measured: float) -> float:
@@ -176,13 +197,22 @@ def _runs_for(call: Callable[[], Any], runs: int, budget_s: float) -> int:
     return max(3, min(runs, int(budget_s / max(once, 1e-9))))
 
 
-def _median(call: Callable[[], Any], runs: int) -> float:
-    times: list[float] = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+MEDIANS = 3
+"""Each measured figure is the smallest of this many medians, taken back to back with the thread pools warm, as a
+serving loop sees them: a median is robust to a slow call, the smallest median to a slow stretch."""
+
+
+def _smallest_median(call: Callable[[], Any], runs: int) -> tuple[float, float]:
+    """The smallest of `MEDIANS` medians of `runs` calls each, and their spread (largest over smallest, less one)."""
+    medians: list[float] = []
+    for _ in range(MEDIANS):
+        times: list[float] = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+        medians.append(statistics.median(times))
+    return min(medians), max(medians) / min(medians) - 1
 
 
 def host_speed(device: Device) -> tuple[float, float, float]:
@@ -213,30 +243,64 @@ def wait_until_quiet(max_wait_s: float) -> bool:
 
 @dataclass
 class Sample:
-    """One round's measurement of a case: median per-launch profile times, and median end-to-end times."""
+    """One round's measurement of a case: per-launch profile times and end-to-end times, each the smallest of
+    `MEDIANS` medians, with the end-to-end figures' spread."""
 
     kernels: list[float]
     gnomon_s: float
     eager_s: float
     device: Device
     """The calibration the round is predicted with."""
+    gnomon_spread: float = 0.0
+    eager_spread: float = 0.0
 
 
 def sample(case: Case, runs: int, budget_s: float, device: Device) -> Sample:
     executable, inputs = case.executable, case.inputs
     executable.run(inputs)
     count = _runs_for(lambda: executable.run(inputs), runs, budget_s)
-    profiles: list[list[float]] = []
-    for _ in range(count):
-        executable.run(inputs, profile=True)
-        profiles.append([t.seconds for t in executable.profile().timings])
-    kernels = [statistics.median(run[i] for run in profiles) for i in range(len(profiles[0]))]
+    medians: list[list[float]] = []
+    for _ in range(MEDIANS):
+        profiles: list[list[float]] = []
+        for _ in range(count):
+            executable.run(inputs, profile=True)
+            profiles.append([t.seconds for t in executable.profile().timings])
+        medians.append([statistics.median(run[i] for run in profiles) for i in range(len(profiles[0]))])
+    kernels = [min(column) for column in zip(*medians, strict=True)]
     time.sleep(0.2)  # torch's OpenMP workers spin after a call: let them sleep before the next system runs
-    gnomon_s = _median(lambda: executable.run(inputs), count)
+    executable.run(inputs)
+    gnomon_s, gnomon_spread = _smallest_median(lambda: executable.run(inputs), count)
     time.sleep(0.2)
     case.eager()
-    eager_s = _median(case.eager, _runs_for(case.eager, runs, budget_s))
-    return Sample(kernels, gnomon_s, eager_s, device)
+    eager_s, eager_spread = _smallest_median(case.eager, _runs_for(case.eager, runs, budget_s))
+    return Sample(kernels, gnomon_s, eager_s, device, gnomon_spread, eager_spread)
+
+
+def aten_profile(case: Case) -> tuple[int, float]:
+    """PyTorch eager's top-level ATen ops in one call (torch.profiler, after a warm-up): how many, and their CPU
+    time together (dispatch, checks and kernels), the smallest of three profiled calls. What eager spends outside
+    them is Python's: module calls and the forward's own code."""
+    from torch.profiler import ProfilerActivity, profile
+
+    case.eager()
+    best: tuple[int, float] | None = None
+    for _ in range(3):
+        with profile(activities=[ProfilerActivity.CPU]) as profiled:
+            case.eager()
+        top = [e for e in profiled.events() if e.name.startswith("aten::") and not _inside_aten(e)]
+        figures = (len(top), sum(e.cpu_time_total for e in top) * 1e-6)
+        best = figures if best is None or figures[1] < best[1] else best
+    assert best is not None
+    return best
+
+
+def _inside_aten(event: Any) -> bool:
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith("aten::"):
+            return True
+        parent = parent.cpu_parent
+    return False
 
 
 def result(case: Case, samples: Sequence[Sample]) -> Result:
@@ -246,19 +310,31 @@ def result(case: Case, samples: Sequence[Sample]) -> Result:
     predicted = [program_report(case.executable.module, s.device, case.name) for s in samples]
     launches = [[r.predicted_s for r in report.records if r.kind != "runtime"] for report in predicted]
     assert all(len(row) == len(timings) for row in launches), "the prediction and the profile list the same launches"
-    kernels: list[tuple[str, str, float, float]] = []
+    funcs = {op.sym_name.data: op for op in case.executable.module.ops if isinstance(op, kernel.FuncOp)}
+    kernels: list[Launch] = []
     for i, timing in enumerate(timings):
         predicted_s = statistics.median(row[i] for row in launches)
         measured_s = statistics.median(x.kernels[i] for x in samples)
-        kernels.append((timing.kernel, timing.kind, predicted_s, measured_s))
-    eager = [eager_report(case.graph, s.device, case.name).predicted_e2e_s for s in samples]
+        kernels.append(Launch(timing.kernel, timing.kind, shape_class(funcs[timing.kernel]), predicted_s, measured_s))
+    eager_reports = [eager_report(case.graph, s.device, case.name) for s in samples]
+    eager = [report.predicted_e2e_s for report in eager_reports]
+    ops = eager_reports[len(eager_reports) // 2].records
+    eager_ops = (len(ops), sum(r.overhead_s for r in ops), sum(r.kernel_s for r in ops))
     return Result(
         f"{case.name} b{case.batch}",
         case.family,
         kernels,
         (statistics.median(r.predicted_e2e_s for r in predicted), statistics.median(s.gnomon_s for s in samples)),
         (statistics.median(eager), statistics.median(s.eager_s for s in samples)),
-    )
+        eager_ops,
+        aten_profile(case),
+        (_spread([s.gnomon_s for s in samples], [s.gnomon_spread for s in samples]),
+         _spread([s.eager_s for s in samples], [s.eager_spread for s in samples])),
+    )  # fmt: skip
+
+
+def _spread(figures: Sequence[float], within: Sequence[float]) -> float:
+    return max(max(figures) / min(figures) - 1, *within)
 
 
 def _ms(seconds: float) -> str:
@@ -268,27 +344,54 @@ def _ms(seconds: float) -> str:
 def print_results(results: Sequence[Result], show_kernels: bool) -> None:
     print("\nper kernel (gnomon runtime): predicted vs measured median, ms")
     for result in results:
-        pairs = [(p, m) for _, _, p, m in result.kernels]
+        pairs = [(k.predicted, k.measured) for k in result.kernels]
         print(f"  {result.case}: {len(pairs)} launches, geomean APE {geomean_ape(pairs):.1%}")
         if show_kernels:
-            for kernel, kind, p, m in result.kernels:
-                print(f"    {kernel[:32]:<32} {kind[:36]:<36} {_ms(p):>9} {_ms(m):>9} {ape(p, m):>7.1%}")
+            for k in result.kernels:
+                p, m = k.predicted, k.measured
+                print(f"    {k.kernel[:32]:<32} {k.kind[:36]:<36} {_ms(p):>9} {_ms(m):>9} {ape(p, m):>7.1%}")
     by_kind: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    by_class: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for result in results:
-        for _, kind, p, m in result.kernels:
-            by_kind[kind].append((p, m))
+        for k in result.kernels:
+            by_kind[k.kind].append((k.predicted, k.measured))
+            by_class[k.shape_class].append((k.predicted, k.measured))
     total_measured = sum(m for pairs in by_kind.values() for _, m in pairs)
     print("\nper kernel kind: launches, share of measured kernel time, geomean APE, median predicted/measured")
     for kind, pairs in sorted(by_kind.items(), key=lambda item: -sum(m for _, m in item[1])):
         share = sum(m for _, m in pairs) / total_measured
         ratio = statistics.median(p / m for p, m in pairs)
         print(f"  {kind[:44]:<44} {len(pairs):>5} {share:>7.1%} {geomean_ape(pairs):>8.1%} {ratio:>8.2f}")
-    print("\nend to end, ms: gnomon predicted, measured, APE | torch eager predicted, measured, APE")
+    total_error = sum(abs(p - m) for pairs in by_class.values() for p, m in pairs)
+    print(
+        "\nper op family and shape class, by share of the summed |predicted - measured| (what carries the end-to-end"
+        " error): launches, error share, geomean APE, median predicted/measured"
+    )
+    for name, pairs in sorted(by_class.items(), key=lambda item: -sum(abs(p - m) for p, m in item[1]))[:20]:
+        share = sum(abs(p - m) for p, m in pairs) / total_error
+        ratio = statistics.median(p / m for p, m in pairs)
+        print(f"  {name[:44]:<44} {len(pairs):>5} {share:>7.1%} {geomean_ape(pairs):>8.1%} {ratio:>8.2f}")
+    print(
+        f"\nend to end, ms: gnomon predicted, measured (smallest of {MEDIANS} medians), spread, APE | "
+        "torch eager the same"
+    )
     for result in results:
-        (gp, gm), (ep, em) = result.gnomon, result.eager
+        (gp, gm), (ep, em), (gs, es) = result.gnomon, result.eager, result.spread
         print(
-            f"  {result.case:<24} {_ms(gp):>10} {_ms(gm):>10} {ape(gp, gm):>7.1%} | "
-            f"{_ms(ep):>10} {_ms(em):>10} {ape(ep, em):>7.1%}"
+            f"  {result.case:<24} {_ms(gp):>10} {_ms(gm):>10} {gs:>6.0%} {ape(gp, gm):>7.1%} | "
+            f"{_ms(ep):>10} {_ms(em):>10} {es:>6.0%} {ape(ep, em):>7.1%}"
+        )
+    spreads = [spread for result in results for spread in result.spread]
+    print(f"  measurement spread: median {statistics.median(spreads):.0%}, largest {max(spreads):.0%}")
+    print(
+        "\ntorch eager, ms: predicted ops, their overheads (dispatch, calls) and kernels | torch.profiler's top-level"
+        " ATen ops, their time (profiled: ~1 us more an op) | measured, and what it spent outside ATen (Python)"
+    )
+    for result in results:
+        (count, overhead, kernels), (aten_ops, aten_s), measured = result.eager_ops, result.aten, result.eager[1]
+        print(
+            f"  {result.case:<24} {count:>4} {_ms(overhead):>8} {_ms(kernels):>8} | {aten_ops:>4} {_ms(aten_s):>8} | "
+            f"{_ms(measured):>8} {_ms(max(measured - aten_s, 0.0)):>8}"
         )
     families: dict[str, list[Result]] = defaultdict(list)
     for result in results:
@@ -296,10 +399,10 @@ def print_results(results: Sequence[Result], show_kernels: bool) -> None:
     if len(families) < len(results):
         print("\nper family: cases, geomean APE per kernel, end to end gnomon, end to end eager")
         for family, members in sorted(families.items()):
-            pairs = [(p, m) for r in members for _, _, p, m in r.kernels]
+            pairs = [(k.predicted, k.measured) for r in members for k in r.kernels]
             gnomon_e2e, eager_e2e = geomean_ape([r.gnomon for r in members]), geomean_ape([r.eager for r in members])
             print(f"  {family:<24} {len(members):>4} {geomean_ape(pairs):>8.1%} {gnomon_e2e:>8.1%} {eager_e2e:>8.1%}")
-    all_kernels = [(p, m) for result in results for _, _, p, m in result.kernels]
+    all_kernels = [(k.predicted, k.measured) for result in results for k in result.kernels]
     weighted = sum(abs(p - m) for p, m in all_kernels) / sum(m for _, m in all_kernels)
     print("\ngeomean absolute percentage error (targets: per kernel <= 15%, end to end <= 10%)")
     print(f"  per kernel, gnomon runtime:   {geomean_ape(all_kernels):.1%} over {len(all_kernels)} launches")
@@ -341,10 +444,11 @@ def main() -> None:
     parser.add_argument("--save-device", type=Path, help="write the calibrations made here to FILE.rN.toml")
     parser.add_argument("--models", help="comma-separated subset, e.g. resnet50,squeezenet,mlp")
     parser.add_argument("--runs", type=int, default=7, help="profiled and timed runs per case (fewer for slow ones)")
-    parser.add_argument("--budget", type=float, default=1.0, help="seconds one measurement of a case may take")
+    parser.add_argument("--budget", type=float, default=0.4, help="seconds one median of a case may take")
     parser.add_argument("--rounds", type=int, default=5, help="rounds over all cases (each figure: their median)")
     parser.add_argument("--no-kernels", action="store_true", help="do not print every kernel's pair")
     parser.add_argument("--validate", action="store_true", help="measure the validation set, not the tuning suite")
+    parser.add_argument("--both", action="store_true", help="measure the validation set and the tuning suite")
     parser.add_argument("--wait", type=float, default=60, help="seconds to wait for a quiet machine before a case")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}; torch threads {torch.get_num_threads()}")
@@ -355,22 +459,14 @@ def main() -> None:
     elif args.calibrate_once:
         fixed = calibrated(1, args.save_device)
     wanted = set(args.models.split(",")) if args.models else None
-    cases: list[Case] = []
-    skipped: list[str] = []
-    if args.validate:
-        print("the validation set (bench/validation_set.py): models the cost model is never tuned on")
-        cases += validation_cases(wanted)
-    for path in light_models() if not args.validate else []:
-        if wanted is None or path.stem.removeprefix("light_") in wanted:
-            onnx, missing = onnx_cases(path)
-            cases += onnx
-            skipped += missing
-    if not args.validate:
-        cases += torch_cases(wanted)
-    if skipped:
-        print("batch sizes the models cannot take:")
-        for line in skipped:
-            print(f"  {line}")
+    sets: dict[str, list[Case]] = {}
+    if args.validate or args.both:
+        sets["VALIDATION set (bench/validation_set.py): models the cost model is never tuned on"] = validation_cases(
+            wanted
+        )
+    if not args.validate or args.both:
+        sets["TUNING suite: the models the cost model was refined against"] = tuning_cases(wanted)
+    cases = [case for members in sets.values() for case in members]
     samples: list[list[Sample]] = [[] for _ in cases]
     for round_ in range(1, args.rounds + 1):
         if fixed is None:
@@ -383,9 +479,27 @@ def main() -> None:
             taken.append(sample(case, args.runs, args.budget, device))
             note = "" if quiet else f" (the machine was busy after waiting {args.wait:.0f} s)"
             print(f"  round {round_}: {case.name} b{case.batch}, gnomon {_ms(taken[-1].gnomon_s)} ms{note}", flush=True)
-    results = [result(case, taken) for case, taken in zip(cases, samples, strict=True)]
-    print_results(results, not args.no_kernels)
+    taken_by_case = dict(zip(map(id, cases), samples, strict=True))
+    for title, members in sets.items():
+        print(f"\n==== {title}")
+        print_results([result(case, taken_by_case[id(case)]) for case in members], not args.no_kernels)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+def tuning_cases(wanted: set[str] | None) -> list[Case]:
+    """The tuning suite: the onnx package's light networks at their batch sizes, and gnomon's torch models."""
+    cases: list[Case] = []
+    skipped: list[str] = []
+    for path in light_models():
+        if wanted is None or path.stem.removeprefix("light_") in wanted:
+            onnx, missing = onnx_cases(path)
+            cases += onnx
+            skipped += missing
+    if skipped:
+        print("batch sizes the models cannot take:")
+        for line in skipped:
+            print(f"  {line}")
+    return cases + torch_cases(wanted)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """`gnomon calibrate`: measure this machine into a device file, the `local` device of the cost model.
 
-It measures (`gnomon.runtime.calibration`), in one to two minutes (`quick` shrinks every problem, for tests):
+It measures (`gnomon.runtime.calibration`), in under a minute (`quick` shrinks every problem, for tests):
 
 - peak fp32 (and fp64) FLOP/s: a large `torch.mm`, the library GEMM the runtime's linear/matmul kernels call, on
   torch's threads (the runtime's); gnomon's generated matmul on the same problem, reported beside it;
@@ -8,12 +8,17 @@ It measures (`gnomon.runtime.calibration`), in one to two minutes (`quick` shrin
 - the runtime's launch overhead of a tiny kernel, PyTorch eager's per-op dispatch overhead, and the wait of a
   generated kernel split over threads after a library kernel (reported, not modelled);
 - a suite of kernels profiled through the runtime, for the analytical models' efficiency factors
-  (`gnomon.cost.analytical.Efficiency`) and the per-kernel fixed cost.
+  (`gnomon.cost.analytical.Efficiency`), the library calls' fixed costs among them.
 
 Then it fits (`gnomon.cost.fit`): DRAM is the lower quantile of its rounds, the fp32 peak the best of its rounds,
-the efficiency factors and the per-kernel fixed cost minimize the suite's prediction error.
+the efficiency factors minimize the suite's prediction error.
 
-The device file says `calibrated = true`; its `source` names the machine and what was measured.
+The device file says `calibrated = true`; its `source` names the machine and what was measured, its
+`[steadiness]` table how steady the machine was meanwhile (`STEADINESS`). A calibration taken while other processes
+used the CPUs describes them, not this machine: a device fitted while a test suite ran on the other core predicted
+models 1.7-2.5x too slow afterwards. So a disturbed calibration (`Calibration.disturbed`) does not replace a steady
+one: `gnomon calibrate` keeps the previous device file, writes the new one beside it, and says so (`--force`
+takes it anyway).
 """
 
 from __future__ import annotations
@@ -23,15 +28,32 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gnomon.cost.devices import Device, MemoryLevel, local_device_path, save_device
-from gnomon.cost.fit import DRAM_QUANTILE, FitResult, fit_efficiency, lower_quantile, median_of_rounds
+from gnomon.cost.devices import Device, DeviceError, MemoryLevel, load_device, local_device_path, save_device
+from gnomon.cost.fit import (
+    DRAM_QUANTILE,
+    FitResult,
+    fit_efficiency,
+    lower_quantile,
+    median_of_rounds,
+    round_spread,
+    spread,
+)
 from gnomon.executable import lower
 from gnomon.runtime.calibration import CalibrationError
 from gnomon.runtime.calibration.host import dram_bytes
 from gnomon.runtime.calibration.measure import Measurements, measure
 from gnomon.runtime.calibration.rounds import Rounds
 
-__all__ = ["Calibration", "calibrate", "calibrate_command"]
+__all__ = ["STEADINESS", "Calibration", "calibrate", "calibrate_command"]
+
+STEADINESS = {"others_busy": 0.10, "suite_spread": 0.60}
+"""The steadiness figures a device file records, and the most a steady calibration shows of each:
+`others_busy`, the share of all CPUs' time other processes took while it measured; `suite_spread`, the median over
+the fitting suite's kernels of how far apart a kernel's rounds are (`gnomon.cost.fit.round_spread`). The file also
+records `peak_spread` and `dram_spread`, the spread of those rounds, which a shared host moves even when idle. On a
+quiet 2-core cloud host the suite spread 32% and others took 2%; with a busy loop on one core, others took 41% and
+the suite spread 25% (a steady load slows every round alike): the CPU share is what detects a busy machine, the
+spread a load that comes and goes."""
 
 
 @dataclass(frozen=True)
@@ -43,16 +65,36 @@ class Calibration:
     notes: tuple[str, ...] = ()
     """What could not be measured, and why."""
 
+    @property
+    def disturbed(self) -> list[str]:
+        """Why the machine was not steady while measuring (`STEADINESS`), in words; empty if it was."""
+        figures = self.device.steadiness
+        reasons = []
+        if figures.get("others_busy", 0.0) > STEADINESS["others_busy"]:
+            reasons.append(f"other processes used {figures['others_busy']:.0%} of the CPUs' time")
+        if figures.get("suite_spread", 0.0) > STEADINESS["suite_spread"]:
+            reasons.append(f"the suite's kernels moved {figures['suite_spread']:.0%} between rounds")
+        return reasons
+
 
 def calibrate(quick: bool = False, fit: bool = True, log: Callable[[str], None] = print) -> Calibration:
     """Measure this machine (see the module docstring); `log` gets each figure as it is measured."""
     m, rounds = measure(quick, fit, log, lambda module: lower(module, "the calibration suite"))
     device = _measured_device(m, rounds, log)
+    device = replace(
+        device,
+        steadiness={
+            "others_busy": m.measured["others_busy"],
+            "suite_spread": round_spread(rounds.suite_rounds),
+            "peak_spread": spread(rounds.peak),
+            "dram_spread": spread(rounds.dram),
+        },
+    )
+    _log_steadiness(device.steadiness, log)
     result = None
     if fit:
         result = fit_efficiency(device, median_of_rounds(rounds.suite_rounds))
-        device = replace(device, efficiency=result.factors, launch_overhead_s=result.launch_overhead_s)
-        m.measured["fitted_launch_overhead_s"] = result.launch_overhead_s
+        device = replace(device, efficiency=result.factors)
         _log_fit(result, log)
     summary = ", ".join(f"{key} {value:.4g}" for key, value in m.measured.items())
     source = f"gnomon calibrate on {m.cpu}, {m.cores} cores, torch {m.threads} threads, "
@@ -89,12 +131,16 @@ def _log_fit(result: FitResult, log: Callable[[str], None]) -> None:
     fitted = ", ".join(f"{k} {v:.3g}" for k, v in result.factors.items())
     log(f"  efficiency fitted on {result.kernels} kernels: {fitted}")
     log(
-        f"    and the per-kernel fixed cost (launch, waking the thread pools): "
-        f"{result.launch_overhead_s * 1e6:.1f} us (the device's launch overhead)"
-    )
-    log(
         f"    per-kernel geomean error {result.error_before:.1%} with the default factors, "
         f"{result.error_after:.1%} fitted"
+    )
+
+
+def _log_steadiness(figures: dict[str, float], log: Callable[[str], None]) -> None:
+    log(
+        f"  steadiness: other processes used {figures['others_busy']:.0%} of the CPUs' time; rounds spread: suite "
+        f"{figures['suite_spread']:.0%} (median kernel), fp32 peak {figures['peak_spread']:.0%}, "
+        f"DRAM {figures['dram_spread']:.0%}"
     )
 
 
@@ -103,13 +149,34 @@ def _spread(rounds: Sequence[float]) -> str:
     return f"{len(rounds)} rounds, {min(rounds) / 1e9:.0f}-{max(rounds) / 1e9:.0f} G"
 
 
-def calibrate_command(output: Path | None, quick: bool, fit: bool) -> None:
-    """`gnomon calibrate`: measure, print, and write the device file (by default, the `local` device)."""
+def calibrate_command(output: Path | None, quick: bool, fit: bool, force: bool = False) -> None:
+    """`gnomon calibrate`: measure, print, and write the device file (by default, the `local` device). A disturbed
+    calibration does not replace a steady device file unless `force`: it is written beside it, and a
+    CalibrationError says so."""
     path = output if output is not None else local_device_path()
     calibration = calibrate(quick=quick, fit=fit)
+    disturbed = calibration.disturbed
+    kept = not force and disturbed and _steady_file(path)
+    target = path.with_name(f"{path.stem}.disturbed{path.suffix}") if kept else path
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_device(calibration.device, path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        save_device(calibration.device, target)
     except OSError as error:
-        raise CalibrationError(f"cannot write the device file {path}: {error.strerror or error}") from error
+        raise CalibrationError(f"cannot write the device file {target}: {error.strerror or error}") from error
+    if kept:
+        raise CalibrationError(
+            f"the machine was busy while calibrating ({'; '.join(disturbed)}): kept the previous calibration "
+            f"{path}, wrote this one to {target} (`gnomon calibrate --force` takes it)"
+        )
+    if disturbed:
+        print(f"warning: the machine was busy while calibrating ({'; '.join(disturbed)}): predictions will be off")
     print(f"wrote {path}" + (" (the `local` device)" if output is None else ""))
+
+
+def _steady_file(path: Path) -> bool:
+    """Whether `path` holds a device file from a calibration that was steady (or that recorded nothing of it)."""
+    try:
+        device = load_device(str(path.resolve()))
+    except DeviceError:
+        return False
+    return not Calibration(device).disturbed

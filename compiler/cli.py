@@ -153,7 +153,7 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
 def _cmd_calibrate(args: argparse.Namespace) -> None:
     from gnomon.calibrate import calibrate_command
 
-    calibrate_command(args.output, quick=args.quick, fit=not args.no_fit)
+    calibrate_command(args.output, quick=args.quick, fit=not args.no_fit, force=args.force)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -220,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     calibrator.add_argument("-o", "--output", type=Path, help="the device file to write (default: the local device)")
     calibrator.add_argument("--quick", action="store_true", help="small problems and few repeats (seconds; rough)")
     calibrator.add_argument("--no-fit", action="store_true", help="keep the default efficiency factors")
+    calibrator.add_argument(
+        "--force", action="store_true", help="replace the device file even when the machine was busy meanwhile"
+    )
     calibrator.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     calibrator.set_defaults(run=_cmd_calibrate)
     return parser

@@ -26,6 +26,7 @@ from gnomon.dialects.graph.constant_values import constant_to_numpy, numpy_dtype
 from gnomon.errors import GnomonError
 from gnomon.locations import location_name
 from gnomon.passes.kernel_to_rt import ALIGNMENT, rt_functions, verify_plan
+from gnomon.runtime.malloc import keep_freed_memory
 
 __all__ = ["KernelTiming", "Profile", "Program", "ProgramError"]
 
@@ -121,6 +122,7 @@ class Program:
             raise ProgramError(f"expected one rt program in the module, found {len(functions)}")
         self.function = function = functions[0]
         verify_plan(function)
+        keep_freed_memory()  # before the first library call allocates: see gnomon.runtime.malloc
         kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
         arena_size = function.attributes[rt.ARENA_SIZE]
         assert isinstance(arena_size, IntegerAttr)

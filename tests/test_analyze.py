@@ -176,11 +176,36 @@ def test_a_pow_pays_a_libm_call_per_element() -> None:
     assert eager_pow.cost.compute_s == pytest.approx(expected)
 
 
-def test_a_small_call_after_one_of_the_same_function_is_warm() -> None:
+def test_call_distances_count_the_bytes_since_the_same_function_last_ran_wrapping_around_the_run() -> None:
+    from gnomon.cost.calls import call_distances
+
+    launches = [("a", 10), ("b", 20), ("a", 30), (None, 5)]
+    # a's first call follows the previous run's second (its 30 bytes, then the copy's 5); b runs once a run.
+    assert call_distances(launches) == [35, 65, 30, None]
+
+
+def test_a_library_call_costs_more_the_further_out_its_code_was_pushed() -> None:
+    from gnomon.cost import efficiency
+    from gnomon.cost.calls import library_call_s
+
+    cpu = load_device("generic-cpu")  # l1 32 KiB per core, l3 16 MiB shared
+    eff = efficiency(cpu)
+    assert library_call_s(0, cpu) == library_call_s(32 << 10, cpu) == eff.library_call_warm_s
+    assert library_call_s(16 << 20, cpu) == library_call_s(1 << 30, cpu) == library_call_s(None, cpu)
+    assert library_call_s(None, cpu) == eff.library_call_s
+    between = [library_call_s(size, cpu) for size in (64 << 10, 512 << 10, 4 << 20)]
+    assert eff.library_call_warm_s < between[0] < between[1] < between[2] < eff.library_call_s
+    # log-linear in the traffic: 512 KiB is half of the way from 32 KiB to 16 MiB in decades (4 of 9 doublings)
+    assert between[1] == pytest.approx(eff.library_call_warm_s + (eff.library_call_s - eff.library_call_warm_s) * 4 / 9)
+    h100 = load_device("h100")
+    assert library_call_s(0, h100) == efficiency(h100).library_call_s
+
+
+def test_a_program_prices_each_call_by_the_traffic_since_its_function_last_ran() -> None:
     from xdsl.parser import Parser
 
     from gnomon.context import gnomon_context
-    from gnomon.cost import efficiency
+    from gnomon.cost.calls import library_call_s
 
     def norms(rows: int) -> list[float]:
         """The host time of each launch of three chained layer norms of `rows` x 192."""
@@ -188,20 +213,23 @@ def test_a_small_call_after_one_of_the_same_function_is_warm() -> None:
         norm = "{axis = 1 : i64, epsilon = 1.000000e-05 : f64} : (" + f"{t}, {c}, {c}) -> {t}"
         body = "\n".join(f"  %n{i + 1} = graph.layer_norm %n{i}, %g, %b {norm}" for i in range(3))
         text = f"func.func @main(%n0: {t}, %g: {c}, %b: {c}) -> {t} {{\n{body}\n  func.return %n3 : {t}\n}}"
-        report = program_report(lower(Parser(gnomon_context(), text).parse_module()), load_device("generic-cpu"))
+        report = program_report(lower(Parser(gnomon_context(), text).parse_module()), cpu)
         return [r.overhead_s for r in report.records if r.kind == "aten.layer_norm"]
 
-    eff = efficiency(load_device("generic-cpu"))
-    first, second, third = norms(64)  # 48 KB each: the function's code stays in cache
-    assert second == third == pytest.approx(first - eff.library_call_s + eff.library_call_warm_s)
-    assert len(set(norms(4096))) == 1  # 3 MB each: more than a core's caches, so every call is cold
+    cpu = load_device("generic-cpu")
+    norm_bytes = 2 * 64 * 192 * 4 + 2 * 192 * 4  # one norm's input and output, gamma and beta
+    first, second, third = norms(64)
+    assert second == third == pytest.approx(cpu.launch_overhead_s + library_call_s(norm_bytes, cpu))
+    assert first > second  # the result and input copies, and the other two norms, ran since the last run's third
+    assert min(norms(16384)) == pytest.approx(cpu.launch_overhead_s + library_call_s(None, cpu))  # 25 MB each
 
 
-def test_eager_library_ops_pay_the_library_call_and_elementwise_ops_only_dispatch() -> None:
+def test_eager_ops_pay_their_dispatch_and_library_ops_their_call() -> None:
     from xdsl.parser import Parser
 
     from gnomon.context import gnomon_context
     from gnomon.cost import efficiency
+    from gnomon.cost.calls import library_call_s
     from gnomon.cost.eager import eager_steps
 
     def linears(width: int) -> list[float]:
@@ -218,11 +246,16 @@ def test_eager_library_ops_pay_the_library_call_and_elementwise_ops_only_dispatc
 
     cpu = load_device("generic-cpu")
     eff, dispatch = efficiency(cpu), cpu.dispatch_overhead_s
-    cold, warm = dispatch + eff.library_call_s, dispatch + eff.library_call_warm_s
-    # 16 KB weights: each linear moves less than a core's caches, so the next one finds the function warm.
-    assert linears(64) == pytest.approx([cold, dispatch, warm, dispatch, warm])
-    # 4 MB weights: every call is cold.
-    assert linears(1024) == pytest.approx([cold, dispatch, cold, dispatch, cold])
+    # 16 KB of weights and 8 KB activations: a linear's next call finds its code in L1 or L2.
+    linear_bytes = 2 * 32 * 64 * 4 + 64 * 64 * 4
+    relu_bytes = 2 * 32 * 64 * 4
+    between = linear_bytes + relu_bytes
+    small = linears(64)
+    assert small[2] == small[4] == pytest.approx(dispatch + library_call_s(between, cpu))
+    # A relu is a thin op: its warm call is the dispatch alone, a cold one adds what pushes a call's code out.
+    assert small[3] == pytest.approx(dispatch + library_call_s(between, cpu) - eff.library_call_warm_s)
+    large = linears(2048)  # 16 MB of weights: every call is cold
+    assert large[2] == pytest.approx(dispatch + eff.library_call_s)
     # A datasheet GPU charges nothing for the call beyond dispatch (its `library_call_s` is 0).
     h100 = load_device("h100")
     t, w = "tensor<32x64xf32>", "tensor<64x64xf32>"
@@ -412,3 +445,23 @@ def test_report_renders_every_record() -> None:
     report: Report = gnomon.analyze(MLP(), MLP().example_inputs(2), device="v100", target="torch-eager")
     lines = report.render().splitlines()
     assert len(lines) == 2 + len(report.records) + 3
+
+
+def test_a_library_kernel_lists_the_calls_the_runtime_makes() -> None:
+    import torch
+
+    import gnomon
+    from gnomon.cost.calls import library_calls
+    from gnomon.dialects import kernel
+
+    # A 1x1 convolution runs as one BLAS product per image, then its relu epilogue in place.
+    model = torch.nn.Sequential(torch.nn.Conv2d(16, 8, 1, bias=False), torch.nn.ReLU()).eval()
+    executable = gnomon.compile(model, example_inputs=(torch.randn(3, 16, 4, 4),))
+    (conv,) = [op for op in executable.module.ops if isinstance(op, kernel.FuncOp) and not op.is_generated]
+    assert conv.profile_name == "aten.mm+relu"
+    calls = library_calls(conv)
+    assert [call.function for call in calls] == ["aten.mm"] * 3 + ["graph.relu"]
+    # Each product moves a third of the convolution's input, weights and output; the relu reads and writes it all.
+    assert [call.moved for call in calls[:3]] == [(3 * 16 * 16 + 8 * 16 + 3 * 8 * 16) * 4 // 3] * 3
+    assert calls[-1].moved == 2 * 3 * 8 * 16 * 4
+    assert not any(call.copy for call in calls)

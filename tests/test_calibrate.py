@@ -12,13 +12,24 @@ from pathlib import Path
 import pytest
 from xdsl.dialects import func
 
+from gnomon import calibrate as calibrate_module
+from gnomon.calibrate import Calibration
 from gnomon.cli import main
-from gnomon.cost.devices import load_device
-from gnomon.cost.fit import FITTED, Measured, fit_efficiency, lower_quantile, median_of_rounds, suite_prediction
-from gnomon.dialects import kernel
+from gnomon.cost.devices import load_device, save_device
+from gnomon.cost.fit import (
+    FITTED,
+    Measured,
+    fit_efficiency,
+    lower_quantile,
+    median_of_rounds,
+    round_spread,
+    spread,
+    suite_prediction,
+)
+from gnomon.dialects import kernel, rt
 from gnomon.dialects.graph.elementwise import ReluOp
 from gnomon.executable import lower
-from gnomon.runtime.calibration.host import cache_levels, cpu_list_count
+from gnomon.runtime.calibration.host import CpuTimes, cache_levels, cpu_list_count, others_busy
 from gnomon.runtime.calibration.programs import Program, conv, linear, same_shape
 from gnomon.runtime.calibration.suite import suite_program
 
@@ -66,8 +77,8 @@ def test_the_fit_recovers_known_factors() -> None:
 
 
 def test_the_fit_recovers_known_parameters() -> None:
-    """A small and a large relu separate the launch overhead from the streaming rate; a GEMM and a convolution set
-    their own factors. Times predicted with known parameters give those parameters back."""
+    """A small and a large relu separate the thread team's wake-up from the streaming rate; a GEMM and a
+    convolution set their own factors. Times predicted with known parameters give those parameters back."""
     p = Program()
     for name, dims in (("small", (1, 8, 4, 4)), ("large", (1, 64, 56, 56))):
         p.results.append(same_shape(p, name, ReluOp, p.argument(f"{name}_x", dims)))
@@ -76,11 +87,10 @@ def test_the_fit_recovers_known_parameters() -> None:
     p.results.append(conv(p, "conv", p.argument("cx", (1, 64, 56, 56)), p.argument("cw", (64, 64, 3, 3)), 1, 1))
     kernels = [op for op in lower(p.module()).ops if isinstance(op, kernel.FuncOp)]
     base = load_device("generic-cpu")
-    known = {"gemm": 0.425, "conv": 0.3, "stream": 0.35}
-    truth = replace(base, efficiency=known, launch_overhead_s=2 * base.launch_overhead_s)
+    known = {"gemm": 0.425, "conv": 0.3, "stream": 0.35, "pool_wake_s": 6e-6}
+    truth = replace(base, efficiency=known)
     result = fit_efficiency(base, [Measured(k, suite_prediction(Measured(k, 0.0), truth)) for k in kernels])
     assert {name: result.factors[name] for name in known} == pytest.approx(known, rel=0.01)
-    assert result.launch_overhead_s == pytest.approx(truth.launch_overhead_s, rel=0.01)
     assert result.error_after < 1e-3
 
 
@@ -91,13 +101,15 @@ def test_each_kernel_takes_its_median_over_rounds() -> None:
     assert [m.kernel for m in median_of_rounds(rounds)] == kernels
 
 
-def test_the_full_suite_launches_one_kernel_per_result() -> None:
-    """Every kernel of the suite reads its own inputs and returns its result, so none fuse: one launch each."""
+def test_the_full_suite_says_which_of_its_launches_are_fitted() -> None:
+    """Every kernel of the suite reads its own inputs and returns its result, so none fuse: a kernel launches once
+    (a chain of calls once per call), and `fitted` has one entry per launch."""
     suite = suite_program(quick=False)
     suite.module.verify()
     (function,) = suite.module.ops
     assert isinstance(function, func.FuncOp)
-    assert len(suite.fitted) == len(function.function_type.outputs)
+    lowered = lower(suite.module.clone(), "the calibration suite")
+    assert len(suite.fitted) == sum(isinstance(op, rt.LaunchOp) for op in lowered.walk())
 
 
 @pytest.mark.parametrize("fit", [True, False])
@@ -113,3 +125,59 @@ def test_a_quick_calibration_writes_a_calibrated_device(tmp_path: Path, fit: boo
     assert [level.name for level in device.memory] == [name for name, _, _ in cache_levels()] + ["dram"]
     assert set(device.efficiency) == (set(FITTED) if fit else set())
     assert "gnomon calibrate on" in device.source
+
+
+def test_round_spread_is_the_median_kernel_spread_across_rounds() -> None:
+    kernels = [op for op in lower(suite_program(quick=True).module).ops if isinstance(op, kernel.FuncOp)][:3]
+    rounds = [[Measured(k, s) for k, s in zip(kernels, times, strict=True)] for times in ((1, 2, 4), (1.5, 2, 4))]
+    # spreads per kernel: 50%, 0%, 0%: one kernel's outlier does not make the round unsteady
+    assert round_spread(rounds) == 0.0
+    assert round_spread(rounds[:1]) == 0.0
+    assert spread([2.0, 3.0, 2.5]) == pytest.approx(0.5)
+
+
+def test_others_busy_is_the_cpu_share_others_took() -> None:
+    before = CpuTimes(busy=10.0, total=100.0, own=5.0)
+    # 20 CPU seconds passed; 12 were busy, 4 of them this process's: others took 8 of 20.
+    assert others_busy(before, CpuTimes(busy=22.0, total=120.0, own=9.0)) == pytest.approx(0.4)
+    assert others_busy(before, None) == 0.0
+    assert others_busy(before, before) == 0.0
+
+
+def _calibration(others: float, suite: float) -> Calibration:
+    steadiness = {"others_busy": others, "suite_spread": suite, "peak_spread": 0.5, "dram_spread": 0.3}
+    return Calibration(replace(load_device("generic-cpu"), name="local", calibrated=True, steadiness=steadiness))
+
+
+def test_the_device_file_records_how_steady_the_machine_was(tmp_path: Path) -> None:
+    device = _calibration(0.02, 0.3).device
+    save_device(device, tmp_path / "d.toml")
+    assert load_device(str(tmp_path / "d.toml")).steadiness == device.steadiness
+    assert _calibration(0.02, 0.3).disturbed == []
+    assert _calibration(0.41, 0.25).disturbed == ["other processes used 41% of the CPUs' time"]
+    assert _calibration(0.0, 0.9).disturbed == ["the suite's kernels moved 90% between rounds"]
+
+
+def test_a_disturbed_calibration_keeps_the_previous_steady_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "local.toml"
+    save_device(_calibration(0.02, 0.3).device, path)
+    steady = path.read_text()
+    monkeypatch.setattr(calibrate_module, "calibrate", lambda **_: _calibration(0.41, 0.25))
+    assert main(["calibrate", "-o", str(path)]) != 0
+    assert path.read_text() == steady
+    disturbed = tmp_path / "local.disturbed.toml"
+    assert load_device(str(disturbed)).steadiness["others_busy"] == 0.41
+    error = capsys.readouterr().err.strip()
+    assert error == (
+        "gnomon: error: the machine was busy while calibrating (other processes used 41% of the CPUs' time): kept "
+        f"the previous calibration {path}, wrote this one to {disturbed} (`gnomon calibrate --force` takes it)"
+    )
+    assert main(["calibrate", "-o", str(path), "--force"]) == 0
+    assert load_device(str(path)).steadiness["others_busy"] == 0.41
+    # With no steady calibration to keep, a disturbed one is written, with a warning.
+    fresh = tmp_path / "fresh.toml"
+    assert main(["calibrate", "-o", str(fresh)]) == 0
+    assert "warning: the machine was busy while calibrating" in capsys.readouterr().out
+    assert fresh.is_file()

@@ -122,7 +122,7 @@ def test_gnomon_opt_reports_unsupported_torch_ops(tmp_path: Path) -> None:
     source = tmp_path / "t.mlir"
     source.write_text(
         '"func.func"() <{function_type = (!torch.vtensor<[2],f32>) -> !torch.vtensor<[2],f32>, sym_name = "f"}> ({\n'
-        '^bb0(%x: !torch.vtensor<[2],f32>):\n'
+        "^bb0(%x: !torch.vtensor<[2],f32>):\n"
         '  %y = "torch.aten.frobnicate"(%x) : (!torch.vtensor<[2],f32>) -> !torch.vtensor<[2],f32> loc("layer.0")\n'
         '  "func.return"(%y) : (!torch.vtensor<[2],f32>) -> ()\n'
         "}) : () -> ()\n"

@@ -146,3 +146,24 @@ def test_light_network_with_random_weights_matches_reference(model_cache: ModelC
     (actual,) = executable(x)
     assert np.ptp(expected) > 1e-5  # not the uniform output of the splat weights
     assert relative_l2(actual, expected) <= 1e-4
+
+
+def test_library_temporaries_reuse_freed_memory_instead_of_faulting_in_pages_each_call() -> None:
+    """oneDNN's blocked copies of a 1 MiB depthwise convolution's input and output are allocated on every call:
+    with glibc's adaptive mmap threshold each was a fresh mapping, hundreds of page faults a call
+    (`gnomon.runtime.malloc`)."""
+    import resource
+
+    from gnomon.runtime.malloc import keep_freed_memory
+
+    model = torch.nn.Conv2d(32, 32, 3, padding=1, groups=32).eval()
+    x = torch.randn(8, 32, 32, 32)
+    executable = gnomon.compile(model, example_inputs=(x,))
+    assert keep_freed_memory()
+    inputs = [x.numpy()]
+    for _ in range(3):
+        executable.run(inputs)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(20):
+        executable.run(inputs)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 20

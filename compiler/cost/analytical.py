@@ -18,7 +18,7 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
   convolution library (oneDNN under ATen) reorders plain weights into its blocked layout on every call: the same
   pass, whatever the rows.
 - depthwise convolution: a stencil on the vector units (one input channel per output channel leaves matrix units
-  nothing to reuse), usually memory-bound.
+  nothing to reuse), usually memory-bound; the library call around it (`conv_call_s`) is a convolution's.
 - transposes: their bytes at `transpose` of the streaming bandwidth, as is a fused group of streaming ops that holds
   one: a tiled transpose and a permutation that keeps the innermost axis both move short runs (a tile's row, an
   attention head's row), not whole lines of a stream;
@@ -135,9 +135,11 @@ class Efficiency:
     """Seconds per element of a CPU kernel that calls libm (f32 pow: `powf`, one scalar call each, which also keeps
     the loop from vectorizing), gnomon's generated kernels and ATen's alike; `gnomon.cost.calls` adds it."""
     library_call_warm_s: float = 0.0
-    """What `library_call_s` falls to when the call follows a small call of the same library function: that
-    function's code and bookkeeping are still in cache (embedding bags run one after another, as in DLRM);
-    `gnomon.cost.program.kernel_cost` applies it."""
+    """What `library_call_s` falls to when the traffic since the same function's last call stayed within the
+    innermost cache level: its code and bookkeeping are still there (`gnomon.cost.calls.library_call_s`)."""
+    pool_wake_s: float = 0.0
+    """Seconds a generated kernel split over several threads takes beyond a one-thread launch: waking the OpenMP
+    team and joining it (`gnomon.cost.program.kernel_cost`)."""
 
 
 GPU_EFFICIENCY = Efficiency(
@@ -152,7 +154,7 @@ CPU_EFFICIENCY = Efficiency(
     gemm=0.85, conv=0.85, conv_call_s=20e-6, gemm_tile_m=6, gemm_tile_n=16, gemm_min_tile=16, gemm_k_overhead=8,
     gemm_pack=0.2,
     vector=0.5, depthwise=0.3, pool=0.1, pool3d=0.05, stream=0.7, stream_dram=0.7, transpose=0.3, library_call_s=5e-6,
-    access_bytes=64, lookup_s=20e-9, libm_call_s=5e-9, library_call_warm_s=2e-6,
+    access_bytes=64, lookup_s=20e-9, libm_call_s=5e-9, library_call_warm_s=2e-6, pool_wake_s=3e-6,
 )  # fmt: skip
 """Typical of an AVX2 BLAS (a 6 x 16 fp32 register block): starting values for calibration, not measurements."""
 
@@ -258,24 +260,17 @@ def group_cost(
     are `op_cost`'s)."""
     if not ops:
         raise CostModelError("cost model: a fused group needs at least one op")
-    members = set[Operation](ops)
     eff = efficiency(device)
-    reads: dict[SSAValue, int] = {}
-    writes: dict[SSAValue, int] = {}
     flops, compute_roof, compute_s, reuse_s, weights_s = 0, 0.0, 0.0, 0.0, 0.0
-    for op in ops:
-        work = op_work(op)
+    works = [op_work(op) for op in ops]
+    for op, work in zip(ops, works, strict=True):
         kernel = _kernel(op, work, device, eff, conv_as_gemm, weights_in_dram)
         flops += work.flops
         compute_roof += work.flops / device.peak(work.peak_key) if work.flops else 0.0
         compute_s += kernel.compute_s
         reuse_s += kernel.reuse_s
         weights_s += kernel.weights_s
-        for value, count in work.reads.items():
-            if not _produced_inside(value, members):
-                reads[value] = max(reads.get(value, 0), count)
-        writes |= {value: count for value, count in work.writes.items() if _escapes(value, members)}
-    moved = sum(reads.values()) + sum(writes.values())
+    moved = _boundary_bytes(ops, works)
     if all(isinstance(op, VIEW_OPS) for op in ops):
         return _cost(flops, moved, compute_roof, _Kernel("view", 0.0, 0.0), device)
     bandwidth = _sustained(device, eff, _resident_index(device, moved))
@@ -286,6 +281,23 @@ def group_cost(
     memory_s = max(moved / bandwidth, weights_s)
     kernel = _on_cores(_Kernel("fused", compute_s, memory_s, reuse_s), device, cores)
     return _cost(flops, moved, compute_roof, kernel, device, call_s)
+
+
+def boundary_bytes(ops: Sequence[GraphOperation]) -> int:
+    """The bytes a kernel of `ops` moves: what crosses the group's boundary, whatever the device."""
+    return _boundary_bytes(ops, [op_work(op) for op in ops])
+
+
+def _boundary_bytes(ops: Sequence[GraphOperation], works: Sequence[OpWork]) -> int:
+    members = set[Operation](ops)
+    reads: dict[SSAValue, int] = {}
+    writes: dict[SSAValue, int] = {}
+    for work in works:
+        for value, count in work.reads.items():
+            if not _produced_inside(value, members):
+                reads[value] = max(reads.get(value, 0), count)
+        writes |= {value: count for value, count in work.writes.items() if _escapes(value, members)}
+    return sum(reads.values()) + sum(writes.values())
 
 
 def _on_cores(kernel: _Kernel, device: Device, cores: int | None) -> _Kernel:
@@ -391,7 +403,8 @@ def _family_kernel(
         case ConvOp() if _is_depthwise(op):
             # On the vector units whatever the dtype: matrix units would have nothing to reuse.
             vector_peak = device.peak("fp64" if work.peak_key == "fp64" else "fp32")
-            return _stream("depthwise-conv", work, device, eff, vector_peak * eff.depthwise)
+            kernel = _stream("depthwise-conv", work, device, eff, vector_peak * eff.depthwise)
+            return replace(kernel, compute_s=kernel.compute_s + eff.conv_call_s)  # the same library call as a conv
         case MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp():
             a, b = op.operands[0], op.operands[1]
             traffic = _Traffic(nbytes(a), nbytes(b), work.bytes - nbytes(a) - nbytes(b), element_bytes(a))

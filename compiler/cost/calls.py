@@ -1,64 +1,122 @@
-"""What a call costs beyond its kernel: a library call's fixed cost, warm or cold; eager PyTorch's ATen calls;
-libm calls inside a CPU kernel. Which library function a kernel calls is read from its structured `call`
-(`gnomon.dialects.kernel.LibraryCall`), never from a string.
+"""What a call costs beyond its kernel: a library call's fixed cost, by how much traffic passed since the same
+function last ran; libm calls inside a CPU kernel. Which library function a kernel calls is read from its structured
+`call` (`gnomon.dialects.kernel.LibraryCall`), never from a string.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from xdsl.dialects.builtin import TensorType, f32
 
-from gnomon.cost.analytical import OpCost, efficiency
+from gnomon.cost.analytical import OpCost, boundary_bytes, efficiency
 from gnomon.cost.devices import Device
+from gnomon.cost.roofline import nbytes, op_work
 from gnomon.dialects import kernel
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import PowOp
+from gnomon.dialects.graph.tensor import SplitOp
 
 
-def same_library_function(before: kernel.FuncOp, kernel_func: kernel.FuncOp) -> bool:
-    """Whether two library kernels call the same library function (`aten.linear` of `aten.linear+relu`)."""
-    call_before, call = before.call, kernel_func.call
-    return call_before is not None and call is not None and call_before.callee == call.callee
+def call_distances(launches: Sequence[tuple[str | None, int]]) -> list[int | None]:
+    """For each of a program's launches, in order, (the library function it calls, or None; the bytes it moves):
+    the bytes moved from that function's last call on (that call's own, which stream through the caches after its
+    code ran, and everything launched since), or None for a launch that calls none. A program runs again and again
+    (a serving loop), so the count wraps around from the end of one run to its start: a function called once a run
+    sees the whole run's bytes."""
+    last: dict[str, int] = {}
+    for index, (function, _) in enumerate(launches):
+        if function is not None:
+            last[function] = index  # the last call of a run precedes each function's first call of the next run
+    total = sum(moved for _, moved in launches)
+    prefix = [0]
+    for _, moved in launches:
+        prefix.append(prefix[-1] + moved)
+    distances: list[int | None] = []
+    for index, (function, _) in enumerate(launches):
+        if function is None:
+            distances.append(None)
+            continue
+        before = last[function]
+        if before < index:
+            distances.append(prefix[index] - prefix[before])
+        else:  # the previous call was in the previous run: from it to the run's end, then to this launch
+            distances.append(total - prefix[before] + prefix[index])
+        last[function] = index
+    return distances
 
 
-def within_core_caches(cost: OpCost, device: Device) -> bool:
-    """Whether a kernel moved no more than one core's caches hold, so that it evicted nothing of the code and
-    bookkeeping of the call before it."""
-    return cost.bytes <= sum(level.capacity_bytes for level in device.memory[:-1] if level.per_core)
-
-
-def warm_call(previous: tuple[kernel.FuncOp, OpCost] | None, kernel_func: kernel.FuncOp, device: Device) -> bool:
-    """Whether a launch of `kernel_func` finds its library function's code and bookkeeping in cache: the launch
-    before it (`previous`, with its cost) called the same function and moved no more than one core's caches hold,
-    so that its traffic evicted none of it. Only CPUs are modelled so."""
-    if device.kind != "cpu" or previous is None or not same_library_function(previous[0], kernel_func):
-        return False
-    return within_core_caches(previous[1], device)
-
-
-EAGER_LIBRARY_MODELS = frozenset({"conv", "depthwise-conv", "gemm", "pool", "embedding", "attention"})
-"""The cost models of the ops whose eager ATen call is a library call, as gnomon's runtime makes it (oneDNN's and
-BLAS's primitives, ATen's pooling and embedding-bag kernels), so it pays the runtime's `library_call_s`; eager's
-elementwise ops, copies and norms are thin wrappers around their loops and pay only the dispatch that the
-calibration measures on tiny ops."""
-
-
-def eager_call_s(name: str, cost: OpCost, previous: tuple[str, OpCost] | None, device: Device) -> float:
-    """What the ATen call of an eager op (`name`, `cost`) takes beyond dispatch: a library op
-    (`EAGER_LIBRARY_MODELS`) pays `library_call_s`, or `library_call_warm_s` where the library op before it
-    (`previous`, name and cost) was the same op and small, as `warm_call()` has it for gnomon's runtime; any other
-    op, nothing."""
-    if cost.model not in EAGER_LIBRARY_MODELS:
-        return 0.0
+def library_call_s(distance: int | None, device: Device, *, copy: bool = False) -> float:
+    """What a library call takes beyond the runtime's launch: its dispatch, argument checks, output handling and, on
+    a CPU, the misses on the code and bookkeeping those run through. `distance` is the bytes moved since the same
+    function's last call (`call_distances`; None: unknown, a call alone). That traffic evicts the call's code and
+    data from the cache levels it outgrows: within the innermost level the call is warm (`library_call_warm_s`);
+    beyond the last cache level it comes from DRAM (`library_call_s`, what a call alone is priced at); in between
+    it costs in proportion to how many of the levels' capacity decades the traffic spans (log-linear), as the misses
+    move outwards level by level. A `copy` (`Call.copy`) is a thin call: warm, it costs the dispatch of a tiny
+    eager op; cold, it misses as much as any call."""
     eff = efficiency(device)
-    if device.kind == "cpu" and previous is not None:
-        name_before, cost_before = previous
-        if name_before == name and within_core_caches(cost_before, device):
-            return eff.library_call_warm_s
-    return eff.library_call_s
+    if device.kind != "cpu":
+        return device.dispatch_overhead_s if copy else eff.library_call_s
+    reach = 1.0
+    innermost = device.memory[0].capacity_bytes
+    last = device.memory[max(len(device.memory) - 2, 0)]
+    outermost = last.capacity_bytes * (device.cores if last.per_core else 1)
+    if distance is not None and outermost > innermost:
+        reach = min(max(math.log(max(distance, 1) / innermost) / math.log(outermost / innermost), 0.0), 1.0)
+    cold_extra = max(eff.library_call_s - eff.library_call_warm_s, 0.0) * reach
+    return (device.dispatch_overhead_s if copy else eff.library_call_warm_s) + cold_extra
+
+
+@dataclass(frozen=True)
+class Call:
+    """One library call a kernel's launch makes."""
+
+    function: str
+    moved: int
+    """The bytes it moves."""
+    copy: bool = False
+    """Whether it only copies data (slice, concat, a split's pieces): a thin call into ATen's copy kernel, with no
+    parallel region, temporaries or library setup."""
+
+
+FUSED_EPILOGUE_CALLEES = frozenset({"mkldnn._convolution_pointwise"})
+"""Library functions that run their kernel's epilogue as post-ops of the same call (`graph_to_kernel.library`'s
+`ONEDNN_CONV`); after any other callee the runtime calls each epilogue op's own out= kernel on the output."""
+PER_IMAGE_CALLEES = frozenset({"aten.mm"})
+"""Library functions the runtime calls once per image of a convolution run as BLAS products."""
+
+
+def library_calls(kernel_func: kernel.FuncOp) -> list[Call]:
+    """The library calls one launch of a library kernel makes, in order: the anchor (once per image for
+    `PER_IMAGE_CALLEES`, once per piece for a split), then each epilogue op unless the anchor fuses them. Empty
+    for a generated kernel."""
+    call = kernel_func.call
+    if kernel_func.is_generated or call is None:
+        return []
+    ops = [op for op in kernel_func.body.block.ops if isinstance(op, GraphOperation)]
+    epilogue = [] if call.callee in FUSED_EPILOGUE_CALLEES else ops[len(ops) - len(call.epilogue) :]
+    anchors = ops[: len(ops) - len(epilogue)]
+    anchor_bytes = boundary_bytes(anchors)
+    copy = all(op_work(op).flops == 0 for op in anchors)
+    times = 1
+    if isinstance(anchors[0], SplitOp):
+        times = len(anchors[0].results)
+    elif call.callee in PER_IMAGE_CALLEES and isinstance(anchors[0].operands[0].type, TensorType):
+        times = max(anchors[0].operands[0].type.get_shape()[0], 1)
+    calls = [Call(call.callee, anchor_bytes // times, copy)] * times
+    for op in epilogue:
+        calls.append(Call(op.name, 2 * nbytes(op.results[0])))  # in place on the output: read and written
+    return calls
+
+
+LIBRARY_MODELS = frozenset({"conv", "depthwise-conv", "gemm", "pool", "embedding", "attention"})
+"""The cost models of the ops whose eager ATen call is a library call, as gnomon's runtime makes it (oneDNN's and
+BLAS's primitives, ATen's pooling and embedding-bag kernels), so it pays `library_call_s()`; eager's elementwise
+ops, copies and norms are thin wrappers around their loops: warm, they pay the dispatch that the calibration
+measures on tiny ops, cold, also the misses of any call (`library_call_s(copy=True)`)."""
 
 
 def libm_calls(ops: Sequence[GraphOperation]) -> int:

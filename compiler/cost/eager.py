@@ -1,8 +1,9 @@
 """The `torch-eager` target: the imported graph, before any rewrite, op by op, as PyTorch eager runs it.
 
 Each op pays PyTorch's dispatch overhead on the host and runs alone (`op_cost`, no fusion), on the ATen kernel
-gnomon's runtime would call for it, on as many threads; a library op also pays its call (`eager_call_s`). Views
-dispatch but run no kernel. Eager uses one stream on a GPU.
+gnomon's runtime would call for it, on as many threads; a library op (`LIBRARY_MODELS`) also pays its call
+(`library_call_s`, by the traffic since the same op last ran). Views dispatch but run no kernel. Eager uses one
+stream on a GPU.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from gnomon.cost.analytical import OpCost, op_cost
-from gnomon.cost.calls import EAGER_LIBRARY_MODELS, eager_call_s, with_libm_calls
+from gnomon.cost.calls import LIBRARY_MODELS, call_distances, library_call_s, with_libm_calls
 from gnomon.cost.critical_path import Task
 from gnomon.cost.devices import Device
 from gnomon.cost.report import Report
@@ -41,17 +42,19 @@ def eager_op_cost(op: GraphOperation, device: Device, *, weights_in_dram: bool =
 def eager_steps(module: ModuleOp, device: Device) -> list[Step]:
     """An imported graph's schedule as PyTorch eager runs it: every op but constants, dispatched and run alone."""
     block = program_function(module).body.block
+    cold_weights = weights_in_dram(module, device)
+    ops = [op for op in block.ops if isinstance(op, GraphOperation) and not isinstance(op, ConstantOp)]
+    costs = [eager_op_cost(op, device, weights_in_dram=cold_weights) for op in ops]
+    library = [None if cost.model == "view" else op.name for op, cost in zip(ops, costs, strict=True)]
+    moved = [0 if cost.model == "view" else cost.bytes for cost in costs]
+    distances = call_distances(list(zip(library, moved, strict=True)))
     steps: list[Step] = []
     producer: dict[Operation, int] = {}
-    cold_weights = weights_in_dram(module, device)
-    previous: tuple[str, OpCost] | None = None  # the last library op's name and cost
-    for op in block.ops:
-        if not isinstance(op, GraphOperation) or isinstance(op, ConstantOp):
-            continue
-        cost = eager_op_cost(op, device, weights_in_dram=cold_weights)
-        call_s = eager_call_s(op.name, cost, previous, device)
-        if cost.model in EAGER_LIBRARY_MODELS:
-            previous = (op.name, cost)
+    for op, cost, distance in zip(ops, costs, distances, strict=True):
+        # A thin op's warm call is its dispatch alone (`library_call_s`'s copy), which every op pays below.
+        call_s = 0.0 if distance is None else library_call_s(distance, device, copy=cost.model not in LIBRARY_MODELS)
+        if cost.model not in LIBRARY_MODELS and distance is not None:
+            call_s -= device.dispatch_overhead_s
         owners = (storage(v).owner for v in op.operands)
         depends = tuple(sorted({producer[o] for o in owners if isinstance(o, Operation) and o in producer}))
         producer[op] = len(steps)

@@ -6,9 +6,9 @@
   the memory bus that changes every few seconds, so rounds fall into a floor that every calibration sees and faster
   stretches whose share of a run varies: the median lands in either, the best and the worst rounds are not
   reproducible, a low quantile stays on the floor.
-- the efficiency factors named in `FITTED` and the per-kernel fixed cost: `fit_efficiency` chooses them by
-  coordinate descent to minimize the mean absolute log error of the suite's per-kernel predictions (launch overhead
-  plus kernel time, as `gnomon analyze` predicts them). The launch overhead only grows from the tiny kernel's.
+- the efficiency factors named in `FITTED`: `fit_efficiency` chooses them by coordinate descent to minimize the
+  mean absolute log error of the suite's per-kernel predictions (launch overhead, calls and kernel time, as
+  `gnomon analyze` predicts them). The launch overhead is the tiny kernel's, as measured.
 
 Nothing here runs anything: tests feed it synthetic measurements.
 """
@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gnomon.cost.analytical import efficiency
-from gnomon.cost.calls import same_library_function, warm_call
 from gnomon.cost.devices import Device
 from gnomon.cost.program import kernel_cost
 from gnomon.dialects import kernel
@@ -30,22 +29,22 @@ __all__ = [
     "BOUNDS",
     "DRAM_QUANTILE",
     "FITTED",
-    "LAUNCH",
     "FitResult",
     "Measured",
     "fit_efficiency",
     "geomean_error",
     "lower_quantile",
     "median_of_rounds",
+    "round_spread",
+    "spread",
     "suite_prediction",
 ]
 
 FITTED = (
     "gemm", "conv", "conv_call_s", "gemm_k_overhead", "gemm_pack", "vector", "depthwise", "pool", "pool3d", "stream",
-    "stream_dram", "transpose", "library_call_s", "lookup_s", "libm_call_s", "library_call_warm_s",
+    "stream_dram", "transpose", "library_call_s", "lookup_s", "libm_call_s", "library_call_warm_s", "pool_wake_s",
 )  # fmt: skip
 """The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
-LAUNCH = "launch_overhead_s"
 DRAM_QUANTILE = 0.2
 """Where in the sorted DRAM rounds the DRAM figure is taken: a shared host's floor (see the module docstring)."""
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -65,6 +64,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "lookup_s": (1e-10, 1e-6),
     "libm_call_s": (1e-10, 1e-6),
     "library_call_warm_s": (1e-7, 2e-4),
+    "pool_wake_s": (1e-8, 1e-4),
 }
 
 
@@ -74,8 +74,9 @@ class Measured:
 
     kernel: kernel.FuncOp
     seconds: float
-    previous: kernel.FuncOp | None = None
-    """The kernel launched before it, if any: whether a library call is warm (`gnomon.cost.calls.warm_call`)."""
+    call_distances: tuple[int | None, ...] | None = None
+    """For a library kernel, the bytes moved before each of its calls since that function's last call
+    (`gnomon.cost.program.launch_call_distances`); None: each call alone."""
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,6 @@ class FitResult:
     """How well the fitted factors predict the suite's kernels."""
 
     factors: dict[str, float]
-    launch_overhead_s: float
-    """The fitted per-kernel fixed cost: a launch, and waking the threads of a kernel that runs on several."""
     kernels: int
     error_before: float
     """Geomean absolute percentage error with the default factors."""
@@ -100,6 +99,19 @@ def lower_quantile(values: Sequence[float], fraction: float) -> float:
     return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
 
 
+def spread(values: Sequence[float]) -> float:
+    """How far apart repeated measurements of one figure are: largest over smallest, less one."""
+    return max(values) / min(values) - 1 if values and min(values) > 0 else 0.0
+
+
+def round_spread(rounds: Sequence[Sequence[Measured]]) -> float:
+    """The median over a suite's kernels of the spread of each kernel's time across rounds: one busy round moves
+    every kernel of it, where a single kernel's outlier does not."""
+    if len(rounds) < 2:
+        return 0.0
+    return statistics.median(spread([m.seconds for m in same]) for same in zip(*rounds, strict=True))
+
+
 def median_of_rounds(rounds: Sequence[Sequence[Measured]]) -> list[Measured]:
     """Each kernel's median time over rounds of the same suite: a round taken while a neighbour thrashed the shared
     cache, or while it idled, must not set the factors."""
@@ -109,12 +121,8 @@ def median_of_rounds(rounds: Sequence[Sequence[Measured]]) -> list[Measured]:
 def suite_prediction(measured: Measured, device: Device) -> float:
     """A suite launch's predicted time. The suite's weights are not in cache when its GEMMs and convolutions run:
     the program's inputs, well over the last cache level, were all copied in before."""
-    before = measured.previous
-    previous = None
-    if before is not None and same_library_function(before, measured.kernel):  # else no need to price it
-        previous = (before, kernel_cost(before, device, weights_in_dram=True))
-    warm = warm_call(previous, measured.kernel, device)
-    return kernel_cost(measured.kernel, device, weights_in_dram=True, warm_call=warm).predicted_s
+    cost = kernel_cost(measured.kernel, device, weights_in_dram=True, call_distances=measured.call_distances)
+    return cost.predicted_s
 
 
 def _log_error(device: Device, measured: Sequence[Measured]) -> float:
@@ -129,24 +137,22 @@ def geomean_error(device: Device, measured: Sequence[Measured]) -> float:
 
 
 def _fitted_device(device: Device, values: dict[str, float]) -> Device:
-    """`device` with the fitted efficiency factors and per-kernel launch overhead of `values`."""
-    factors = {name: values[name] for name in FITTED}
-    return replace(device, efficiency=factors, launch_overhead_s=values[LAUNCH])
+    """`device` with the fitted efficiency factors of `values`."""
+    return replace(device, efficiency={name: values[name] for name in FITTED})
 
 
 def fit_efficiency(device: Device, measured: Sequence[Measured], sweeps: int = 3) -> FitResult:
-    """Coordinate descent on `FITTED` and the launch overhead: each in turn takes the best of a geometric grid
-    around its value. The launch overhead starts at, and stays above, the device's (a tiny kernel's launch): what
-    it gains above that is the fixed cost of a kernel that wakes the thread pools."""
+    """Coordinate descent on `FITTED`: each in turn takes the best of a geometric grid around its value. The launch
+    overhead is not fitted: it is measured on its own (a tiny kernel's), and what a kernel split over threads adds
+    is `pool_wake_s`; fitting it too let it soak up the errors of the suite's large kernels, and then priced every
+    small launch of a real model twice over."""
     defaults = efficiency(device)
     values: dict[str, float] = {name: float(getattr(defaults, name)) for name in FITTED}
-    values[LAUNCH] = device.launch_overhead_s
-    bounds = BOUNDS | {LAUNCH: (device.launch_overhead_s, 2e-4)}
     before = geomean_error(_fitted_device(device, values), measured)
     for sweep in range(sweeps):
         step = 2.0 ** (1 / (2 << sweep))  # finer each sweep: 2^(1/2), 2^(1/4), 2^(1/8)
-        for name in (*FITTED, LAUNCH):
-            low, high = bounds[name]
+        for name in FITTED:
+            low, high = BOUNDS[name]
             candidates = {min(high, max(low, values[name] * step**k)) for k in range(-12, 13)}
             if name == "gemm_k_overhead":
                 candidates = {float(round(c)) for c in candidates}
@@ -156,4 +162,4 @@ def fit_efficiency(device: Device, measured: Sequence[Measured], sweeps: int = 3
 
             values[name] = min(sorted(candidates), key=error)
     after = geomean_error(_fitted_device(device, values), measured)
-    return FitResult({name: values[name] for name in FITTED}, values[LAUNCH], len(measured), before, after)
+    return FitResult({name: values[name] for name in FITTED}, len(measured), before, after)

@@ -10,14 +10,15 @@ buffer and each result out, priced as streaming copies.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import SSAValue
 
-from gnomon.cost.analytical import OpCost, efficiency, group_cost, op_cost
-from gnomon.cost.calls import warm_call, with_libm_calls
+from gnomon.cost.analytical import OpCost, boundary_bytes, efficiency, group_cost, op_cost
+from gnomon.cost.calls import Call, call_distances, library_call_s, library_calls, with_libm_calls
 from gnomon.cost.critical_path import Task
 from gnomon.cost.devices import Device, MemoryLevel
 from gnomon.cost.report import AnalysisError, Report
@@ -52,11 +53,16 @@ def program_report(
 
 
 def kernel_cost(
-    kernel_func: kernel.FuncOp, device: Device, *, weights_in_dram: bool = False, warm_call: bool = False
+    kernel_func: kernel.FuncOp,
+    device: Device,
+    *,
+    weights_in_dram: bool = False,
+    call_distances: Sequence[int | None] | None = None,
 ) -> OpCost:
     """What one launch of a kernel costs: its body as one fused group, or its one op's own model; `weights_in_dram`
-    says that the program's weights do not fit the caches together (see `weights_in_dram()`); `warm_call`, that a
-    library kernel's call follows a small one of the same function (see `warm_call()`)."""
+    says that the program's weights do not fit the caches together (see `weights_in_dram()`); `call_distances`, for
+    a library kernel, the bytes moved before each of its calls since that function's last call
+    (`gnomon.cost.calls.library_calls`, `library_call_s`; None: each call alone)."""
     ops = [op for op in kernel_func.body.block.ops if isinstance(op, GraphOperation)]
     call = kernel_func.call
     # The runtime runs a 1x1 convolution as a BLAS product (its library call is then `aten.mm`).
@@ -73,10 +79,40 @@ def kernel_cost(
         cost = group_cost(
             ops, device, conv_as_gemm=as_gemm, library=library, weights_in_dram=weights_in_dram, cores=cores
         )
-    if warm_call and library:
-        eff = efficiency(device)
-        cost = replace(cost, launch_s=cost.launch_s - eff.library_call_s + eff.library_call_warm_s)
+    if library:
+        calls = library_calls(kernel_func)
+        distances = call_distances if call_distances is not None else [None] * len(calls)
+        calls_s = sum(library_call_s(d, device, copy=c.copy) for c, d in zip(calls, distances, strict=True))
+        cost = replace(cost, launch_s=device.launch_overhead_s + calls_s)
+    elif cores is not None and cores > 1:
+        cost = replace(cost, launch_s=cost.launch_s + efficiency(device).pool_wake_s)
     return with_libm_calls(cost, ops, device, cores)
+
+
+def launch_call_distances(module: ModuleOp) -> list[list[int | None]]:
+    """Per `rt.launch` of a lowered module, in order: for each library call it makes (`library_calls`; none for a
+    generated kernel), the bytes moved since that function's last call, as a serving loop runs the program: input
+    copies, the launches, result copies, again."""
+    function = program_function(module)
+    kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
+    calls: dict[str, list[Call]] = {}
+    moved: dict[str, int] = {}
+    sequence: list[tuple[str | None, int]] = [(None, 2 * memref_bytes(arg.type)) for arg in function.body.block.args]
+    launches: list[range] = []
+    for op in function.body.block.ops:
+        if isinstance(op, rt.LaunchOp):
+            kernel_func = kernels[op.callee.string_value()]
+            name = kernel_func.sym_name.data
+            if name not in calls:
+                calls[name] = library_calls(kernel_func)
+                moved[name] = boundary_bytes([o for o in kernel_func.body.block.ops if isinstance(o, GraphOperation)])
+            start = len(sequence)
+            sequence += [(c.function, c.moved) for c in calls[name]] or [(None, moved[name])]
+            launches.append(range(start, start + len(calls[name])))
+        elif isinstance(op, func.ReturnOp):
+            sequence += [(None, 2 * memref_bytes(value.type)) for value in op.operands]
+    distances = call_distances(sequence)
+    return [[distances[index] for index in launch] for launch in launches]
 
 
 def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
@@ -85,9 +121,9 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
     if rt.ARENA_SIZE not in function.attributes:
         raise AnalysisError("the module is not an rt program (lower it with gnomon.executable.lower first)")
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
-    costs: dict[tuple[str, bool], OpCost] = {}
+    costs: dict[tuple[str, tuple[int | None, ...]], OpCost] = {}
     cold_weights = weights_in_dram(module, device)
-    previous: tuple[kernel.FuncOp, OpCost] | None = None
+    distances = iter(launch_call_distances(module))
     block = function.body.block
     steps: list[Step] = []
     if device.kind == "cpu":
@@ -110,11 +146,12 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
             index = len(steps)
             kernel_func = kernels[op.callee.string_value()]
             name = kernel_func.sym_name.data
-            warm = warm_call(previous, kernel_func, device)
-            if (name, warm) not in costs:  # launches of one kernel.func in one context cost the same
-                costs[name, warm] = kernel_cost(kernel_func, device, weights_in_dram=cold_weights, warm_call=warm)
-            cost = costs[name, warm]
-            previous = (kernel_func, cost)
+            calls = tuple(next(distances))
+            if (name, calls) not in costs:  # launches of one kernel.func in one context cost the same
+                costs[name, calls] = kernel_cost(
+                    kernel_func, device, weights_in_dram=cold_weights, call_distances=calls
+                )
+            cost = costs[name, calls]
             read = [ranges[v] for v in op.ins if v in ranges]
             depends = {task for task, span in written if any(_overlap(span, r) for r in read)}
             for out in op.outs:

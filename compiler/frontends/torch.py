@@ -158,7 +158,7 @@ def _user_dim_names(program: ExportedProgram, dynamic_shapes: Any) -> dict[str, 
         return {}
     names: dict[str, str] = {}
     for dims, spec in zip(_input_dims(program), dynamic_shapes, strict=False):
-        for index, dim in (spec.items() if isinstance(spec, dict) else ()):
+        for index, dim in spec.items() if isinstance(spec, dict) else ():
             user_name = getattr(dim, "__name__", "")
             if user_name and isinstance(index, int) and index < len(dims) and (symbol := _symbol(dims[index])):
                 names[symbol] = user_name

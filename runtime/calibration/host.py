@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from gnomon.cost.devices import load_device
 
-__all__ = ["busy_fraction", "cache_levels", "cores", "cpu_list_count", "cpu_name", "dram_bytes"]
+__all__ = [
+    "CpuTimes",
+    "busy_fraction",
+    "cache_levels",
+    "cores",
+    "cpu_list_count",
+    "cpu_name",
+    "cpu_times",
+    "dram_bytes",
+    "others_busy",
+]
 
 
 def cores() -> int:
@@ -85,3 +97,33 @@ def busy_fraction(seconds: float) -> float:
     except (OSError, ValueError):
         return 0.0
     return 1 - (idle_after - idle) / max(total_after - total, 1)
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    """CPU seconds so far: all CPUs busy, all CPUs in total, and this process's own (Linux's /proc/stat)."""
+
+    busy: float
+    total: float
+    own: float
+
+
+def cpu_times() -> CpuTimes | None:
+    """The CPU seconds so far; None where /proc/stat cannot be read."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    total = sum(fields) / tick
+    return CpuTimes(total - (fields[3] + fields[4]) / tick, total, usage.ru_utime + usage.ru_stime)
+
+
+def others_busy(before: CpuTimes | None, after: CpuTimes | None) -> float:
+    """The share of all CPUs' time that other processes used between two `cpu_times()` (0 where unknown): what
+    took cores and caches away from a measurement that ran meanwhile."""
+    if before is None or after is None or after.total <= before.total:
+        return 0.0
+    others = (after.busy - before.busy) - (after.own - before.own)
+    return min(max(others / (after.total - before.total), 0.0), 1.0)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gnomon.cost.devices import MemoryLevel, load_device
-from gnomon.runtime.calibration.host import busy_fraction, cache_levels, cores, cpu_name
+from gnomon.runtime.calibration.host import busy_fraction, cache_levels, cores, cpu_name, cpu_times, others_busy
 from gnomon.runtime.calibration.overheads import dispatch_overhead, launch_overhead, pool_handoff
 from gnomon.runtime.calibration.probe import generated_matmul_flops, peak_flops, stream_bandwidth
 from gnomon.runtime.calibration.profile import Lower, load
@@ -62,6 +62,7 @@ def measure(quick: bool, fit: bool, log: Log, lower: Lower) -> tuple[Measurement
     )
     log("peaks and bandwidths: best of several calls; overheads: medians")
     busy = busy_fraction(0.5)
+    began_cpu = cpu_times()
     if busy > 0.15:
         noisy = f"the CPUs were {busy:.0%} busy with other work before measuring: figures will be noisy"
         m.note(noisy, log, "warning: ")
@@ -75,6 +76,7 @@ def measure(quick: bool, fit: bool, log: Log, lower: Lower) -> tuple[Measurement
     )
     _overheads(m, rounds, log, lower)
     rounds.spread(began, 0.0 if quick else SPAN_S)
+    m.measured["others_busy"] = others_busy(began_cpu, cpu_times())
     return m, rounds
 
 
@@ -124,7 +126,7 @@ def _overheads(m: Measurements, rounds: Rounds, log: Log, lower: Lower) -> None:
     rounds.take(with_suite=False)
     launch = m.measured["launch_overhead_s"] = launch_overhead(16 if m.quick else 64, 50 if m.quick else 300, lower)
     rounds.take()
-    log(f"  runtime launch overhead (tiny generated and library kernels): {launch * 1e6:.2f} us per kernel")
+    log(f"  runtime launch overhead (tiny generated kernels): {launch * 1e6:.2f} us per kernel")
     dispatch = m.measured["dispatch_overhead_s"] = dispatch_overhead(40 if m.quick else 400, 20 if m.quick else 50)
     rounds.take(with_suite=False)
     log(f"  PyTorch eager dispatch overhead (tiny ops): {dispatch * 1e6:.2f} us per op")

@@ -16,6 +16,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from gnomon.cost.fit import Measured
+from gnomon.cost.program import launch_call_distances
 from gnomon.dialects import kernel
 from gnomon.runtime.executor import Program
 
@@ -58,7 +59,8 @@ def profile_suite(loaded: Loaded, runs: int) -> list[Measured]:
         samples.append([t.seconds for t in program.profile.timings])
     kernels = {op.sym_name.data: op for op in loaded.module.ops if isinstance(op, kernel.FuncOp)}
     launched = [kernels[timing.kernel] for timing in program.profile.timings]
+    distances = launch_call_distances(loaded.module)
     return [
-        Measured(launch, statistics.median(run[i] for run in samples), launched[i - 1] if i else None)
+        Measured(launch, statistics.median(run[i] for run in samples), tuple(distances[i]))
         for i, launch in enumerate(launched)
     ]

@@ -31,6 +31,9 @@ A device file:
 
     [efficiency]                  # optional: factors of the analytical models fitted to this device
     gemm = 0.8                    # (keys: gnomon.cost.analytical.Efficiency)
+
+    [steadiness]                  # optional: how steady the machine was while a calibration measured it
+    others_busy = 0.02            # (keys: gnomon.calibrate.STEADINESS)
 """
 
 from __future__ import annotations
@@ -107,6 +110,9 @@ class Device:
     """Where the figures come from (a datasheet, a calibration run)."""
     efficiency: dict[str, float] = field(default_factory=dict[str, float])
     """Fitted factors of the analytical models; absent ones take the models' defaults."""
+    steadiness: dict[str, float] = field(default_factory=dict[str, float])
+    """How steady a calibration's machine was (`gnomon.calibrate`: other processes' CPU share, the spread of its
+    rounds); empty for datasheet figures."""
 
     @property
     def dram(self) -> MemoryLevel:
@@ -216,6 +222,8 @@ def device_toml(device: Device) -> str:
         ]
     if device.efficiency:
         lines += ["", "[efficiency]", *(f"{_key(k)} = {_toml(v)}" for k, v in device.efficiency.items())]
+    if device.steadiness:
+        lines += ["", "[steadiness]", *(f"{_key(k)} = {_toml(v)}" for k, v in device.steadiness.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -295,6 +303,9 @@ class _Table:
     def positive_numbers(self) -> dict[str, float]:
         return {key: self.number(key, positive=True) for key in self.data}
 
+    def numbers(self) -> dict[str, float]:
+        return {key: self.number(key) for key in self.data}
+
 
 def _device(top: _Table) -> Device:
     kind = top.string("kind")
@@ -318,6 +329,7 @@ def _device(top: _Table) -> Device:
             link.string("name"), link.number("bandwidth_bytes_per_s", positive=True), link.number("latency_s")
         )
     efficiency = top.table("efficiency").positive_numbers() if "efficiency" in top.data else {}
+    steadiness = top.table("steadiness").numbers() if "steadiness" in top.data else {}
     return Device(
         name=top.string("name"),
         kind=cast(DeviceKind, kind),
@@ -330,4 +342,5 @@ def _device(top: _Table) -> Device:
         interconnect=interconnect,
         source=top.string("source"),
         efficiency=efficiency,
+        steadiness=steadiness,
     )
