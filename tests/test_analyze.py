@@ -180,8 +180,8 @@ def test_call_distances_count_the_bytes_since_the_same_function_last_ran_wrappin
     from gnomon.cost.calls import call_distances
 
     launches = [("a", 10), ("b", 20), ("a", 30), (None, 5)]
-    # a's first call follows the previous run's second (its 30 bytes, then the copy's 5); b runs once a run.
-    assert call_distances(launches) == [35, 65, 30, None]
+    # a's first call follows the previous run's second, then the copy's 5 bytes; b runs once a run.
+    assert call_distances(launches) == [5, 45, 20, None]
 
 
 def test_a_library_call_costs_more_the_further_out_its_code_was_pushed() -> None:
@@ -217,11 +217,11 @@ def test_a_program_prices_each_call_by_the_traffic_since_its_function_last_ran()
         return [r.overhead_s for r in report.records if r.kind == "aten.layer_norm"]
 
     cpu = load_device("generic-cpu")
-    norm_bytes = 2 * 64 * 192 * 4 + 2 * 192 * 4  # one norm's input and output, gamma and beta
     first, second, third = norms(64)
-    assert second == third == pytest.approx(cpu.launch_overhead_s + library_call_s(norm_bytes, cpu))
-    assert first > second  # the result and input copies, and the other two norms, ran since the last run's third
-    assert min(norms(16384)) == pytest.approx(cpu.launch_overhead_s + library_call_s(None, cpu))  # 25 MB each
+    assert second == third == pytest.approx(cpu.launch_overhead_s + library_call_s(0, cpu))  # back to back: warm
+    assert first > second  # the result and input copies ran since the last run's third
+    # 25 MB copies in and out between the last run's third norm and this run's first: cold
+    assert norms(16384)[0] == pytest.approx(cpu.launch_overhead_s + library_call_s(None, cpu))
 
 
 def test_eager_ops_pay_their_dispatch_and_library_ops_their_call() -> None:
@@ -229,7 +229,7 @@ def test_eager_ops_pay_their_dispatch_and_library_ops_their_call() -> None:
 
     from gnomon.context import gnomon_context
     from gnomon.cost import efficiency
-    from gnomon.cost.calls import library_call_s
+    from gnomon.cost.calls import cold_call_s, library_call_s
     from gnomon.cost.eager import eager_steps
 
     def linears(width: int) -> list[float]:
@@ -246,16 +246,15 @@ def test_eager_ops_pay_their_dispatch_and_library_ops_their_call() -> None:
 
     cpu = load_device("generic-cpu")
     eff, dispatch = efficiency(cpu), cpu.dispatch_overhead_s
-    # 16 KB of weights and 8 KB activations: a linear's next call finds its code in L1 or L2.
-    linear_bytes = 2 * 32 * 64 * 4 + 64 * 64 * 4
-    relu_bytes = 2 * 32 * 64 * 4
-    between = linear_bytes + relu_bytes
-    small = linears(64)
-    assert small[2] == small[4] == pytest.approx(dispatch + library_call_s(between, cpu))
+    # Between two linears a relu moves its input and output: 16 KB at width 64, 2 MB at width 8192.
+    small, large = linears(64), linears(8192)
+    assert small[2] == small[4] == pytest.approx(dispatch + library_call_s(2 * 32 * 64 * 4, cpu))
+    assert large[2] == large[4] == pytest.approx(dispatch + library_call_s(2 * 32 * 8192 * 4, cpu))
+    assert dispatch + eff.library_call_warm_s == small[2] < large[2] < dispatch + eff.library_call_s
     # A relu is a thin op: its warm call is the dispatch alone, a cold one adds what pushes a call's code out.
-    assert small[3] == pytest.approx(dispatch + library_call_s(between, cpu) - eff.library_call_warm_s)
-    large = linears(2048)  # 16 MB of weights: every call is cold
-    assert large[2] == pytest.approx(dispatch + eff.library_call_s)
+    # Between two relus a linear moves its input, output and weights: 32 KB at width 64 (within L1), 256 MB at 8192.
+    assert small[3] == pytest.approx(dispatch)
+    assert large[3] == pytest.approx(dispatch + cold_call_s(None, cpu))
     # A datasheet GPU charges nothing for the call beyond dispatch (its `library_call_s` is 0).
     h100 = load_device("h100")
     t, w = "tensor<32x64xf32>", "tensor<64x64xf32>"
@@ -465,3 +464,14 @@ def test_a_library_kernel_lists_the_calls_the_runtime_makes() -> None:
     assert [call.moved for call in calls[:3]] == [(3 * 16 * 16 + 8 * 16 + 3 * 8 * 16) * 4 // 3] * 3
     assert calls[-1].moved == 2 * 3 * 8 * 16 * 4
     assert not any(call.copy for call in calls)
+
+
+def test_the_cost_model_knows_which_callee_fuses_its_epilogue_as_the_runtime_does() -> None:
+    from gnomon.cost.calls import FUSED_EPILOGUE_CALLEES, cold_call_s, library_call_s
+    from gnomon.passes.graph_to_kernel.library import ONEDNN_CONV
+
+    assert FUSED_EPILOGUE_CALLEES == {ONEDNN_CONV}
+    # A datasheet GPU prices no call beyond its (zero) library call, copies included, and no cold misses.
+    h100 = load_device("h100")
+    assert library_call_s(1 << 30, h100, copy=True) == library_call_s(None, h100) == 0.0
+    assert cold_call_s(1 << 30, h100) == 0.0

@@ -22,10 +22,11 @@ from gnomon.dialects.graph.tensor import SplitOp
 
 def call_distances(launches: Sequence[tuple[str | None, int]]) -> list[int | None]:
     """For each of a program's launches, in order, (the library function it calls, or None; the bytes it moves):
-    the bytes moved from that function's last call on (that call's own, which stream through the caches after its
-    code ran, and everything launched since), or None for a launch that calls none. A program runs again and again
-    (a serving loop), so the count wraps around from the end of one run to its start: a function called once a run
-    sees the whole run's bytes."""
+    the bytes moved by everything launched since that function's last call, or None for a launch that calls none.
+    The call's own traffic does not count: caches replace lines that a stream touches once before the code that runs
+    on every call (an LSTM step's 1.5 MB of weights left its linear's next call warm). A program runs again and
+    again (a serving loop), so the count wraps around from the end of one run to its start: a function called once
+    a run sees every other launch's bytes."""
     last: dict[str, int] = {}
     for index, (function, _) in enumerate(launches):
         if function is not None:
@@ -41,9 +42,9 @@ def call_distances(launches: Sequence[tuple[str | None, int]]) -> list[int | Non
             continue
         before = last[function]
         if before < index:
-            distances.append(prefix[index] - prefix[before])
+            distances.append(prefix[index] - prefix[before + 1])
         else:  # the previous call was in the previous run: from it to the run's end, then to this launch
-            distances.append(total - prefix[before] + prefix[index])
+            distances.append(total - prefix[before + 1] + prefix[index])
         last[function] = index
     return distances
 
@@ -59,15 +60,23 @@ def library_call_s(distance: int | None, device: Device, *, copy: bool = False) 
     eager op; cold, it misses as much as any call."""
     eff = efficiency(device)
     if device.kind != "cpu":
-        return device.dispatch_overhead_s if copy else eff.library_call_s
+        return eff.library_call_s
+    return (device.dispatch_overhead_s if copy else eff.library_call_warm_s) + cold_call_s(distance, device)
+
+
+def cold_call_s(distance: int | None, device: Device) -> float:
+    """What a call's misses add to its warm cost, after `distance` bytes of traffic (see `library_call_s`); 0 on a
+    GPU, whose host code is not what the device's traffic evicts."""
+    if device.kind != "cpu":
+        return 0.0
+    eff = efficiency(device)
     reach = 1.0
     innermost = device.memory[0].capacity_bytes
     last = device.memory[max(len(device.memory) - 2, 0)]
     outermost = last.capacity_bytes * (device.cores if last.per_core else 1)
     if distance is not None and outermost > innermost:
         reach = min(max(math.log(max(distance, 1) / innermost) / math.log(outermost / innermost), 0.0), 1.0)
-    cold_extra = max(eff.library_call_s - eff.library_call_warm_s, 0.0) * reach
-    return (device.dispatch_overhead_s if copy else eff.library_call_warm_s) + cold_extra
+    return max(eff.library_call_s - eff.library_call_warm_s, 0.0) * reach
 
 
 @dataclass(frozen=True)
@@ -116,7 +125,7 @@ LIBRARY_MODELS = frozenset({"conv", "depthwise-conv", "gemm", "pool", "embedding
 """The cost models of the ops whose eager ATen call is a library call, as gnomon's runtime makes it (oneDNN's and
 BLAS's primitives, ATen's pooling and embedding-bag kernels), so it pays `library_call_s()`; eager's elementwise
 ops, copies and norms are thin wrappers around their loops: warm, they pay the dispatch that the calibration
-measures on tiny ops, cold, also the misses of any call (`library_call_s(copy=True)`)."""
+measures on tiny ops, cold, also the misses of any call (`cold_call_s`)."""
 
 
 def libm_calls(ops: Sequence[GraphOperation]) -> int:

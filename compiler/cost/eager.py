@@ -13,7 +13,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from gnomon.cost.analytical import OpCost, op_cost
-from gnomon.cost.calls import LIBRARY_MODELS, call_distances, library_call_s, with_libm_calls
+from gnomon.cost.calls import LIBRARY_MODELS, call_distances, cold_call_s, library_call_s, with_libm_calls
 from gnomon.cost.critical_path import Task
 from gnomon.cost.devices import Device
 from gnomon.cost.report import Report
@@ -51,10 +51,9 @@ def eager_steps(module: ModuleOp, device: Device) -> list[Step]:
     steps: list[Step] = []
     producer: dict[Operation, int] = {}
     for op, cost, distance in zip(ops, costs, distances, strict=True):
-        # A thin op's warm call is its dispatch alone (`library_call_s`'s copy), which every op pays below.
-        call_s = 0.0 if distance is None else library_call_s(distance, device, copy=cost.model not in LIBRARY_MODELS)
-        if cost.model not in LIBRARY_MODELS and distance is not None:
-            call_s -= device.dispatch_overhead_s
+        call_s = 0.0  # a view's, beyond its dispatch
+        if distance is not None:  # a thin op's warm call is its dispatch alone, which every op pays below
+            call_s = library_call_s(distance, device) if cost.model in LIBRARY_MODELS else cold_call_s(distance, device)
         owners = (storage(v).owner for v in op.operands)
         depends = tuple(sorted({producer[o] for o in owners if isinstance(o, Operation) and o in producer}))
         producer[op] = len(steps)

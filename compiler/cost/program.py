@@ -1,7 +1,9 @@
 """The `gnomon` target: the kernels gnomon's runtime launches, after its rewrites (batch-norm folding, constant
 folding, fusion into library and generated kernels).
 
-Each `rt.launch` is one task: the runtime's launch overhead on the host, then its `kernel.func` body on a stream,
+Each `rt.launch` is one task: the runtime's launch overhead on the host and the library calls it makes (each priced
+by the traffic since its function last ran, around the program as a serving loop runs it: `gnomon.cost.calls`; a
+generated kernel split over threads wakes them), then its `kernel.func` body on a stream,
 priced by the kernel models (`group_cost` for a fused body, `op_cost` for a one-op body, which keeps that op's own
 model, e.g. an embedding table's hit pattern). A launch waits for the launches that wrote the arena bytes it reads,
 and for those that read or wrote the bytes it overwrites. On a CPU the runtime also copies each input into its
