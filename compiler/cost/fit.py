@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gnomon.cost.analytical import efficiency
+from gnomon.cost.calls import Call, library_calls
 from gnomon.cost.devices import Device
 from gnomon.cost.program import kernel_cost
 from gnomon.dialects import kernel
@@ -118,16 +119,20 @@ def median_of_rounds(rounds: Sequence[Sequence[Measured]]) -> list[Measured]:
     return [replace(same[0], seconds=statistics.median(m.seconds for m in same)) for same in zip(*rounds, strict=True)]
 
 
-def suite_prediction(measured: Measured, device: Device) -> float:
-    """A suite launch's predicted time. The suite's weights are not in cache when its GEMMs and convolutions run:
-    the program's inputs, well over the last cache level, were all copied in before."""
-    cost = kernel_cost(measured.kernel, device, weights_in_dram=True, call_distances=measured.call_distances)
-    return cost.predicted_s
+def suite_prediction(measured: Measured, device: Device, calls: Sequence[Call] | None = None) -> float:
+    """A suite launch's predicted time (`calls`: its kernel's `library_calls`, if known). The suite's weights are
+    not in cache when its GEMMs and convolutions run: the program's inputs, well over the last cache level, were all
+    copied in before."""
+    return kernel_cost(
+        measured.kernel, device, weights_in_dram=True, call_distances=measured.call_distances, calls=calls
+    ).predicted_s
 
 
-def _log_error(device: Device, measured: Sequence[Measured]) -> float:
+def _log_error(device: Device, measured: Sequence[Measured], calls: Sequence[Sequence[Call]]) -> float:
     # Absolute, not squared: a kernel the models cannot describe (a slow library path) must not drag the rest.
-    return statistics.fmean(abs(math.log(suite_prediction(m, device) / m.seconds)) for m in measured)
+    return statistics.fmean(
+        abs(math.log(suite_prediction(m, device, c) / m.seconds)) for m, c in zip(measured, calls, strict=True)
+    )
 
 
 def geomean_error(device: Device, measured: Sequence[Measured]) -> float:
@@ -148,6 +153,7 @@ def fit_efficiency(device: Device, measured: Sequence[Measured], sweeps: int = 3
     small launch of a real model twice over."""
     defaults = efficiency(device)
     values: dict[str, float] = {name: float(getattr(defaults, name)) for name in FITTED}
+    calls = [library_calls(m.kernel) for m in measured]  # what the factors do not change, found once
     before = geomean_error(_fitted_device(device, values), measured)
     for sweep in range(sweeps):
         step = 2.0 ** (1 / (2 << sweep))  # finer each sweep: 2^(1/2), 2^(1/4), 2^(1/8)
@@ -158,7 +164,7 @@ def fit_efficiency(device: Device, measured: Sequence[Measured], sweeps: int = 3
                 candidates = {float(round(c)) for c in candidates}
 
             def error(value: float, name: str = name) -> float:
-                return _log_error(_fitted_device(device, values | {name: value}), measured)
+                return _log_error(_fitted_device(device, values | {name: value}), measured, calls)
 
             values[name] = min(sorted(candidates), key=error)
     after = geomean_error(_fitted_device(device, values), measured)

@@ -60,11 +60,13 @@ def kernel_cost(
     *,
     weights_in_dram: bool = False,
     call_distances: Sequence[int | None] | None = None,
+    calls: Sequence[Call] | None = None,
 ) -> OpCost:
     """What one launch of a kernel costs: its body as one fused group, or its one op's own model; `weights_in_dram`
     says that the program's weights do not fit the caches together (see `weights_in_dram()`); `call_distances`, for
     a library kernel, the bytes moved before each of its calls since that function's last call
-    (`gnomon.cost.calls.library_calls`, `library_call_s`; None: each call alone)."""
+    (`gnomon.cost.calls.library_calls`, `library_call_s`; None: each call alone); `calls`, its `library_calls` where
+    the caller has them already (a calibration fit prices each kernel thousands of times)."""
     ops = [op for op in kernel_func.body.block.ops if isinstance(op, GraphOperation)]
     call = kernel_func.call
     # The runtime runs a 1x1 convolution as a BLAS product (its library call is then `aten.mm`).
@@ -82,7 +84,7 @@ def kernel_cost(
             ops, device, conv_as_gemm=as_gemm, library=library, weights_in_dram=weights_in_dram, cores=cores
         )
     if library:
-        calls = library_calls(kernel_func)
+        calls = calls if calls is not None else library_calls(kernel_func)
         distances = call_distances if call_distances is not None else [None] * len(calls)
         calls_s = sum(library_call_s(d, device, copy=c.copy) for c, d in zip(calls, distances, strict=True))
         cost = replace(cost, launch_s=device.launch_overhead_s + calls_s)

@@ -18,7 +18,7 @@ from gnomon.runtime.calibration.suite import Suite, fitted_launches
 
 __all__ = ["SPAN_S", "Rounds"]
 
-SPAN_S = 30.0
+SPAN_S = 20.0
 """Seconds over which DRAM and peak rounds are spread (the calibration's length); 0 for a quick one."""
 
 
