@@ -3,14 +3,17 @@
 After calibrations (`gnomon calibrate`, run here unless `--device FILE` gives one), for the onnx package's light
 networks, gnomon's transformer block, DLRM-style model and MLP, each at two batch sizes:
 
-1. per kernel: each launch of gnomon's runtime, predicted (`gnomon.cost.program_report`: launch overhead plus
-   the cost service's kernel time) against its profiled time (median over runs);
-2. gnomon end to end: the predicted critical path against `Executable.run` (unprofiled, median);
+1. per kernel: each launch of gnomon's runtime, predicted (`gnomon.cost.program_report`: launch overhead and
+   library calls plus the cost service's kernel time) against its profiled time;
+2. gnomon end to end: the predicted critical path against `Executable.run` (unprofiled);
 3. PyTorch eager end to end: the `torch-eager` prediction (the imported graph op by op) against the torch module
-   in eager mode, or for the ONNX networks, which have no torch module, `TorchEagerProgram` (median).
+   in eager mode, or for the ONNX networks, which have no torch module, `TorchEagerProgram`; beside it, eager's
+   predicted ops against the top-level ATen ops torch.profiler sees.
 
-Every pair is printed, with the geometric mean of the absolute percentage errors of each group, per model, and per
-kernel kind (which kernels carry the error, and whether they are predicted too fast or too slow). The light
+Each measured figure is the smallest of `MEDIANS` medians, and the end-to-end ones print their spread. Every pair is
+printed, with the geometric mean of the absolute percentage errors of each group, per model, per kernel kind and
+per op family and shape class (`op_families.py`: which kernels carry the error, and whether they are predicted too
+fast or too slow). The light
 networks are batch 1 in their files; the second batch size is bound through input shapes (the ONNX frontend makes
 the reshapes they spell out for a batch of 1 follow it), and a network that still cannot take it is named.
 
@@ -57,6 +60,7 @@ from gnomon.bundled import light_models
 from gnomon.calibrate import calibrate
 from gnomon.cost.devices import Device, load_device, save_device
 from gnomon.cost.eager import eager_report
+from gnomon.cost.fit import spread
 from gnomon.cost.program import program_report
 from gnomon.dialects import kernel
 from gnomon.errors import GnomonError
@@ -212,7 +216,7 @@ def _smallest_median(call: Callable[[], Any], runs: int) -> tuple[float, float]:
             call()
             times.append(time.perf_counter() - start)
         medians.append(statistics.median(times))
-    return min(medians), max(medians) / min(medians) - 1
+    return min(medians), spread(medians)
 
 
 def host_speed(device: Device) -> tuple[float, float, float]:
@@ -334,7 +338,7 @@ def result(case: Case, samples: Sequence[Sample]) -> Result:
 
 
 def _spread(figures: Sequence[float], within: Sequence[float]) -> float:
-    return max(max(figures) / min(figures) - 1, *within)
+    return max(spread(figures), *within)
 
 
 def _ms(seconds: float) -> str:
@@ -381,11 +385,11 @@ def print_results(results: Sequence[Result], show_kernels: bool) -> None:
             f"  {result.case:<24} {_ms(gp):>10} {_ms(gm):>10} {gs:>6.0%} {ape(gp, gm):>7.1%} | "
             f"{_ms(ep):>10} {_ms(em):>10} {es:>6.0%} {ape(ep, em):>7.1%}"
         )
-    spreads = [spread for result in results for spread in result.spread]
+    spreads = [figure for result in results for figure in result.spread]
     print(f"  measurement spread: median {statistics.median(spreads):.0%}, largest {max(spreads):.0%}")
     print(
         "\ntorch eager, ms: predicted ops, their overheads (dispatch, calls) and kernels | torch.profiler's top-level"
-        " ATen ops, their time (profiled: ~1 us more an op) | measured, and what it spent outside ATen (Python)"
+        " ATen ops and their time (the profiler's own included) | measured, and what it spent outside ATen (Python)"
     )
     for result in results:
         (count, overhead, kernels), (aten_ops, aten_s), measured = result.eager_ops, result.aten, result.eager[1]

@@ -2,8 +2,8 @@
 
 Each op pays PyTorch's dispatch overhead on the host and runs alone (`op_cost`, no fusion), on the ATen kernel
 gnomon's runtime would call for it, on as many threads; a library op (`LIBRARY_MODELS`) also pays its call
-(`library_call_s`, by the traffic since the same op last ran). Views dispatch but run no kernel. Eager uses one
-stream on a GPU.
+(`library_call_s`), any other op the misses of a cold call (`cold_call_s`), both by the traffic since the same op
+last ran. Views dispatch but run no kernel. Eager uses one stream on a GPU.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ def eager_steps(module: ModuleOp, device: Device) -> list[Step]:
     cold_weights = weights_in_dram(module, device)
     ops = [op for op in block.ops if isinstance(op, GraphOperation) and not isinstance(op, ConstantOp)]
     costs = [eager_op_cost(op, device, weights_in_dram=cold_weights) for op in ops]
-    library = [None if cost.model == "view" else op.name for op, cost in zip(ops, costs, strict=True)]
+    functions = [None if cost.model == "view" else op.name for op, cost in zip(ops, costs, strict=True)]
     moved = [0 if cost.model == "view" else cost.bytes for cost in costs]
-    distances = call_distances(list(zip(library, moved, strict=True)))
+    distances = call_distances(list(zip(functions, moved, strict=True)))
     steps: list[Step] = []
     producer: dict[Operation, int] = {}
     for op, cost, distance in zip(ops, costs, distances, strict=True):

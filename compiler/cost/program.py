@@ -126,6 +126,7 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
         raise AnalysisError("the module is not an rt program (lower it with gnomon.executable.lower first)")
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
     costs: dict[tuple[str, tuple[int | None, ...]], OpCost] = {}
+    calls: dict[str, list[Call]] = {}
     cold_weights = weights_in_dram(module, device)
     distances = iter(launch_call_distances(module))
     block = function.body.block
@@ -150,12 +151,14 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
             index = len(steps)
             kernel_func = kernels[op.callee.string_value()]
             name = kernel_func.sym_name.data
-            calls = tuple(next(distances))
-            if (name, calls) not in costs:  # launches of one kernel.func in one context cost the same
-                costs[name, calls] = kernel_cost(
-                    kernel_func, device, weights_in_dram=cold_weights, call_distances=calls
+            key = (name, tuple(next(distances)))
+            if key not in costs:  # launches of one kernel.func after as much traffic cost the same
+                if name not in calls:
+                    calls[name] = library_calls(kernel_func)
+                costs[key] = kernel_cost(
+                    kernel_func, device, weights_in_dram=cold_weights, call_distances=key[1], calls=calls[name]
                 )
-            cost = costs[name, calls]
+            cost = costs[key]
             read = [ranges[v] for v in op.ins if v in ranges]
             depends = {task for task, span in written if any(_overlap(span, r) for r in read)}
             for out in op.outs:

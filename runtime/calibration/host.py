@@ -85,23 +85,18 @@ def cpu_name() -> str:
 
 def busy_fraction(seconds: float) -> float:
     """The share of all CPUs' time spent busy over the next `seconds` (Linux's /proc/stat; 0 elsewhere)."""
-
-    def sample() -> tuple[int, int]:
-        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-        return sum(fields), fields[3] + fields[4]  # all, idle + iowait
-
-    try:
-        total, idle = sample()
-        time.sleep(seconds)
-        total_after, idle_after = sample()
-    except (OSError, ValueError):
+    before = cpu_times()
+    time.sleep(seconds)
+    after = cpu_times()
+    if before is None or after is None or after.total <= before.total:
         return 0.0
-    return 1 - (idle_after - idle) / max(total_after - total, 1)
+    return (after.busy - before.busy) / (after.total - before.total)
 
 
 @dataclass(frozen=True)
 class CpuTimes:
-    """CPU seconds so far: all CPUs busy, all CPUs in total, and this process's own (Linux's /proc/stat)."""
+    """CPU seconds so far: all CPUs busy (neither idle nor waiting for I/O), all CPUs in total, and this process's
+    own (Linux's /proc/stat)."""
 
     busy: float
     total: float

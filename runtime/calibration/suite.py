@@ -1,8 +1,9 @@
 """The calibration suite: the kernels whose profiled times the fit of the efficiency factors matches.
 
-GEMMs, convolutions, a depthwise convolution, elementwise, broadcast affine, transpose, softmax, normalization, 2-D
+GEMMs, convolutions, depthwise convolutions, elementwise, broadcast affine, transpose, softmax, normalization, 2-D
 and 3-D pooling, concatenation and embedding bags, each family at a large and a small size, so that the fixed costs
-and the rates separate. The suite's shapes are not the benchmark models' own.
+and the rates separate; and two chains of small calls of three library functions in turn, near and far apart in
+traffic, for a call's fixed cost warm and cold. The suite's shapes are not the benchmark models' own.
 """
 
 from __future__ import annotations
@@ -191,8 +192,8 @@ def _library_kernels() -> list[Kernel]:
         # Tiny library calls: what they take is almost all the call's fixed cost (`library_call_s`).
         _layer_norm("layer_norm_small", 64, 192),
         _elementwise("softmax_small", "softmax", (4, 500)),
-        _call_chain("call_chain", 1, 64, 3),  # 16 KB between calls of a function: inside L1
-        _call_chain("call_chain_wide", 16, 512, 3),  # 2 MB between calls: L2 and beyond
+        _call_chain("call_chain", 1, 64, 3),  # 1.5-18 KB between calls of a function: L1
+        _call_chain("call_chain_wide", 16, 512, 3),  # 0.13-1.2 MB between calls: L2 and L3
         _embedding_bag("embedding_bag", 60_000, 32, 512, 15),
         _embedding_bag("embedding_bag_small", 60_000, 32, 64, 15),
     ]
