@@ -140,6 +140,11 @@ class Efficiency:
     pool_wake_s: float = 0.0
     """Seconds a generated kernel split over several threads takes beyond a one-thread launch: waking the OpenMP
     team and joining it (`gnomon.cost.program.kernel_cost`)."""
+    thin_call_cold_s: float = 0.0
+    """What a thin call adds when its code path is no longer in any cache level: a generated kernel's launch (the
+    runtime's loop, ctypes, the kernel's few KB of code) or a copy into ATen's copy kernel. Their paths are far
+    shorter than a library call's, so their misses cost a fraction of `library_call_s`
+    (`gnomon.cost.calls.cold_call_s`)."""
 
 
 GPU_EFFICIENCY = Efficiency(
@@ -155,6 +160,7 @@ CPU_EFFICIENCY = Efficiency(
     gemm_pack=0.2,
     vector=0.5, depthwise=0.3, pool=0.1, pool3d=0.05, stream=0.7, stream_dram=0.7, transpose=0.3, library_call_s=5e-6,
     access_bytes=64, lookup_s=20e-9, libm_call_s=5e-9, library_call_warm_s=2e-6, pool_wake_s=3e-6,
+    thin_call_cold_s=2e-6,
 )  # fmt: skip
 """Typical of an AVX2 BLAS (a 6 x 16 fp32 register block): starting values for calibration, not measurements."""
 
@@ -433,7 +439,10 @@ def _family_kernel(
             kernel = _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)
             if type(op) not in VECTOR_INSTRUCTIONS:
                 return kernel
-            instructions = VECTOR_INSTRUCTIONS[type(op)] * math.prod(static_shape(op.results[0]))
+            shape = static_shape(op.results[0])
+            instructions = VECTOR_INSTRUCTIONS[type(op)] * math.prod(shape)
+            if isinstance(op, LayerNormOp):
+                instructions += LAYER_NORM_ROW_INSTRUCTIONS * math.prod(shape[: op.axis.value.data % len(shape)])
             return replace(kernel, compute_s=instructions / (device.peak(work.peak_key) * eff.vector))
 
 
@@ -449,13 +458,19 @@ also computes its window's bounds, its divisor (average) or its argmax (max), an
 or 3x3 window costs about the same per output; a max pool's larger windows (3x3: 8 compares) rise above the
 floor."""
 
+LAYER_NORM_ROW_INSTRUCTIONS = 900
+"""A layer norm's fixed cost per normalized row, in vector instructions: ATen's CPU kernel computes each row's moments
+with a cascade of Welford accumulators that it then combines, and sets up its scale-and-shift loop, about 50 ns a row
+on one core here whatever the row's length (64 or 128 columns); short rows (a transformer's 64-256 features) pay
+as much for it as for their elements."""
+
 VECTOR_INSTRUCTIONS: dict[type[GraphOperation], int] = {
     ew.ExpOp: 12, ew.LogOp: 14, ew.ErfOp: 16, ew.TanhOp: 14, ew.SinOp: 16, ew.CosOp: 16,
     ew.PowOp: 28,  # exp(y log x)
     ew.SigmoidOp: 17, ew.SiluOp: 18, ew.EluOp: 15, ew.SeluOp: 16, ew.SoftplusOp: 30,
     ew.GeluOp: 20,  # erf's 16, or tanh's 14 and the cubic: about the same
     ew.DivOp: 4, ew.ReciprocalOp: 4, ew.SqrtOp: 4, ew.RsqrtOp: 4,
-    SoftmaxOp: 30,  # exp for the row's sum and again to normalize, max, subtractions, a division
+    SoftmaxOp: 16,  # ATen's (gnomon's runtime calls it too): max, vectorized exp, sum, a multiply by the reciprocal
     LogSoftmaxOp: 17,  # exp once for the sum, max, subtractions
     LayerNormOp: 8,  # a mean, a variance, then scale and shift
 }  # fmt: skip

@@ -57,16 +57,19 @@ def library_call_s(distance: int | None, device: Device, *, copy: bool = False) 
     beyond the last cache level it comes from DRAM (`library_call_s`, what a call alone is priced at); in between
     it costs in proportion to how many of the levels' capacity decades the traffic spans (log-linear), as the misses
     move outwards level by level. A `copy` (`Call.copy`) is a thin call: warm, it costs the dispatch of a tiny
-    eager op; cold, it misses as much as any call."""
+    eager op; cold, it misses as a thin path does (`thin_call_cold_s`)."""
     eff = efficiency(device)
     if device.kind != "cpu":
         return eff.library_call_s
-    return (device.dispatch_overhead_s if copy else eff.library_call_warm_s) + cold_call_s(distance, device)
+    if copy:
+        return device.dispatch_overhead_s + cold_call_s(distance, device, thin=True)
+    return eff.library_call_warm_s + cold_call_s(distance, device)
 
 
-def cold_call_s(distance: int | None, device: Device) -> float:
-    """What a call's misses add to its warm cost, after `distance` bytes of traffic (see `library_call_s`); 0 on a
-    GPU, whose host code is not what the device's traffic evicts."""
+def cold_call_s(distance: int | None, device: Device, *, thin: bool = False) -> float:
+    """What a call's misses add to its warm cost, after `distance` bytes of traffic (see `library_call_s`): at most
+    `library_call_s - library_call_warm_s` for a library call, `thin_call_cold_s` for a `thin` one (a generated
+    kernel's launch, a copy); 0 on a GPU, whose host code is not what the device's traffic evicts."""
     if device.kind != "cpu":
         return 0.0
     eff = efficiency(device)
@@ -76,7 +79,14 @@ def cold_call_s(distance: int | None, device: Device) -> float:
     outermost = last.capacity_bytes * (device.cores if last.per_core else 1)
     if distance is not None and outermost > innermost:
         reach = min(max(math.log(max(distance, 1) / innermost) / math.log(outermost / innermost), 0.0), 1.0)
-    return max(eff.library_call_s - eff.library_call_warm_s, 0.0) * reach
+    most = eff.thin_call_cold_s if thin else max(eff.library_call_s - eff.library_call_warm_s, 0.0)
+    return most * reach
+
+
+GENERATED = "<generated>"
+"""The function every generated kernel's launch calls through, for `call_distances`: the runtime's loop and ctypes'
+call path are the code a launch finds cold after library calls (a tiny generated kernel took 2 us back to back and
+4-6 us after a linear, in an encoder), not the kernel's own few instructions."""
 
 
 @dataclass(frozen=True)

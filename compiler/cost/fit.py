@@ -44,6 +44,7 @@ __all__ = [
 FITTED = (
     "gemm", "conv", "conv_call_s", "gemm_k_overhead", "gemm_pack", "vector", "depthwise", "pool", "pool3d", "stream",
     "stream_dram", "transpose", "library_call_s", "lookup_s", "libm_call_s", "library_call_warm_s", "pool_wake_s",
+    "thin_call_cold_s",
 )  # fmt: skip
 """The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
 DRAM_QUANTILE = 0.2
@@ -66,6 +67,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "libm_call_s": (1e-10, 1e-6),
     "library_call_warm_s": (1e-7, 2e-4),
     "pool_wake_s": (1e-8, 1e-4),
+    "thin_call_cold_s": (1e-8, 3e-5),
 }
 
 
@@ -128,11 +130,12 @@ def suite_prediction(measured: Measured, device: Device, calls: Sequence[Call] |
     ).predicted_s
 
 
-def _log_error(device: Device, measured: Sequence[Measured], calls: Sequence[Sequence[Call]]) -> float:
-    # Absolute, not squared: a kernel the models cannot describe (a slow library path) must not drag the rest.
-    return statistics.fmean(
-        abs(math.log(suite_prediction(m, device, c) / m.seconds)) for m, c in zip(measured, calls, strict=True)
-    )
+def _log_errors(
+    device: Device, measured: Sequence[Measured], calls: Sequence[Sequence[Call]], which: Sequence[int]
+) -> list[float]:
+    """|log(predicted / measured)| of the kernels `which`. Absolute, not squared: a kernel the models cannot
+    describe (a slow library path) must not drag the rest."""
+    return [abs(math.log(suite_prediction(measured[i], device, calls[i]) / measured[i].seconds)) for i in which]
 
 
 def geomean_error(device: Device, measured: Sequence[Measured]) -> float:
@@ -147,14 +150,19 @@ def _fitted_device(device: Device, values: dict[str, float]) -> Device:
 
 
 def fit_efficiency(device: Device, measured: Sequence[Measured], sweeps: int = 3) -> FitResult:
-    """Coordinate descent on `FITTED`: each in turn takes the best of a geometric grid around its value. The launch
-    overhead is not fitted: it is measured on its own (a tiny kernel's), and what a kernel split over threads adds
-    is `pool_wake_s`; fitting it too let it soak up the errors of the suite's large kernels, and then priced every
-    small launch of a real model twice over."""
+    """Coordinate descent on `FITTED`: each in turn takes the best of a geometric grid around its value, minimizing
+    the mean absolute log error over the kernels. The launch overhead is not fitted: it is measured on its own (a
+    tiny kernel's), and what a kernel split over threads adds is `pool_wake_s`; fitting it too let it soak up the
+    errors of the suite's large kernels, and then priced every small launch of a real model twice over.
+
+    A factor moves only the kernels whose models use it (a pooling factor, the pools), so each grid is priced on
+    those: the kernels whose prediction differs at either end of the grid from the current one."""
     defaults = efficiency(device)
     values: dict[str, float] = {name: float(getattr(defaults, name)) for name in FITTED}
     calls = [library_calls(m.kernel) for m in measured]  # what the factors do not change, found once
+    everything = range(len(measured))
     before = geomean_error(_fitted_device(device, values), measured)
+    errors = _log_errors(_fitted_device(device, values), measured, calls, everything)
     for sweep in range(sweeps):
         step = 2.0 ** (1 / (2 << sweep))  # finer each sweep: 2^(1/2), 2^(1/4), 2^(1/8)
         for name in FITTED:
@@ -162,10 +170,20 @@ def fit_efficiency(device: Device, measured: Sequence[Measured], sweeps: int = 3
             candidates = {min(high, max(low, values[name] * step**k)) for k in range(-12, 13)}
             if name == "gemm_k_overhead":
                 candidates = {float(round(c)) for c in candidates}
+            ends = [
+                _log_errors(_fitted_device(device, values | {name: value}), measured, calls, everything)
+                for value in (min(candidates), max(candidates))
+            ]
+            moved = [i for i in everything if any(end[i] != errors[i] for end in ends)]
+            if not moved:
+                continue
 
-            def error(value: float, name: str = name) -> float:
-                return _log_error(_fitted_device(device, values | {name: value}), measured, calls)
+            def error(value: float, name: str = name, moved: list[int] = moved) -> float:
+                return sum(_log_errors(_fitted_device(device, values | {name: value}), measured, calls, moved))
 
             values[name] = min(sorted(candidates), key=error)
+            chosen = _log_errors(_fitted_device(device, values), measured, calls, moved)
+            for i, value in zip(moved, chosen, strict=True):
+                errors[i] = value
     after = geomean_error(_fitted_device(device, values), measured)
     return FitResult({name: values[name] for name in FITTED}, len(measured), before, after)

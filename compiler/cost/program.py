@@ -20,7 +20,15 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import SSAValue
 
 from gnomon.cost.analytical import OpCost, boundary_bytes, efficiency, group_cost, op_cost
-from gnomon.cost.calls import Call, call_distances, library_call_s, library_calls, with_libm_calls
+from gnomon.cost.calls import (
+    GENERATED,
+    Call,
+    call_distances,
+    cold_call_s,
+    library_call_s,
+    library_calls,
+    with_libm_calls,
+)
 from gnomon.cost.critical_path import Task
 from gnomon.cost.devices import Device, MemoryLevel
 from gnomon.cost.report import AnalysisError, Report
@@ -66,7 +74,9 @@ def kernel_cost(
     says that the program's weights do not fit the caches together (see `weights_in_dram()`); `call_distances`, for
     a library kernel, the bytes moved before each of its calls since that function's last call
     (`gnomon.cost.calls.library_calls`, `library_call_s`; None: each call alone); `calls`, its `library_calls` where
-    the caller has them already (a calibration fit prices each kernel thousands of times)."""
+    the caller has them already (a calibration fit prices each kernel thousands of times). A generated kernel's
+    `call_distances` holds one figure, the bytes moved since the last generated launch: its launch path's misses
+    (`gnomon.cost.calls.GENERATED`)."""
     ops = [op for op in kernel_func.body.block.ops if isinstance(op, GraphOperation)]
     call = kernel_func.call
     # The runtime runs a 1x1 convolution as a BLAS product (its library call is then `aten.mm`).
@@ -88,15 +98,17 @@ def kernel_cost(
         distances = call_distances if call_distances is not None else [None] * len(calls)
         calls_s = sum(library_call_s(d, device, copy=c.copy) for c, d in zip(calls, distances, strict=True))
         cost = replace(cost, launch_s=device.launch_overhead_s + calls_s)
-    elif cores is not None and cores > 1:
-        cost = replace(cost, launch_s=cost.launch_s + efficiency(device).pool_wake_s)
+    elif cost.launch_s > 0:  # a view launches nothing
+        distance = call_distances[0] if call_distances else None
+        wake_s = efficiency(device).pool_wake_s if cores is not None and cores > 1 else 0.0
+        cost = replace(cost, launch_s=cost.launch_s + cold_call_s(distance, device, thin=True) + wake_s)
     return with_libm_calls(cost, ops, device, cores)
 
 
 def launch_call_distances(module: ModuleOp) -> list[list[int | None]]:
-    """Per `rt.launch` of a lowered module, in order: for each library call it makes (`library_calls`; none for a
-    generated kernel), the bytes moved since that function's last call, as a serving loop runs the program: input
-    copies, the launches, result copies, again."""
+    """Per `rt.launch` of a lowered module, in order: for each library call it makes (`library_calls`), the bytes
+    moved since that function's last call, or for a generated kernel, since the last generated launch (`GENERATED`),
+    as a serving loop runs the program: input copies, the launches, result copies, again."""
     function = program_function(module)
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
     calls: dict[str, list[Call]] = {}
@@ -111,8 +123,9 @@ def launch_call_distances(module: ModuleOp) -> list[list[int | None]]:
                 calls[name] = library_calls(kernel_func)
                 moved[name] = boundary_bytes([o for o in kernel_func.body.block.ops if isinstance(o, GraphOperation)])
             start = len(sequence)
-            sequence += [(c.function, c.moved) for c in calls[name]] or [(None, moved[name])]
-            launches.append(range(start, start + len(calls[name])))
+            own = GENERATED if kernel_func.is_generated else None
+            sequence += [(c.function, c.moved) for c in calls[name]] or [(own, moved[name])]
+            launches.append(range(start, start + (1 if kernel_func.is_generated else len(calls[name]))))
         elif isinstance(op, func.ReturnOp):
             sequence += [(None, 2 * memref_bytes(value.type)) for value in op.operands]
     distances = call_distances(sequence)

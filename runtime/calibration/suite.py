@@ -2,8 +2,9 @@
 
 GEMMs, convolutions, depthwise convolutions, elementwise, broadcast affine, transpose, softmax, normalization, 2-D
 and 3-D pooling, concatenation and embedding bags, each family at a large and a small size, so that the fixed costs
-and the rates separate; and two chains of small calls of three library functions in turn, near and far apart in
-traffic, for a call's fixed cost warm and cold. The suite's shapes are not the benchmark models' own.
+and the rates separate; tiny generated kernels after large library calls, for a launch's fixed cost cold; and two
+chains of small calls of three library functions in turn, near and far apart in traffic, for a call's fixed cost
+warm and cold. The suite's shapes are not the benchmark models' own.
 """
 
 from __future__ import annotations
@@ -39,8 +40,12 @@ from gnomon.runtime.calibration.programs import (
 
 __all__ = ["CALL_BOUND", "Kernel", "Suite", "fitted_launches", "suite_program"]
 
-CALL_BOUND = ("max_pool_small", "global_avg_pool", "concat_small", "layer_norm_small", "softmax_small")
-"""The suite's library calls whose time is mostly the call's fixed cost."""
+CALL_BOUND = (
+    "max_pool_small", "global_avg_pool", "concat_small", "layer_norm_small", "softmax_small", "relu_tiny",
+    "affine_tiny", "transpose_tiny",
+)  # fmt: skip
+"""The suite's calls whose time is mostly the call's fixed cost: library calls, and tiny generated kernels, whose
+first run follows a library call (its launch path cold: `thin_call_cold_s`) and second run itself (warm)."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,10 @@ def _generated_kernels() -> list[Kernel]:
         _affine("affine_small", (1, 32, 14, 14)),
         _transpose("transpose_small", (64, 256), (1, 0)),
         _transpose("permute", (4, 128, 8, 32), (0, 2, 1, 3)),  # attention's head split: rows of 32 move
+        # Tiny kernels after large library calls (depthwise convolutions): the launch path's misses.
+        _elementwise("relu_tiny", "relu", (1, 8, 8, 8)),
+        _affine("affine_tiny", (1, 4, 8, 8)),
+        _transpose("transpose_tiny", (16, 32), (1, 0)),
     ]
 
 
@@ -217,9 +226,9 @@ def suite_program(quick: bool) -> Suite:
     A model's activations are in cache when the next kernel reads them: their producer just wrote them. So a kernel
     runs twice on the same inputs, and the fit takes the second run, with its inputs in cache, except:
     - GEMMs, convolutions and embedding bags (`Kernel.reads_weights`), which run once;
-    - the small library calls (`CALL_BOUND`): their time is mostly the call's fixed cost, which depends on the
-      kernel before, as in a model. The fit takes both runs: the first, after another kernel, prices a call
-      (`library_call_s`); the second, straight after itself, a warm one (`library_call_warm_s`)."""
+    - the small calls (`CALL_BOUND`): their time is mostly the call's fixed cost, which depends on the kernel
+      before, as in a model. The fit takes both runs: the first, after another kernel, prices a cold call
+      (`library_call_s`, `thin_call_cold_s`); the second, straight after itself, a warm one."""
     generated, library = _quick_kernels() if quick else (_generated_kernels(), _library_kernels())
     program = Program()
     fitted: list[bool] = []
