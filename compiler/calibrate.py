@@ -8,7 +8,9 @@ It measures (`gnomon.runtime.calibration`), in under a minute (`quick` shrinks e
 - the runtime's launch overhead of a tiny kernel, PyTorch eager's per-op dispatch overhead, and the wait of a
   generated kernel split over threads after a library kernel (reported, not modelled);
 - a suite of kernels profiled through the runtime, for the analytical models' efficiency factors
-  (`gnomon.cost.analytical.Efficiency`), the library calls' fixed costs among them.
+  (`gnomon.cost.analytical.Efficiency`), the library calls' fixed costs among them, and tiny calls of the library
+  functions models call most, each function's own warm call (`Device.call_warm_s`);
+- a small program of tiny generated kernels after library calls, for a thin call's misses (`thin_call_cold_s`).
 
 Then it fits (`gnomon.cost.fit`): DRAM is the lower quantile of its rounds, the fp32 peak the best of its rounds,
 the efficiency factors minimize the suite's prediction error.
@@ -31,6 +33,8 @@ from pathlib import Path
 from gnomon.cost.devices import Device, DeviceError, MemoryLevel, load_device, local_device_path, save_device
 from gnomon.cost.fit import (
     DRAM_QUANTILE,
+    call_warm_costs,
+    thin_call_cold,
     FitResult,
     fit_efficiency,
     lower_quantile,
@@ -93,8 +97,18 @@ def calibrate(quick: bool = False, fit: bool = True, log: Callable[[str], None] 
     _log_steadiness(device.steadiness, log)
     result = None
     if fit:
+        thin = thin_call_cold(device, m.thin_probes)
+        if thin > 0:  # else the default: no probe saw traffic beyond L1
+            device = replace(device, efficiency=device.efficiency | {"thin_call_cold_s": thin})
+        log(f"  a thin call's misses (tiny generated kernels after library traffic): {thin * 1e6:.1f} us cold")
+        if rounds.probe_rounds and rounds.probe_rounds[0]:
+            # First: a tiny call's kernel takes next to nothing whatever the factors, and the factors' fit then
+            # prices each probed function's calls at its own warm cost.
+            device = replace(device, call_warm_s=call_warm_costs(device, median_of_rounds(rounds.probe_rounds)))
+            warm = ", ".join(f"{name} {seconds * 1e6:.1f}" for name, seconds in device.call_warm_s.items())
+            log(f"  warm library calls, us (tiny calls back to back, beyond launch and kernel): {warm}")
         result = fit_efficiency(device, median_of_rounds(rounds.suite_rounds))
-        device = replace(device, efficiency=result.factors)
+        device = replace(device, efficiency=device.efficiency | result.factors)
         _log_fit(result, log)
     summary = ", ".join(f"{key} {value:.4g}" for key, value in m.measured.items())
     source = f"gnomon calibrate on {m.cpu}, {m.cores} cores, torch {m.threads} threads, "

@@ -224,6 +224,37 @@ def test_a_program_prices_each_call_by_the_traffic_since_its_function_last_ran()
     assert norms(16384)[0] == pytest.approx(cpu.launch_overhead_s + library_call_s(None, cpu))
 
 
+def test_a_generated_launch_after_library_traffic_pays_its_path_misses_and_back_to_back_is_warm() -> None:
+    from xdsl.parser import Parser
+
+    from gnomon.context import gnomon_context
+    from gnomon.cost import efficiency
+    from gnomon.cost.calls import cold_call_s
+
+    def relus(rows: int) -> list[float]:
+        """The host time of the two generated launches of: layer norm, relu, reshape (a view), relu."""
+        t, c, r = f"tensor<{rows}x192xf32>", "tensor<192xf32>", f"tensor<{rows * 192}xf32>"
+        text = (
+            f"func.func @main(%x: {t}, %g: {c}, %b: {c}) -> {r} {{\n"
+            f"  %n = graph.layer_norm %x, %g, %b {{axis = 1 : i64, epsilon = 1.000000e-05 : f64}} : ({t}, {c}, {c})"
+            f" -> {t}\n  %a = graph.relu %n : ({t}) -> {t}\n  %v = graph.reshape %a : ({t}) -> {r}\n"
+            f"  %y = graph.relu %v : ({r}) -> {r}\n  func.return %y : {r}\n}}"
+        )
+        report = program_report(lower(Parser(gnomon_context(), text).parse_module()), cpu)
+        return [record.overhead_s for record in report.records if record.kind == "generated"]
+
+    cpu = load_device("generic-cpu")  # l1 32 KiB per core, l3 16 MiB shared
+    # 16384 rows: the layer norm moves 25 MB, beyond the last cache level: the first relu's path comes from DRAM.
+    first, second = relus(16384)
+    assert second == pytest.approx(cpu.launch_overhead_s + efficiency(cpu).pool_wake_s)  # after the first: warm
+    assert first - second == pytest.approx(efficiency(cpu).thin_call_cold_s)
+    # 4 rows: the layer norm and the input and result copies move 17 KB, within L1: warm too.
+    assert relus(4) == pytest.approx([cpu.launch_overhead_s] * 2)
+    assert cold_call_s(17 << 10, cpu, thin=True) == 0.0
+    # A thin path misses less than a library call's.
+    assert efficiency(cpu).thin_call_cold_s < efficiency(cpu).library_call_s - efficiency(cpu).library_call_warm_s
+
+
 def test_eager_ops_pay_their_dispatch_and_library_ops_their_call() -> None:
     from xdsl.parser import Parser
 

@@ -15,10 +15,12 @@ from xdsl.dialects import func
 from gnomon import calibrate as calibrate_module
 from gnomon.calibrate import Calibration
 from gnomon.cli import main
+from gnomon.cost.analytical import efficiency
 from gnomon.cost.devices import load_device, save_device
 from gnomon.cost.fit import (
     FITTED,
     Measured,
+    call_warm_costs,
     fit_efficiency,
     lower_quantile,
     median_of_rounds,
@@ -26,11 +28,12 @@ from gnomon.cost.fit import (
     spread,
     suite_prediction,
 )
+from gnomon.cost.program import kernel_cost
 from gnomon.dialects import kernel, rt
 from gnomon.dialects.graph.elementwise import ReluOp
 from gnomon.executable import lower
 from gnomon.runtime.calibration.host import CpuTimes, cache_levels, cpu_list_count, others_busy
-from gnomon.runtime.calibration.programs import Program, conv, linear, same_shape
+from gnomon.runtime.calibration.programs import Program, conv, layer_norm, linear, same_shape
 from gnomon.runtime.calibration.suite import suite_program
 
 
@@ -94,6 +97,54 @@ def test_the_fit_recovers_known_parameters() -> None:
     assert result.error_after < 1e-3
 
 
+def test_each_probed_function_gets_its_own_warm_call() -> None:
+    """Tiny calls of two library functions, run back to back, timed as a device whose warm calls differ 4x would
+    run them: their warm calls come back, each function's own, and a function without probes keeps the generic
+    `library_call_warm_s`."""
+    from gnomon.cost.calls import library_call_s
+
+    p = Program()
+    x, w, b = p.argument("x", (4, 32)), p.argument("w", (32, 32)), p.argument("b", (32,))
+    p.results += [linear(p, "linear", x, w, b), layer_norm(p, "norm", x, b, b)]
+    kernels = [op for op in lower(p.module()).ops if isinstance(op, kernel.FuncOp)]
+    base = load_device("generic-cpu")
+    known = {"aten.linear": 8e-6, "aten.layer_norm": 32e-6}
+    truth = replace(base, call_warm_s=known)
+    probes = [Measured(k, 0.0, (0,)) for k in kernels for _ in range(2)]
+    probes = [replace(m, seconds=kernel_cost(m.kernel, truth, call_distances=(0,)).predicted_s) for m in probes]
+    assert call_warm_costs(base, probes) == pytest.approx(known)
+    assert library_call_s(0, truth, function="aten.layer_norm") == pytest.approx(32e-6)
+    assert library_call_s(0, truth, function="aten.mm") == efficiency(truth).library_call_warm_s
+
+
+def test_a_thin_calls_misses_come_from_tiny_launches_after_traffic() -> None:
+    """Tiny generated launches timed as a device whose thin calls miss for 9 us when cold would run them, after
+    traffic from 16 KB (within L1: says nothing) to 4 MB: that amplitude comes back."""
+    from gnomon.cost.fit import thin_call_cold
+
+    p = Program()
+    p.results.append(same_shape(p, "tiny", ReluOp, p.argument("x", (1, 4, 4, 4))))
+    (tiny,) = [op for op in lower(p.module()).ops if isinstance(op, kernel.FuncOp)]
+    base = load_device("generic-cpu")
+    truth = replace(base, efficiency={"thin_call_cold_s": 9e-6})
+    probes = [Measured(tiny, 0.0, (distance,)) for distance in (16 << 10, 100 << 10, 1 << 20, 4 << 20)]
+    probes = [replace(m, seconds=kernel_cost(m.kernel, truth, call_distances=m.call_distances).predicted_s) for m in probes]
+    assert thin_call_cold(base, probes) == pytest.approx(9e-6)
+    assert thin_call_cold(base, probes[:1]) == 0.0
+
+
+def test_the_full_suite_probes_each_function_back_to_back() -> None:
+    from gnomon.runtime.calibration.suite import PROBE_RUNS
+
+    suite = suite_program(quick=False)
+    assert len(suite.probes) == len(suite.fitted)
+    assert not any(fit and probe for fit, probe in zip(suite.fitted, suite.probes, strict=True))
+    lowered = lower(suite.module.clone(), "the calibration suite")
+    launched = [op for op in lowered.walk() if isinstance(op, rt.LaunchOp)]
+    probed = [launch.callee.string_value() for launch, probe in zip(launched, suite.probes, strict=True) if probe]
+    assert len(probed) == 10 * (PROBE_RUNS - 1)
+
+
 def test_each_kernel_takes_its_median_over_rounds() -> None:
     kernels = [op for op in lower(suite_program(quick=True).module).ops if isinstance(op, kernel.FuncOp)][:2]
     rounds = [[Measured(k, seconds * (i + 1)) for i, k in enumerate(kernels)] for seconds in (3.0, 1.0, 2.0)]
@@ -123,7 +174,8 @@ def test_a_quick_calibration_writes_a_calibrated_device(tmp_path: Path, fit: boo
     assert device.launch_overhead_s > 0
     assert device.dispatch_overhead_s > 0
     assert [level.name for level in device.memory] == [name for name, _, _ in cache_levels()] + ["dram"]
-    assert set(device.efficiency) == (set(FITTED) if fit else set())
+    # Measured, not fitted: a thin call's misses (unless no probe's traffic left L1 here).
+    assert set(device.efficiency) - {"thin_call_cold_s"} == (set(FITTED) if fit else set())
     assert "gnomon calibrate on" in device.source
 
 

@@ -122,7 +122,9 @@ def test_shipped_devices_load() -> None:
 
 def test_save_and_load_round_trip(tmp_path: Path) -> None:
     device = load_device("a100")
-    calibrated = replace(device, name='lab "a100"', calibrated=True, efficiency={"gemm": 0.7})
+    calibrated = replace(
+        device, name='lab "a100"', calibrated=True, efficiency={"gemm": 0.7}, call_warm_s={"aten.layer_norm": 2e-5}
+    )
     path = tmp_path / "measured.toml"
     save_device(calibrated, path)
     assert load_device(str(path)) == calibrated
@@ -238,6 +240,26 @@ def test_a_transcendental_costs_its_vector_instructions_not_its_flop() -> None:
     add, power = only(module, "graph.add"), only(module, "graph.pow")
     assert roofline(add, cpu).flops == roofline(power, cpu).flops == 1024**2
     assert op_cost(power, cpu).compute_s == pytest.approx(28 * op_cost(add, cpu).compute_s)
+
+
+def test_a_layer_norm_pays_a_fixed_cost_per_row() -> None:
+    """ATen's layer norm sets up each row's moments: many short rows cost more than few long ones of as many
+    elements."""
+    from gnomon.cost.analytical import LAYER_NORM_ROW_INSTRUCTIONS, VECTOR_INSTRUCTIONS
+    from gnomon.dialects.graph.nn import LayerNormOp
+
+    def norm(rows: int, columns: int) -> str:
+        t, c = f"tensor<{rows}x{columns}xf32>", f"tensor<{columns}xf32>"
+        return (
+            f"func.func @f(%x: {t}, %g: {c}, %b: {c}) -> {t} {{\n  %0 = graph.layer_norm %x, %g, %b "
+            f"{{axis = 1 : i64, epsilon = 1.000000e-05 : f64}} : ({t}, {c}, {c}) -> {t}\n  func.return %0 : {t}\n}}"
+        )
+
+    cpu = load_device("generic-cpu")
+    rate = cpu.peak("fp32") * efficiency(cpu).vector
+    short, long = (op_cost(only(parse(norm(r, c)), "graph.layer_norm"), cpu) for r, c in ((4096, 16), (16, 4096)))
+    assert short.compute_s == pytest.approx((VECTOR_INSTRUCTIONS[LayerNormOp] * 4096 * 16 + LAYER_NORM_ROW_INSTRUCTIONS * 4096) / rate)
+    assert short.compute_s - long.compute_s == pytest.approx(LAYER_NORM_ROW_INSTRUCTIONS * (4096 - 16) / rate)
 
 
 def test_gemm_wave_quantization_on_h100() -> None:

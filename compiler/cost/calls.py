@@ -49,7 +49,7 @@ def call_distances(launches: Sequence[tuple[str | None, int]]) -> list[int | Non
     return distances
 
 
-def library_call_s(distance: int | None, device: Device, *, copy: bool = False) -> float:
+def library_call_s(distance: int | None, device: Device, *, copy: bool = False, function: str | None = None) -> float:
     """What a library call takes beyond the runtime's launch: its dispatch, argument checks, output handling and, on
     a CPU, the misses on the code and bookkeeping those run through. `distance` is the bytes moved since the same
     function's last call (`call_distances`; None: unknown, a call alone). That traffic evicts the call's code and
@@ -57,13 +57,16 @@ def library_call_s(distance: int | None, device: Device, *, copy: bool = False) 
     beyond the last cache level it comes from DRAM (`library_call_s`, what a call alone is priced at); in between
     it costs in proportion to how many of the levels' capacity decades the traffic spans (log-linear), as the misses
     move outwards level by level. A `copy` (`Call.copy`) is a thin call: warm, it costs the dispatch of a tiny
-    eager op; cold, it misses as a thin path does (`thin_call_cold_s`)."""
+    eager op; cold, it misses as a thin path does (`thin_call_cold_s`). Where the device measured the `function`'s
+    own warm call (`Device.call_warm_s`: ATen's functions differ 4x, a layer norm's against a softmax's), that is
+    its warm cost."""
     eff = efficiency(device)
     if device.kind != "cpu":
         return eff.library_call_s
     if copy:
-        return device.dispatch_overhead_s + cold_call_s(distance, device, thin=True)
-    return eff.library_call_warm_s + cold_call_s(distance, device)
+        warm = device.call_warm_s.get(function or "", device.dispatch_overhead_s)
+        return warm + cold_call_s(distance, device, thin=True)
+    return device.call_warm_s.get(function or "", eff.library_call_warm_s) + cold_call_s(distance, device)
 
 
 def cold_call_s(distance: int | None, device: Device, *, thin: bool = False) -> float:

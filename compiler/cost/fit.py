@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gnomon.cost.analytical import efficiency
-from gnomon.cost.calls import Call, library_calls
+from gnomon.cost.calls import Call, cold_call_s, library_calls
 from gnomon.cost.devices import Device
 from gnomon.cost.program import kernel_cost
 from gnomon.dialects import kernel
@@ -32,6 +32,8 @@ __all__ = [
     "FITTED",
     "FitResult",
     "Measured",
+    "call_warm_costs",
+    "thin_call_cold",
     "fit_efficiency",
     "geomean_error",
     "lower_quantile",
@@ -44,7 +46,6 @@ __all__ = [
 FITTED = (
     "gemm", "conv", "conv_call_s", "gemm_k_overhead", "gemm_pack", "vector", "depthwise", "pool", "pool3d", "stream",
     "stream_dram", "transpose", "library_call_s", "lookup_s", "libm_call_s", "library_call_warm_s", "pool_wake_s",
-    "thin_call_cold_s",
 )  # fmt: skip
 """The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
 DRAM_QUANTILE = 0.2
@@ -67,7 +68,6 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "libm_call_s": (1e-10, 1e-6),
     "library_call_warm_s": (1e-7, 2e-4),
     "pool_wake_s": (1e-8, 1e-4),
-    "thin_call_cold_s": (1e-8, 3e-5),
 }
 
 
@@ -146,7 +146,7 @@ def geomean_error(device: Device, measured: Sequence[Measured]) -> float:
 
 def _fitted_device(device: Device, values: dict[str, float]) -> Device:
     """`device` with the fitted efficiency factors of `values`."""
-    return replace(device, efficiency={name: values[name] for name in FITTED})
+    return replace(device, efficiency=device.efficiency | {name: values[name] for name in FITTED})
 
 
 def fit_efficiency(device: Device, measured: Sequence[Measured], sweeps: int = 3) -> FitResult:
@@ -187,3 +187,35 @@ def fit_efficiency(device: Device, measured: Sequence[Measured], sweeps: int = 3
                 errors[i] = value
     after = geomean_error(_fitted_device(device, values), measured)
     return FitResult({name: values[name] for name in FITTED}, len(measured), before, after)
+
+
+def call_warm_costs(device: Device, probes: Sequence[Measured]) -> dict[str, float]:
+    """Each probed library function's warm call (`Device.call_warm_s`): what its tiny calls, run back to back, took
+    beyond the rest of their prediction (the launch, the kernel, and the misses of any traffic between), the median
+    over its probes. A function is named as `library_calls` names it."""
+    residuals: dict[str, list[float]] = {}
+    for probe in probes:
+        calls = library_calls(probe.kernel)
+        if len(calls) != 1:
+            continue  # a probe makes one call, or it says nothing of one function's
+        function = calls[0].function
+        without = replace(device, call_warm_s=device.call_warm_s | {function: 0.0})
+        rest = kernel_cost(probe.kernel, without, call_distances=probe.call_distances, calls=calls).predicted_s
+        residuals.setdefault(function, []).append(probe.seconds - rest)
+    return {function: max(statistics.median(values), 1e-7) for function, values in residuals.items()}
+
+
+def thin_call_cold(device: Device, probes: Sequence[Measured]) -> float:
+    """`thin_call_cold_s` from tiny generated launches after library traffic (`thin_call_probe`): each one's time
+    beyond its warm prediction (launch and kernel), over how far out the traffic before it reached
+    (`cold_call_s`'s log-linear reach); the median. 0 if no probe saw traffic beyond the innermost level."""
+    unit = replace(device, efficiency=device.efficiency | {"thin_call_cold_s": 1.0})
+    warm = replace(device, efficiency=device.efficiency | {"thin_call_cold_s": 0.0})
+    amplitudes: list[float] = []
+    for probe in probes:
+        distance = probe.call_distances[0] if probe.call_distances else None
+        reach = cold_call_s(distance, unit, thin=True)
+        if reach > 0:
+            rest = kernel_cost(probe.kernel, warm, call_distances=probe.call_distances).predicted_s
+            amplitudes.append(max(probe.seconds - rest, 0.0) / reach)
+    return statistics.median(amplitudes) if amplitudes else 0.0

@@ -96,7 +96,9 @@ def kernel_cost(
     if library:
         calls = calls if calls is not None else library_calls(kernel_func)
         distances = call_distances if call_distances is not None else [None] * len(calls)
-        calls_s = sum(library_call_s(d, device, copy=c.copy) for c, d in zip(calls, distances, strict=True))
+        calls_s = sum(
+            library_call_s(d, device, copy=c.copy, function=c.function) for c, d in zip(calls, distances, strict=True)
+        )
         cost = replace(cost, launch_s=device.launch_overhead_s + calls_s)
     elif cost.launch_s > 0:  # a view launches nothing
         distance = call_distances[0] if call_distances else None

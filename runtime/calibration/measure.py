@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from gnomon.cost.devices import MemoryLevel, load_device
 from gnomon.runtime.calibration.host import busy_fraction, cache_levels, cores, cpu_name, cpu_times, others_busy
-from gnomon.runtime.calibration.overheads import dispatch_overhead, launch_overhead, pool_handoff
+from gnomon.cost.fit import Measured
+from gnomon.runtime.calibration.overheads import dispatch_overhead, launch_overhead, pool_handoff, thin_call_probe
 from gnomon.runtime.calibration.probe import generated_matmul_flops, peak_flops, stream_bandwidth
 from gnomon.runtime.calibration.profile import Lower, load
 from gnomon.runtime.calibration.rounds import SPAN_S, Rounds
@@ -39,6 +40,8 @@ class Measurements:
     """What could not be measured, and why."""
     caches: list[MemoryLevel] = field(default_factory=list[MemoryLevel])
     """The cache levels, innermost first, with their measured bandwidths."""
+    thin_probes: list[Measured] = field(default_factory=list[Measured])
+    """Tiny generated launches after library traffic (`thin_call_probe`)."""
 
     @property
     def trials(self) -> int:
@@ -127,6 +130,7 @@ def _overheads(m: Measurements, rounds: Rounds, log: Log, lower: Lower) -> None:
     launch = m.measured["launch_overhead_s"] = launch_overhead(16 if m.quick else 64, 50 if m.quick else 300, lower)
     rounds.take()
     log(f"  runtime launch overhead (tiny generated kernels): {launch * 1e6:.2f} us per kernel")
+    m.thin_probes = thin_call_probe(5 if m.quick else 15, lower)
     dispatch = m.measured["dispatch_overhead_s"] = dispatch_overhead(40 if m.quick else 400, 20 if m.quick else 50)
     rounds.take(with_suite=False)
     log(f"  PyTorch eager dispatch overhead (tiny ops): {dispatch * 1e6:.2f} us per op")

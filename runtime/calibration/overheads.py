@@ -12,10 +12,11 @@ from gnomon.cost.threads import PART_WORK
 from gnomon.dialects.graph.elementwise import AddOp, ReluOp
 from gnomon.dialects.graph.tensor import ReshapeOp
 from gnomon.runtime.calibration.profile import Lower, load, profile_suite
-from gnomon.runtime.calibration.programs import Program, affine_relu, conv, same_shape
+from gnomon.cost.fit import Measured
+from gnomon.runtime.calibration.programs import Program, affine_relu, conv, max_pool, same_shape
 from gnomon.runtime.calibration.timing import median_time
 
-__all__ = ["dispatch_overhead", "launch_overhead", "pool_handoff", "tiny_chain"]
+__all__ = ["dispatch_overhead", "launch_overhead", "pool_handoff", "thin_call_probe", "tiny_chain"]
 
 
 def tiny_chain(launches: int) -> ModuleOp:
@@ -79,3 +80,21 @@ def pool_handoff(trials: int, lower: Lower) -> float:
     the cores."""
     seconds = [profile_suite(load(_handoff_program(first), lower), trials)[-1].seconds for first in (True, False)]
     return max(seconds[0] - seconds[1], 0.0)
+
+
+THIN_PROBE_POOLS = ((1, 4, 64, 64), (1, 16, 64, 64), (1, 16, 128, 128), (1, 32, 128, 128))
+"""The inputs of the pools the thin-call probe's tiny kernels follow: 64 KB to 2 MB each, moving 80 KB to 2.6 MB."""
+
+
+def thin_call_probe(trials: int, lower: Lower) -> list[Measured]:
+    """Tiny generated kernels, each after a library call (an ATen max pool) that moved 80 KB to 2.6 MB, in a small
+    program as a small model runs them: their profiled launches, whose time beyond a warm launch is their call
+    path's misses (`gnomon.cost.fit.thin_call_cold`). A large program (the calibration suite) makes them several
+    times dearer, its whole run's traffic evicting each launch's own objects too, which a model's is not."""
+    program = Program()
+    for i, dims in enumerate(THIN_PROBE_POOLS):
+        pooled = max_pool(program, f"pool{i}", program.argument(f"x{i}", dims), (3, 3), 2, 1)
+        tiny = same_shape(program, f"relu{i}", ReluOp, program.argument(f"t{i}", (1, 4, 4, 4)))
+        program.results += [pooled, tiny]
+    measured = profile_suite(load(program.module(), lower), trials)
+    return [m for m in measured if m.kernel.is_generated]

@@ -14,10 +14,10 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from gnomon.dialects.graph.base import GraphOperation, bool_attr, f64_attr, i64_array, i64_attr
 from gnomon.dialects.graph.elementwise import AddOp, DivOp, MulOp, PowOp, ReluOp
-from gnomon.dialects.graph.embedding import EmbeddingBagOp
-from gnomon.dialects.graph.linalg import LinearOp
+from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
+from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
 from gnomon.dialects.graph.nn import AvgPoolOp, ConvOp, GlobalAvgPoolOp, LayerNormOp, MaxPoolOp
-from gnomon.dialects.graph.tensor import ConcatOp, ConstantOp, TransposeOp
+from gnomon.dialects.graph.tensor import ConcatOp, ConstantOp, SliceOp, TransposeOp
 
 __all__ = [
     "Program",
@@ -26,13 +26,16 @@ __all__ = [
     "avg_pool",
     "concat",
     "conv",
+    "embedding",
     "embedding_bag",
     "global_avg_pool",
     "layer_norm",
     "linear",
     "lrn_scale",
+    "matmul",
     "max_pool",
     "same_shape",
+    "slice_columns",
     "transpose",
 ]
 
@@ -97,6 +100,21 @@ def same_shape(
 
 def linear(p: Program, name: str, x: SSAValue, w: SSAValue, b: SSAValue) -> SSAValue:
     return p.inferred(name, LinearOp, [x, w, [b]])
+
+
+def matmul(p: Program, name: str, a: SSAValue, b: SSAValue) -> SSAValue:
+    return p.inferred(name, MatmulOp, [a, b])
+
+
+def slice_columns(p: Program, name: str, x: SSAValue, start: int, end: int) -> SSAValue:
+    """Columns `start` to `end` of `x` along its last dim, whole along the others: a strided copy, not a view."""
+    dims = _shape(x)
+    properties: dict[str, Attribute] = {
+        "starts": i64_array([0] * (len(dims) - 1) + [start]),
+        "ends": i64_array([*dims[:-1], end]),
+        "steps": i64_array([1] * len(dims)),
+    }
+    return p.inferred(name, SliceOp, [x], properties)
 
 
 def conv(p: Program, name: str, x: SSAValue, w: SSAValue, stride: int, pad: int, groups: int = 1) -> SSAValue:
@@ -164,6 +182,14 @@ def embedding_bag(p: Program, name: str, table: SSAValue, bags: int, pooling: in
     offsets = _constant(p, f"{name}_o", DenseIntOrFPElementsAttr.from_list(TensorType(i64, [bags]), starts))
     properties: dict[str, Attribute] = {"mode": StringAttr("sum"), "include_last_offset": bool_attr(False)}
     return p.inferred(name, EmbeddingBagOp, [table, indices, offsets, []], properties)
+
+
+def embedding(p: Program, name: str, table: SSAValue, lookups: int) -> SSAValue:
+    """`lookups` rows of `table`, spread over it."""
+    rows = _shape(table)[0]
+    spread = [i * 7919 % rows for i in range(lookups)]
+    indices = _constant(p, f"{name}_i", DenseIntOrFPElementsAttr.from_list(TensorType(i64, [lookups]), spread))
+    return p.inferred(name, EmbeddingOp, [table, indices])
 
 
 def affine_relu(p: Program, name: str, x: SSAValue, scale: SSAValue, shift: SSAValue) -> SSAValue:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from gnomon.cost.fit import Measured
 from gnomon.runtime.calibration.probe import peak_flops, stream_bandwidth
 from gnomon.runtime.calibration.profile import Loaded, profile_suite
-from gnomon.runtime.calibration.suite import Suite, fitted_launches
+from gnomon.runtime.calibration.suite import Suite, fitted_launches, probe_launches
 
 __all__ = ["SPAN_S", "Rounds"]
 
@@ -40,6 +40,8 @@ class Rounds:
     peak: list[float] = field(default_factory=list[float])
     dram: list[float] = field(default_factory=list[float])
     suite_rounds: list[list[Measured]] = field(default_factory=list[list[Measured]])
+    probe_rounds: list[list[Measured]] = field(default_factory=list[list[Measured]])
+    """The call probes' warm runs (`suite.probe_launches`), round by round."""
 
     def take(self, with_suite: bool = True) -> None:
         """Two DRAM and two peak rounds, then a round of the suite."""
@@ -49,7 +51,9 @@ class Rounds:
             self.dram.append(stream_bandwidth(per_thread, self.cores, 3, 8 * self.dram_working_set))
             self.peak.append(peak_flops(self.peak_n, "fp32", self.peak_trials))
         if with_suite and self.program is not None:
-            self.suite_rounds.append(fitted_launches(self.suite, profile_suite(self.program, self.suite_runs)))
+            measured = profile_suite(self.program, self.suite_runs)
+            self.suite_rounds.append(fitted_launches(self.suite, measured))
+            self.probe_rounds.append(probe_launches(self.suite, measured))
 
     def spread(self, began: float, span: float) -> None:
         """Rounds until two thirds of `span` seconds after `began` with a suite round then, and again until `span`:

@@ -2,9 +2,9 @@
 
 GEMMs, convolutions, depthwise convolutions, elementwise, broadcast affine, transpose, softmax, normalization, 2-D
 and 3-D pooling, concatenation and embedding bags, each family at a large and a small size, so that the fixed costs
-and the rates separate; tiny generated kernels after large library calls, for a launch's fixed cost cold; and two
-chains of small calls of three library functions in turn, near and far apart in traffic, for a call's fixed cost
-warm and cold. The suite's shapes are not the benchmark models' own.
+and the rates separate; two chains of small calls of three library functions in turn, near and far apart in
+traffic, for a call's fixed cost warm and cold; and tiny calls of the library functions models call most, each run
+back to back, for each one's own warm call. The suite's shapes are not the benchmark models' own.
 """
 
 from __future__ import annotations
@@ -28,24 +28,23 @@ from gnomon.runtime.calibration.programs import (
     avg_pool,
     concat,
     conv,
+    embedding,
     embedding_bag,
     global_avg_pool,
     layer_norm,
     linear,
     lrn_scale,
+    matmul,
     max_pool,
     same_shape,
+    slice_columns,
     transpose,
 )
 
-__all__ = ["CALL_BOUND", "Kernel", "Suite", "fitted_launches", "suite_program"]
+__all__ = ["CALL_BOUND", "PROBE_RUNS", "Kernel", "Suite", "fitted_launches", "probe_launches", "suite_program"]
 
-CALL_BOUND = (
-    "max_pool_small", "global_avg_pool", "concat_small", "layer_norm_small", "softmax_small", "relu_tiny",
-    "affine_tiny", "transpose_tiny",
-)  # fmt: skip
-"""The suite's calls whose time is mostly the call's fixed cost: library calls, and tiny generated kernels, whose
-first run follows a library call (its launch path cold: `thin_call_cold_s`) and second run itself (warm)."""
+CALL_BOUND = ("max_pool_small", "global_avg_pool", "concat_small", "layer_norm_small", "softmax_small")
+"""The suite's library calls whose time is mostly the call's fixed cost."""
 
 
 @dataclass(frozen=True)
@@ -163,10 +162,6 @@ def _generated_kernels() -> list[Kernel]:
         _affine("affine_small", (1, 32, 14, 14)),
         _transpose("transpose_small", (64, 256), (1, 0)),
         _transpose("permute", (4, 128, 8, 32), (0, 2, 1, 3)),  # attention's head split: rows of 32 move
-        # Tiny kernels after large library calls (depthwise convolutions): the launch path's misses.
-        _elementwise("relu_tiny", "relu", (1, 8, 8, 8)),
-        _affine("affine_tiny", (1, 4, 8, 8)),
-        _transpose("transpose_tiny", (16, 32), (1, 0)),
     ]
 
 
@@ -208,6 +203,33 @@ def _library_kernels() -> list[Kernel]:
     ]
 
 
+PROBE_RUNS = 3
+"""Runs of each call probe back to back: the first after other kernels, the others warm."""
+
+
+def _call_probes() -> list[Kernel]:
+    """A tiny instance of each library function models call often, whose time is all the call's fixed cost: ATen's
+    functions differ 4x in it (a layer norm's, an embedding's, a softmax's), which one fitted factor cannot say
+    (`gnomon.cost.fit.call_warm_costs`)."""
+
+    def one(name: str, inputs: tuple[tuple[str, Shape], ...], build: Callable[..., SSAValue]) -> Kernel:
+        return Kernel(name, inputs, lambda p, a: build(p, name, *a))
+
+    softmax: dict[str, Attribute] = {"axis": IntegerAttr(1, i64)}
+    return [
+        one("probe_linear", (("x", (4, 32)), ("w", (32, 32)), ("b", (32,))), linear),
+        one("probe_matmul", (("a", (2, 8, 16)), ("b", (2, 16, 8))), matmul),
+        one("probe_layer_norm", (("x", (4, 32)), ("g", (32,)), ("b", (32,))), layer_norm),
+        one("probe_softmax", (("x", (4, 32)),), lambda p, n, x: same_shape(p, n, SoftmaxOp, x, softmax)),
+        one("probe_concat", (("a", (1, 4, 4, 4)), ("b", (1, 4, 4, 4))), lambda p, n, a, b: concat(p, n, [a, b])),
+        one("probe_slice", (("x", (8, 32)),), lambda p, n, x: slice_columns(p, n, x, 8, 24)),
+        one("probe_embedding", (("t", (64, 16)),), lambda p, n, t: embedding(p, n, t, 8)),
+        one("probe_embedding_bag", (("t", (64, 16)),), lambda p, n, t: embedding_bag(p, n, t, 4, 2)),
+        one("probe_mean", (("x", (1, 16, 4, 4)),), global_avg_pool),
+        one("probe_max_pool", (("x", (1, 4, 8, 8)),), lambda p, n, x: max_pool(p, n, x, (3, 3), 2, 1)),
+    ]
+
+
 @dataclass(frozen=True)
 class Suite:
     """The calibration suite: one program, and which of its launches the fit uses."""
@@ -216,6 +238,9 @@ class Suite:
     """The graph program; `gnomon.runtime.calibration.profile.load` lowers a copy."""
     fitted: tuple[bool, ...]
     """Per launch, in order: False for the first of a kernel's two runs (but a small call's)."""
+    probes: tuple[bool, ...] = ()
+    """Per launch, in order: True for the warm runs of the call probes (`_call_probes`), which the factors' fit
+    leaves out; empty: none."""
 
 
 def suite_program(quick: bool) -> Suite:
@@ -226,9 +251,11 @@ def suite_program(quick: bool) -> Suite:
     A model's activations are in cache when the next kernel reads them: their producer just wrote them. So a kernel
     runs twice on the same inputs, and the fit takes the second run, with its inputs in cache, except:
     - GEMMs, convolutions and embedding bags (`Kernel.reads_weights`), which run once;
-    - the small calls (`CALL_BOUND`): their time is mostly the call's fixed cost, which depends on the kernel
-      before, as in a model. The fit takes both runs: the first, after another kernel, prices a cold call
-      (`library_call_s`, `thin_call_cold_s`); the second, straight after itself, a warm one."""
+    - the small library calls (`CALL_BOUND`): their time is mostly the call's fixed cost, which depends on the
+      kernel before, as in a model. The fit takes both runs: the first, after another kernel, prices a call
+      (`library_call_s`); the second, straight after itself, a warm one (`library_call_warm_s`).
+
+    The call probes (`_call_probes`) close the program, each `PROBE_RUNS` times; the fit leaves them out."""
     generated, library = _quick_kernels() if quick else (_generated_kernels(), _library_kernels())
     program = Program()
     fitted: list[bool] = []
@@ -240,7 +267,14 @@ def suite_program(quick: bool) -> Suite:
             continue
         program.results.append(_again(program, kernel, inputs))
         fitted += [kernel.name in CALL_BOUND, True]
-    return Suite(program.module(), tuple(fitted))
+    probes = [False] * len(fitted)
+    for kernel in [] if quick else _call_probes():
+        inputs = [program.argument(f"{kernel.name}_{name}", dims) for name, dims in kernel.inputs]
+        program.results.append(kernel.build(program, inputs))
+        program.results += [_again(program, kernel, inputs) for _ in range(PROBE_RUNS - 1)]
+        fitted += [False] * PROBE_RUNS
+        probes += [False] + [True] * (PROBE_RUNS - 1)
+    return Suite(program.module(), tuple(fitted), tuple(probes))
 
 
 def _again(program: Program, kernel: Kernel, inputs: Sequence[SSAValue]) -> SSAValue:
@@ -259,3 +293,8 @@ def fitted_launches(suite: Suite, measured: Sequence[Measured]) -> list[Measured
     if len(measured) != len(suite.fitted):
         raise CalibrationError(f"the calibration suite ran {len(measured)} launches, expected {len(suite.fitted)}")
     return [m for m, fit in zip(measured, suite.fitted, strict=True) if fit]
+
+
+def probe_launches(suite: Suite, measured: Sequence[Measured]) -> list[Measured]:
+    """The warm runs of the call probes in a profiled run of `suite` (`fitted_launches` checked its length)."""
+    return [m for m, probe in zip(measured, suite.probes, strict=False) if probe]

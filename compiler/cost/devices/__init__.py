@@ -34,6 +34,9 @@ A device file:
 
     [steadiness]                  # optional: how steady the machine was while a calibration measured it
     others_busy = 0.02            # (keys: gnomon.calibrate.STEADINESS)
+
+    [call_warm_s]                 # optional: measured fixed cost of a warm call, per library function
+    "aten.layer_norm" = 2.1e-05   # (others: the [efficiency] table's library_call_warm_s)
 """
 
 from __future__ import annotations
@@ -113,6 +116,9 @@ class Device:
     steadiness: dict[str, float] = field(default_factory=dict[str, float])
     """How steady a calibration's machine was (`gnomon.calibrate`: other processes' CPU share, the spread of its
     rounds); empty for datasheet figures."""
+    call_warm_s: dict[str, float] = field(default_factory=dict[str, float])
+    """Seconds a warm call of a library function takes beyond the runtime's launch and its kernel, per function
+    (`gnomon.cost.calls.library_call_s`), as a calibration measured them; the others take `library_call_warm_s`."""
 
     @property
     def dram(self) -> MemoryLevel:
@@ -224,6 +230,8 @@ def device_toml(device: Device) -> str:
         lines += ["", "[efficiency]", *(f"{_key(k)} = {_toml(v)}" for k, v in device.efficiency.items())]
     if device.steadiness:
         lines += ["", "[steadiness]", *(f"{_key(k)} = {_toml(v)}" for k, v in device.steadiness.items())]
+    if device.call_warm_s:
+        lines += ["", "[call_warm_s]", *(f"{_key(k)} = {_toml(v)}" for k, v in device.call_warm_s.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -330,6 +338,7 @@ def _device(top: _Table) -> Device:
         )
     efficiency = top.table("efficiency").positive_numbers() if "efficiency" in top.data else {}
     steadiness = top.table("steadiness").numbers() if "steadiness" in top.data else {}
+    call_warm_s = top.table("call_warm_s").positive_numbers() if "call_warm_s" in top.data else {}
     return Device(
         name=top.string("name"),
         kind=cast(DeviceKind, kind),
@@ -343,4 +352,5 @@ def _device(top: _Table) -> Device:
         source=top.string("source"),
         efficiency=efficiency,
         steadiness=steadiness,
+        call_warm_s=call_warm_s,
     )
