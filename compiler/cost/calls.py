@@ -69,6 +69,15 @@ def library_call_s(distance: int | None, device: Device, *, copy: bool = False, 
     return device.call_warm_s.get(function or "", eff.library_call_warm_s) + cold_call_s(distance, device)
 
 
+def typical_call_warm_s(device: Device) -> float:
+    """A library call's warm cost where the function is not known as the runtime calls it (eager's calls): the
+    median of the functions the device measured (`Device.call_warm_s`), or `library_call_warm_s`."""
+    measured = sorted(device.call_warm_s.values())
+    if not measured:
+        return efficiency(device).library_call_warm_s
+    return measured[len(measured) // 2]
+
+
 def cold_call_s(distance: int | None, device: Device, *, thin: bool = False) -> float:
     """What a call's misses add to its warm cost, after `distance` bytes of traffic (see `library_call_s`): at most
     `library_call_s - library_call_warm_s` for a library call, `thin_call_cold_s` for a `thin` one (a generated

@@ -1,9 +1,9 @@
 """The `torch-eager` target: the imported graph, before any rewrite, op by op, as PyTorch eager runs it.
 
 Each op pays PyTorch's dispatch overhead on the host and runs alone (`op_cost`, no fusion), on the ATen kernel
-gnomon's runtime would call for it, on as many threads; a library op (`LIBRARY_MODELS`) also pays its call
-(`library_call_s`), any other op the misses of a cold call (`cold_call_s`), both by the traffic since the same op
-last ran. Views dispatch but run no kernel. Eager uses one stream on a GPU.
+gnomon's runtime would call for it, on as many threads; a library op (`LIBRARY_MODELS`) also pays a library call
+(warm: `typical_call_warm_s`, as eager's calls are not the runtime's), any op the misses of a cold call
+(`cold_call_s`) by the traffic since the same op last ran. Views dispatch but run no kernel. Eager uses one stream on a GPU.
 """
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
 from gnomon.cost.analytical import OpCost, op_cost
-from gnomon.cost.calls import LIBRARY_MODELS, call_distances, cold_call_s, library_call_s, with_libm_calls
+from gnomon.cost.calls import (
+    LIBRARY_MODELS,
+    call_distances,
+    cold_call_s,
+    library_call_s,
+    typical_call_warm_s,
+    with_libm_calls,
+)
 from gnomon.cost.critical_path import Task
 from gnomon.cost.devices import Device
 from gnomon.cost.report import Report
@@ -53,7 +60,11 @@ def eager_steps(module: ModuleOp, device: Device) -> list[Step]:
     for op, cost, distance in zip(ops, costs, distances, strict=True):
         call_s = 0.0  # a view's, beyond its dispatch
         if distance is not None:  # a thin op's warm call is its dispatch alone, which every op pays below
-            call_s = library_call_s(distance, device) if cost.model in LIBRARY_MODELS else cold_call_s(distance, device)
+            call_s = cold_call_s(distance, device)
+            if cost.model in LIBRARY_MODELS and device.kind == "cpu":
+                call_s += typical_call_warm_s(device)
+            elif cost.model in LIBRARY_MODELS:
+                call_s = library_call_s(distance, device)
         owners = (storage(v).owner for v in op.operands)
         depends = tuple(sorted({producer[o] for o in owners if isinstance(o, Operation) and o in producer}))
         producer[op] = len(steps)
