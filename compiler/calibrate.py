@@ -33,14 +33,14 @@ from pathlib import Path
 from gnomon.cost.devices import Device, DeviceError, MemoryLevel, load_device, local_device_path, save_device
 from gnomon.cost.fit import (
     DRAM_QUANTILE,
-    call_warm_costs,
-    thin_call_cold,
     FitResult,
+    call_warm_costs,
     fit_efficiency,
     lower_quantile,
     median_of_rounds,
     round_spread,
     spread,
+    thin_call_cold,
 )
 from gnomon.executable import lower
 from gnomon.runtime.calibration import CalibrationError

@@ -258,7 +258,9 @@ def test_a_layer_norm_pays_a_fixed_cost_per_row() -> None:
     cpu = load_device("generic-cpu")
     rate = cpu.peak("fp32") * efficiency(cpu).vector
     short, long = (op_cost(only(parse(norm(r, c)), "graph.layer_norm"), cpu) for r, c in ((4096, 16), (16, 4096)))
-    assert short.compute_s == pytest.approx((VECTOR_INSTRUCTIONS[LayerNormOp] * 4096 * 16 + LAYER_NORM_ROW_INSTRUCTIONS * 4096) / rate)
+    assert short.compute_s == pytest.approx(
+        (VECTOR_INSTRUCTIONS[LayerNormOp] * 4096 * 16 + LAYER_NORM_ROW_INSTRUCTIONS * 4096) / rate
+    )
     assert short.compute_s - long.compute_s == pytest.approx(LAYER_NORM_ROW_INSTRUCTIONS * (4096 - 16) / rate)
 
 

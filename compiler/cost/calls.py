@@ -58,20 +58,21 @@ def library_call_s(distance: int | None, device: Device, *, copy: bool = False, 
     it costs in proportion to how many of the levels' capacity decades the traffic spans (log-linear), as the misses
     move outwards level by level. A `copy` (`Call.copy`) is a thin call: warm, it costs the dispatch of a tiny
     eager op; cold, it misses as a thin path does (`thin_call_cold_s`). Where the device measured the `function`'s
-    own warm call (`Device.call_warm_s`: ATen's functions differ 4x, a layer norm's against a softmax's), that is
-    its warm cost."""
+    own warm call (`Device.call_warm_s`: ATen's differ tenfold, a slice's 3 us against an embedding bag's 30 us),
+    that is its warm cost; another function's is a typical one's (`typical_call_warm_s`)."""
     eff = efficiency(device)
     if device.kind != "cpu":
         return eff.library_call_s
     if copy:
         warm = device.call_warm_s.get(function or "", device.dispatch_overhead_s)
         return warm + cold_call_s(distance, device, thin=True)
-    return device.call_warm_s.get(function or "", eff.library_call_warm_s) + cold_call_s(distance, device)
+    return device.call_warm_s.get(function or "", typical_call_warm_s(device)) + cold_call_s(distance, device)
 
 
 def typical_call_warm_s(device: Device) -> float:
-    """A library call's warm cost where the function is not known as the runtime calls it (eager's calls): the
-    median of the functions the device measured (`Device.call_warm_s`), or `library_call_warm_s`."""
+    """A library call's warm cost where the device did not measure its function, or eager calls it (functionally,
+    not as the runtime does): the median of the functions it measured (`Device.call_warm_s`), or
+    `library_call_warm_s`."""
     measured = sorted(device.call_warm_s.values())
     if not measured:
         return efficiency(device).library_call_warm_s
@@ -80,7 +81,7 @@ def typical_call_warm_s(device: Device) -> float:
 
 def cold_call_s(distance: int | None, device: Device, *, thin: bool = False) -> float:
     """What a call's misses add to its warm cost, after `distance` bytes of traffic (see `library_call_s`): at most
-    `library_call_s - library_call_warm_s` for a library call, `thin_call_cold_s` for a `thin` one (a generated
+    `library_call_s` less a typical warm call for a library call, `thin_call_cold_s` for a `thin` one (a generated
     kernel's launch, a copy); 0 on a GPU, whose host code is not what the device's traffic evicts."""
     if device.kind != "cpu":
         return 0.0
@@ -91,7 +92,7 @@ def cold_call_s(distance: int | None, device: Device, *, thin: bool = False) -> 
     outermost = last.capacity_bytes * (device.cores if last.per_core else 1)
     if distance is not None and outermost > innermost:
         reach = min(max(math.log(max(distance, 1) / innermost) / math.log(outermost / innermost), 0.0), 1.0)
-    most = eff.thin_call_cold_s if thin else max(eff.library_call_s - eff.library_call_warm_s, 0.0)
+    most = eff.thin_call_cold_s if thin else max(eff.library_call_s - typical_call_warm_s(device), 0.0)
     return most * reach
 
 

@@ -9,6 +9,9 @@
 - the efficiency factors named in `FITTED`: `fit_efficiency` chooses them by coordinate descent to minimize the
   mean absolute log error of the suite's per-kernel predictions (launch overhead, calls and kernel time, as
   `gnomon analyze` predicts them). The launch overhead is the tiny kernel's, as measured.
+- each probed library function's warm call (`call_warm_costs`) and a thin call's misses (`thin_call_cold`): what
+  tiny calls took beyond the rest of their prediction, before the factors are fitted (their kernels take next to
+  nothing whatever the factors).
 
 Nothing here runs anything: tests feed it synthetic measurements.
 """
@@ -33,7 +36,6 @@ __all__ = [
     "FitResult",
     "Measured",
     "call_warm_costs",
-    "thin_call_cold",
     "fit_efficiency",
     "geomean_error",
     "lower_quantile",
@@ -41,6 +43,7 @@ __all__ = [
     "round_spread",
     "spread",
     "suite_prediction",
+    "thin_call_cold",
 ]
 
 FITTED = (

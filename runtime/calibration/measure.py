@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gnomon.cost.devices import MemoryLevel, load_device
-from gnomon.runtime.calibration.host import busy_fraction, cache_levels, cores, cpu_name, cpu_times, others_busy
 from gnomon.cost.fit import Measured
+from gnomon.runtime.calibration.host import busy_fraction, cache_levels, cores, cpu_name, cpu_times, others_busy
 from gnomon.runtime.calibration.overheads import dispatch_overhead, launch_overhead, pool_handoff, thin_call_probe
 from gnomon.runtime.calibration.probe import generated_matmul_flops, peak_flops, stream_bandwidth
 from gnomon.runtime.calibration.profile import Lower, load

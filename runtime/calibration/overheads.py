@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, TensorType, f32
 
+from gnomon.cost.fit import Measured
 from gnomon.cost.threads import PART_WORK
 from gnomon.dialects.graph.elementwise import AddOp, ReluOp
 from gnomon.dialects.graph.tensor import ReshapeOp
 from gnomon.runtime.calibration.profile import Lower, load, profile_suite
-from gnomon.cost.fit import Measured
 from gnomon.runtime.calibration.programs import Program, affine_relu, conv, max_pool, same_shape
 from gnomon.runtime.calibration.timing import median_time
 

@@ -209,8 +209,8 @@ PROBE_RUNS = 3
 
 def _call_probes() -> list[Kernel]:
     """A tiny instance of each library function models call often, whose time is all the call's fixed cost: ATen's
-    functions differ 4x in it (a layer norm's, an embedding's, a softmax's), which one fitted factor cannot say
-    (`gnomon.cost.fit.call_warm_costs`)."""
+    functions differ tenfold in it (here a slice's 3 us, a softmax's 5, a layer norm's 20, an embedding bag's 30),
+    which one fitted factor cannot say (`gnomon.cost.fit.call_warm_costs`)."""
 
     def one(name: str, inputs: tuple[tuple[str, Shape], ...], build: Callable[..., SSAValue]) -> Kernel:
         return Kernel(name, inputs, lambda p, a: build(p, name, *a))
@@ -227,6 +227,8 @@ def _call_probes() -> list[Kernel]:
         one("probe_embedding_bag", (("t", (64, 16)),), lambda p, n, t: embedding_bag(p, n, t, 4, 2)),
         one("probe_mean", (("x", (1, 16, 4, 4)),), global_avg_pool),
         one("probe_max_pool", (("x", (1, 4, 8, 8)),), lambda p, n, x: max_pool(p, n, x, (3, 3), 2, 1)),
+        # A 1x1 convolution: the runtime's BLAS product per image (`aten.mm`).
+        one("probe_mm", (("x", (1, 8, 4, 4)), ("w", (8, 8, 1, 1))), lambda p, n, x, w: conv(p, n, x, w, 1, 0)),
     ]
 
 
