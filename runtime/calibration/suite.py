@@ -206,29 +206,32 @@ def _library_kernels() -> list[Kernel]:
 PROBE_RUNS = 3
 """Runs of each call probe back to back: the first after other kernels, the others warm."""
 
+Build = Callable[[Program, str, Sequence[SSAValue]], SSAValue]
+"""A probe's op on a program, named, on its inputs."""
+
 
 def _call_probes() -> list[Kernel]:
     """A tiny instance of each library function models call often, whose time is all the call's fixed cost: ATen's
     functions differ tenfold in it (here a slice's 3 us, a softmax's 5, a layer norm's 20, an embedding bag's 30),
     which one fitted factor cannot say (`gnomon.cost.fit.call_warm_costs`)."""
 
-    def one(name: str, inputs: tuple[tuple[str, Shape], ...], build: Callable[..., SSAValue]) -> Kernel:
-        return Kernel(name, inputs, lambda p, a: build(p, name, *a))
+    def one(name: str, inputs: tuple[tuple[str, Shape], ...], build: Build) -> Kernel:
+        return Kernel(name, inputs, lambda p, a: build(p, name, a))
 
     softmax: dict[str, Attribute] = {"axis": IntegerAttr(1, i64)}
     return [
-        one("probe_linear", (("x", (4, 32)), ("w", (32, 32)), ("b", (32,))), linear),
-        one("probe_matmul", (("a", (2, 8, 16)), ("b", (2, 16, 8))), matmul),
-        one("probe_layer_norm", (("x", (4, 32)), ("g", (32,)), ("b", (32,))), layer_norm),
-        one("probe_softmax", (("x", (4, 32)),), lambda p, n, x: same_shape(p, n, SoftmaxOp, x, softmax)),
-        one("probe_concat", (("a", (1, 4, 4, 4)), ("b", (1, 4, 4, 4))), lambda p, n, a, b: concat(p, n, [a, b])),
-        one("probe_slice", (("x", (8, 32)),), lambda p, n, x: slice_columns(p, n, x, 8, 24)),
-        one("probe_embedding", (("t", (64, 16)),), lambda p, n, t: embedding(p, n, t, 8)),
-        one("probe_embedding_bag", (("t", (64, 16)),), lambda p, n, t: embedding_bag(p, n, t, 4, 2)),
-        one("probe_mean", (("x", (1, 16, 4, 4)),), global_avg_pool),
-        one("probe_max_pool", (("x", (1, 4, 8, 8)),), lambda p, n, x: max_pool(p, n, x, (3, 3), 2, 1)),
+        one("probe_linear", (("x", (4, 32)), ("w", (32, 32)), ("b", (32,))), lambda p, n, a: linear(p, n, *a)),
+        one("probe_matmul", (("a", (2, 8, 16)), ("b", (2, 16, 8))), lambda p, n, a: matmul(p, n, *a)),
+        one("probe_layer_norm", (("x", (4, 32)), ("g", (32,)), ("b", (32,))), lambda p, n, a: layer_norm(p, n, *a)),
+        one("probe_softmax", (("x", (4, 32)),), lambda p, n, a: same_shape(p, n, SoftmaxOp, a[0], softmax)),
+        one("probe_concat", (("a", (1, 4, 4, 4)), ("b", (1, 4, 4, 4))), lambda p, n, a: concat(p, n, a)),
+        one("probe_slice", (("x", (8, 32)),), lambda p, n, a: slice_columns(p, n, a[0], 8, 24)),
+        one("probe_embedding", (("t", (64, 16)),), lambda p, n, a: embedding(p, n, a[0], 8)),
+        one("probe_embedding_bag", (("t", (64, 16)),), lambda p, n, a: embedding_bag(p, n, a[0], 4, 2)),
+        one("probe_mean", (("x", (1, 16, 4, 4)),), lambda p, n, a: global_avg_pool(p, n, a[0])),
+        one("probe_max_pool", (("x", (1, 4, 8, 8)),), lambda p, n, a: max_pool(p, n, a[0], (3, 3), 2, 1)),
         # A 1x1 convolution: the runtime's BLAS product per image (`aten.mm`).
-        one("probe_mm", (("x", (1, 8, 4, 4)), ("w", (8, 8, 1, 1))), lambda p, n, x, w: conv(p, n, x, w, 1, 0)),
+        one("probe_mm", (("x", (1, 8, 4, 4)), ("w", (8, 8, 1, 1))), lambda p, n, a: conv(p, n, a[0], a[1], 1, 0)),
     ]
 
 
