@@ -50,11 +50,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from xdsl.ir import Operation, SSAValue
 
-from gnomon.cost.devices import Device, DeviceError
+from gnomon.cost.devices import Device
+from gnomon.cost.efficiency import Efficiency, efficiency
 from gnomon.cost.roofline import (
     VIEW_OPS,
     Bound,
@@ -85,98 +86,6 @@ from gnomon.dialects.graph.nn import (
     SoftmaxOp,
 )
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp, TransposeOp
-
-
-@dataclass(frozen=True)
-class Efficiency:
-    """The factors of the analytical models: calibration fits them per device (its file's `[efficiency]` table)."""
-
-    gemm: float
-    """Fraction of the matrix peak a large GEMM's main loop sustains."""
-    conv: float
-    """Fraction of the matrix peak a large convolution's main loop sustains (oneDNN's direct convolutions are not
-    the BLAS GEMMs of `gemm`)."""
-    conv_call_s: float
-    """Seconds a convolution call takes beyond its launch and main loop: a library's reorders of plain (NCHW) data
-    to its blocked layout and back, and its setup; what makes small convolutions slow."""
-    gemm_tile_m: int
-    """Rows of the largest output tile a core computes at once (a CUDA thread block; a CPU register block)."""
-    gemm_tile_n: int
-    """Columns of that tile."""
-    gemm_min_tile: int
-    """The smallest tile edge a library falls back to for a small problem."""
-    gemm_k_overhead: int
-    """Extra K steps per output tile: filling the pipeline with the first panels, storing the tile."""
-    gemm_pack: float
-    """Fraction of DRAM's bandwidth at which a CPU BLAS packs weights that come from DRAM (see the module docstring)."""
-    vector: float
-    """Fraction of the vector (fp32) peak elementwise code sustains."""
-    depthwise: float
-    """Fraction of the vector peak a depthwise convolution sustains."""
-    pool: float
-    """Fraction of the vector peak a 2-D pooling kernel's window reductions sustain."""
-    pool3d: float
-    """Fraction of the vector peak a 3-D pooling kernel's window reductions sustain (a local response norm's pool
-    across channels, as torch-mlir lowers it)."""
-    stream: float
-    """Fraction of a cache level's bandwidth a streaming kernel sustains."""
-    stream_dram: float
-    """Fraction of DRAM's (HBM's) bandwidth a streaming kernel sustains."""
-    transpose: float
-    """Fraction of the streaming bandwidth a transposing kernel sustains."""
-    library_call_s: float
-    """Seconds a library call's launch takes beyond the runtime's launch: its dispatch, checks, output handling."""
-    access_bytes: int
-    """The granule of a random access: a cache line on a CPU, a DRAM sector on a GPU."""
-    lookup_s: float
-    """Seconds an embedding lookup spends on its index, beyond moving its row (ATen's CPU embedding bag checks each
-    index and maps it to its bag one at a time)."""
-    libm_call_s: float = 0.0
-    """Seconds per element of a CPU kernel that calls libm (f32 pow: `powf`, one scalar call each, which also keeps
-    the loop from vectorizing), gnomon's generated kernels and ATen's alike; `gnomon.cost.calls` adds it."""
-    library_call_warm_s: float = 0.0
-    """What `library_call_s` falls to when the traffic since the same function's last call stayed within the
-    innermost cache level: its code and bookkeeping are still there (`gnomon.cost.calls.library_call_s`)."""
-    pool_wake_s: float = 0.0
-    """Seconds a generated kernel split over several threads takes beyond a one-thread launch: waking the OpenMP
-    team and joining it (`gnomon.cost.program.kernel_cost`)."""
-    thin_call_cold_s: float = 0.0
-    """What a thin call adds when its code path is no longer in any cache level: a generated kernel's launch (the
-    runtime's loop, ctypes, the kernel's few KB of code) or a copy into ATen's copy kernel. Their paths are far
-    shorter than a library call's, so their misses cost a fraction of `library_call_s`
-    (`gnomon.cost.calls.cold_call_s`)."""
-
-
-GPU_EFFICIENCY = Efficiency(
-    gemm=0.8, conv=0.8, conv_call_s=0.0, gemm_tile_m=256, gemm_tile_n=128, gemm_min_tile=32, gemm_k_overhead=32,
-    gemm_pack=1.0,
-    vector=0.5, depthwise=0.3, pool=0.3, pool3d=0.3, stream=0.85, stream_dram=0.85, transpose=0.5, library_call_s=0.0,
-    access_bytes=32, lookup_s=0.0,
-)  # fmt: skip
-"""Typical of cuBLAS/CUTLASS-class kernels (tiles up to 256 x 128): starting values for calibration, not measured."""
-
-CPU_EFFICIENCY = Efficiency(
-    gemm=0.85, conv=0.85, conv_call_s=20e-6, gemm_tile_m=6, gemm_tile_n=16, gemm_min_tile=16, gemm_k_overhead=8,
-    gemm_pack=0.2,
-    vector=0.5, depthwise=0.3, pool=0.1, pool3d=0.05, stream=0.7, stream_dram=0.7, transpose=0.3, library_call_s=5e-6,
-    access_bytes=64, lookup_s=20e-9, libm_call_s=5e-9, library_call_warm_s=2e-6, pool_wake_s=3e-6,
-    thin_call_cold_s=2e-6,
-)  # fmt: skip
-"""Typical of an AVX2 BLAS (a 6 x 16 fp32 register block): starting values for calibration, not measurements."""
-
-
-def efficiency(device: Device) -> Efficiency:
-    """The kind's defaults, overridden by the device file's `[efficiency]` table."""
-    defaults = GPU_EFFICIENCY if device.kind == "gpu" else CPU_EFFICIENCY
-    known = [f.name for f in fields(Efficiency)]
-    for key in device.efficiency:
-        if key not in known:
-            raise DeviceError(f"device {device.name}: unknown [efficiency] key '{key}' (known: {', '.join(known)})")
-    overrides = {
-        key: int(value) if isinstance(getattr(defaults, key), int) else value
-        for key, value in device.efficiency.items()
-    }
-    return replace(defaults, **overrides)
 
 
 @dataclass(frozen=True)
