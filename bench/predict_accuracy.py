@@ -10,7 +10,9 @@ networks, gnomon's transformer block, DLRM-style model and MLP, each at two batc
    in eager mode, or for the ONNX networks, which have no torch module, `TorchEagerProgram`; beside it, eager's
    predicted ops against the top-level ATen ops torch.profiler sees.
 
-Each measured figure is the smallest of `MEDIANS` medians, and the end-to-end ones print their spread. Every pair is
+Each measured figure is the smallest of `MEDIANS` medians, and the end-to-end ones print their spread; the noise
+floor (`noise_floor`) is the error a perfect predictor of one measurement scores against a repeat of it, the least
+a target can be checked at on this host. Every pair is
 printed, with the geometric mean of the absolute percentage errors of each group, per model, per kernel kind and
 per op family and shape class (`op_families.py`: which kernels carry the error, and whether they are predicted too
 fast or too slow). The light
@@ -45,7 +47,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -112,6 +114,9 @@ class Result:
     spread: tuple[float, float] = (0.0, 0.0)
     """How steady the end-to-end measurements were, gnomon's and eager's: the largest spread of a round's medians,
     or of the rounds' figures, whichever is larger."""
+    repeats: tuple[list[float], list[float], list[list[float]]] = ([], [], [])
+    """The same figures measured again (`Sample.repeats`): gnomon's end to end, eager's, and each launch's, for the
+    noise floor (`noise_floor`)."""
 
 
 def ape(predicted: float, measured: float) -> float:
@@ -206,8 +211,8 @@ MEDIANS = 3
 serving loop sees them: a median is robust to a slow call, the smallest median to a slow stretch."""
 
 
-def _smallest_median(call: Callable[[], Any], runs: int) -> tuple[float, float]:
-    """The smallest of `MEDIANS` medians of `runs` calls each, and their spread (largest over smallest, less one)."""
+def _medians(call: Callable[[], Any], runs: int) -> list[float]:
+    """`MEDIANS` medians of `runs` calls each, back to back."""
     medians: list[float] = []
     for _ in range(MEDIANS):
         times: list[float] = []
@@ -216,7 +221,7 @@ def _smallest_median(call: Callable[[], Any], runs: int) -> tuple[float, float]:
             call()
             times.append(time.perf_counter() - start)
         medians.append(statistics.median(times))
-    return min(medians), spread(medians)
+    return medians
 
 
 def host_speed(device: Device) -> tuple[float, float, float]:
@@ -255,8 +260,18 @@ class Sample:
     eager_s: float
     device: Device
     """The calibration the round is predicted with."""
-    gnomon_spread: float = 0.0
-    eager_spread: float = 0.0
+    gnomon_medians: list[float] = field(default_factory=list[float])
+    eager_medians: list[float] = field(default_factory=list[float])
+    kernel_medians: list[list[float]] = field(default_factory=list[list[float]])
+    """Each launch's `MEDIANS` medians."""
+
+    @property
+    def gnomon_spread(self) -> float:
+        return spread(self.gnomon_medians)
+
+    @property
+    def eager_spread(self) -> float:
+        return spread(self.eager_medians)
 
 
 def sample(case: Case, runs: int, budget_s: float, device: Device) -> Sample:
@@ -270,14 +285,14 @@ def sample(case: Case, runs: int, budget_s: float, device: Device) -> Sample:
             executable.run(inputs, profile=True)
             profiles.append([t.seconds for t in executable.profile().timings])
         medians.append([statistics.median(run[i] for run in profiles) for i in range(len(profiles[0]))])
-    kernels = [min(column) for column in zip(*medians, strict=True)]
+    per_launch = [list(column) for column in zip(*medians, strict=True)]
     time.sleep(0.2)  # torch's OpenMP workers spin after a call: let them sleep before the next system runs
     executable.run(inputs)
-    gnomon_s, gnomon_spread = _smallest_median(lambda: executable.run(inputs), count)
+    gnomon = _medians(lambda: executable.run(inputs), count)
     time.sleep(0.2)
     case.eager()
-    eager_s, eager_spread = _smallest_median(case.eager, _runs_for(case.eager, runs, budget_s))
-    return Sample(kernels, gnomon_s, eager_s, device, gnomon_spread, eager_spread)
+    eager = _medians(case.eager, _runs_for(case.eager, runs, budget_s))
+    return Sample([min(m) for m in per_launch], min(gnomon), min(eager), device, gnomon, eager, per_launch)
 
 
 def aten_profile(case: Case) -> tuple[int, float]:
@@ -334,7 +349,26 @@ def result(case: Case, samples: Sequence[Sample]) -> Result:
         aten_profile(case),
         (_spread([s.gnomon_s for s in samples], [s.gnomon_spread for s in samples]),
          _spread([s.eager_s for s in samples], [s.eager_spread for s in samples])),
+        _repeats(samples),
     )  # fmt: skip
+
+
+def _repeats(samples: Sequence[Sample]) -> tuple[list[float], list[float], list[list[float]]]:
+    """The same figures measured again: each round's (its smallest median) where there are several rounds, else the
+    one round's medians."""
+    if len(samples) > 1:
+        launches = list(zip(*(s.kernels for s in samples), strict=True))
+        return [s.gnomon_s for s in samples], [s.eager_s for s in samples], [list(k) for k in launches]
+    only = samples[0]
+    return only.gnomon_medians, only.eager_medians, only.kernel_medians
+
+
+def noise_floor(repeats: Sequence[Sequence[float]]) -> float:
+    """What a perfect predictor of one measurement would score against another of the same thing: the geometric
+    mean, over every ordered pair of repeats of every figure, of their absolute percentage error. Below it, a
+    prediction's error cannot be told from the measurement's."""
+    pairs = [(a, b) for figures in repeats for i, a in enumerate(figures) for j, b in enumerate(figures) if i != j]
+    return geomean_ape(pairs)
 
 
 def _spread(figures: Sequence[float], within: Sequence[float]) -> float:
@@ -413,6 +447,14 @@ def print_results(results: Sequence[Result], show_kernels: bool) -> None:
     print(f"    (time-weighted: sum |predicted - measured| / sum measured = {weighted:.1%})")
     print(f"  end to end, gnomon runtime:   {geomean_ape([r.gnomon for r in results]):.1%} over {len(results)} cases")
     print(f"  end to end, PyTorch eager:    {geomean_ape([r.eager for r in results]):.1%} over {len(results)} cases")
+    gnomon_floor = noise_floor([r.repeats[0] for r in results])
+    eager_floor = noise_floor([r.repeats[1] for r in results])
+    kernel_floor = noise_floor([k for r in results for k in r.repeats[2]])
+    print(
+        "  noise floor (one measurement scored against a repeat of it, as a prediction would be; each figure above is"
+        f"\n    a median of rounds, a little steadier): per kernel {kernel_floor:.1%}, end to end gnomon "
+        f"{gnomon_floor:.1%}, eager {eager_floor:.1%}"
+    )
 
 
 def calibrated(round_: int, save: Path | None) -> Device:
