@@ -34,12 +34,14 @@ never tuned on; a change to the model is judged there. Its errors are also print
     python bench/predict_accuracy.py [--device FILE | --calibrate-once] [--models resnet50,mlp] [--rounds 5]
     python bench/predict_accuracy.py --validate [--models vit_p4_d64,...]
     python bench/predict_accuracy.py --both    # both, in one run, each printed apart
+    python bench/predict_accuracy.py --validate --device A.toml --compare B.toml  # two devices, one measurement
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import math
 import os
 import statistics
@@ -47,7 +49,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -431,6 +433,11 @@ def print_results(results: Sequence[Result], show_kernels: bool) -> None:
             f"  {result.case:<24} {count:>4} {_ms(overhead):>8} {_ms(kernels):>8} | {aten_ops:>4} {_ms(aten_s):>8} | "
             f"{_ms(measured):>8} {_ms(max(measured - aten_s, 0.0)):>8}"
         )
+    print_summary(results)
+
+
+def print_summary(results: Sequence[Result]) -> None:
+    """The errors per family and over all cases, and the noise floor."""
     families: dict[str, list[Result]] = defaultdict(list)
     for result in results:
         families[result.family].append(result)
@@ -496,7 +503,23 @@ def main() -> None:
     parser.add_argument("--validate", action="store_true", help="measure the validation set, not the tuning suite")
     parser.add_argument("--both", action="store_true", help="measure the validation set and the tuning suite")
     parser.add_argument("--wait", type=float, default=60, help="seconds to wait for a quiet machine before a case")
+    parser.add_argument(
+        "--compare",
+        metavar="FILE",
+        help="also predict with this device file, on the same measurements, and print its summary: an A/B of two "
+        "calibrations that the host's noise does not decide",
+    )
+    parser.add_argument("--save-measurements", type=Path, metavar="FILE", help="write the measurements as JSON")
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        metavar="FILE",
+        help="measure nothing: predict with --device against the measurements of a --save-measurements FILE (a "
+        "model change judged on the same measurements; not a licence to tune on the validation set)",
+    )
     args = parser.parse_args()
+    if args.replay and not args.device:
+        parser.error("--replay needs --device FILE: the calibration to predict with")
     print(f"load average before: {os.getloadavg()[0]:.2f}; torch threads {torch.get_num_threads()}")
     fixed: Device | None = None
     if args.device:
@@ -514,7 +537,10 @@ def main() -> None:
         sets["TUNING suite: the models the cost model was refined against"] = tuning_cases(wanted)
     cases = [case for members in sets.values() for case in members]
     samples: list[list[Sample]] = [[] for _ in cases]
-    for round_ in range(1, args.rounds + 1):
+    if args.replay:
+        assert fixed is not None
+        samples = replayed(cases, args.replay, fixed)
+    for round_ in range(1, 0 if args.replay else args.rounds + 1):
         if fixed is None:
             device = calibrated(round_, args.save_device)
         else:
@@ -525,11 +551,41 @@ def main() -> None:
             taken.append(sample(case, args.runs, args.budget, device))
             note = "" if quiet else f" (the machine was busy after waiting {args.wait:.0f} s)"
             print(f"  round {round_}: {case.name} b{case.batch}, gnomon {_ms(taken[-1].gnomon_s)} ms{note}", flush=True)
+    if args.save_measurements:
+        save_measurements(cases, samples, args.save_measurements)
     taken_by_case = dict(zip(map(id, cases), samples, strict=True))
     for title, members in sets.items():
         print(f"\n==== {title}")
         print_results([result(case, taken_by_case[id(case)]) for case in members], not args.no_kernels)
+        if args.compare:
+            other = load_device(args.compare)
+            print(f"\n==== {title}: predicted with {args.compare} instead, on the same measurements")
+            print_summary(
+                [result(case, [replace(s, device=other) for s in taken_by_case[id(case)]]) for case in members]
+            )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+def _case_key(case: Case) -> str:
+    return f"{case.name} b{case.batch}"
+
+
+def save_measurements(cases: Sequence[Case], samples: Sequence[Sequence[Sample]], path: Path) -> None:
+    """Every case's rounds of measurements, as JSON, for `--replay`."""
+    fields = ("kernels", "gnomon_s", "eager_s", "gnomon_medians", "eager_medians", "kernel_medians")
+    rounds = {_case_key(c): [{f: getattr(s, f) for f in fields} for s in taken] for c, taken in zip(cases, samples)}
+    path.write_text(json.dumps(rounds))
+
+
+def replayed(cases: Sequence[Case], path: Path, device: Device) -> list[list[Sample]]:
+    """The measurements `save_measurements` wrote for `cases`, each round predicted with `device`."""
+    rounds = json.loads(path.read_text())
+    missing = [_case_key(c) for c in cases if _case_key(c) not in rounds]
+    if missing:
+        sys.exit(f"{path} has no measurements of {', '.join(missing)}")
+    for case in cases:
+        case.executable.run(case.inputs, profile=True)  # its profile names the launches the figures are of
+    return [[Sample(device=device, **figures) for figures in rounds[_case_key(c)]] for c in cases]
 
 
 def tuning_cases(wanted: set[str] | None) -> list[Case]:

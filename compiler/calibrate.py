@@ -84,6 +84,12 @@ class Calibration:
 def calibrate(quick: bool = False, fit: bool = True, log: Callable[[str], None] = print) -> Calibration:
     """Measure this machine (see the module docstring); `log` gets each figure as it is measured."""
     m, rounds = measure(quick, fit, log, lambda module: lower(module, "the calibration suite"))
+    return calibration_of(m, rounds, fit, log)
+
+
+def calibration_of(m: Measurements, rounds: Rounds, fit: bool, log: Callable[[str], None]) -> Calibration:
+    """The device of what `measure` took: its measured figures, its steadiness, and (with `fit`) the factors fitted
+    to its rounds."""
     device = _measured_device(m, rounds, log)
     device = replace(
         device,
