@@ -505,9 +505,10 @@ def main() -> None:
     parser.add_argument("--wait", type=float, default=60, help="seconds to wait for a quiet machine before a case")
     parser.add_argument(
         "--compare",
+        action="append",
         metavar="FILE",
-        help="also predict with this device file, on the same measurements, and print its summary: an A/B of two "
-        "calibrations that the host's noise does not decide",
+        help="also predict with this device file (repeatable), on the same measurements, and print its summary: an "
+        "A/B of calibrations that the host's noise does not decide",
     )
     parser.add_argument("--save-measurements", type=Path, metavar="FILE", help="write the measurements as JSON")
     parser.add_argument(
@@ -557,9 +558,9 @@ def main() -> None:
     for title, members in sets.items():
         print(f"\n==== {title}")
         print_results([result(case, taken_by_case[id(case)]) for case in members], not args.no_kernels)
-        if args.compare:
-            other = load_device(args.compare)
-            print(f"\n==== {title}: predicted with {args.compare} instead, on the same measurements")
+        for path in args.compare or []:
+            other = load_device(path)
+            print(f"\n==== {title}: predicted with {path} instead, on the same measurements")
             print_summary(
                 [result(case, [replace(s, device=other) for s in taken_by_case[id(case)]]) for case in members]
             )
