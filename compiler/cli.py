@@ -1,19 +1,35 @@
 """The `gnomon` command line: `import`, `summary`, `compile`, `run`, `analyze` and `calibrate`.
 
 User errors (a missing file, an unsupported op, a bad `--input-shape`) print one line each and
-exit with status 2; `--debug` shows the traceback instead.
+exit with status 2; `--debug` shows the traceback instead. So do bad arguments, and, as a last resort, an
+OSError or MemoryError that no check caught first.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NoReturn, TextIO
 
-from gnomon.errors import GnomonError, InputShapeError
+from gnomon.errors import GnomonError, GnomonWarning, InputShapeError
+from gnomon.files import check_readable, check_writable, writing
+from gnomon.limits import check_fits
 
 EXIT_USER_ERROR = 2
+
+_MAX_DIM = 2**63 - 1
+"""The largest dim MLIR's i64 shapes hold."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors in one line, as gnomon's own are, rather than after the usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def parse_input_shape(text: str) -> tuple[str, list[int]]:
@@ -25,13 +41,24 @@ def parse_input_shape(text: str) -> tuple[str, list[int]]:
         shape = None
     if not sep or not name or shape is None or any(d < 0 for d in shape):
         raise InputShapeError(f"--input-shape {text!r} is not NAME=DIMS, e.g. x=1x3x224x224")
+    if any(d > _MAX_DIM for d in shape):
+        raise InputShapeError(f"--input-shape {text!r}: a dim is larger than {_MAX_DIM}")
+    # At least a byte per element: a typo such as 99999999999x3 fails here, not when the runtime allocates.
+    elements = math.prod(shape)
+    check_fits(f"--input-shape {text!r} (at least a byte for each of {elements} elements)", elements)
     return name, shape
 
 
 def _input_shapes(values: Sequence[str] | None) -> dict[str, list[int]] | None:
     if not values:
         return None
-    return dict(parse_input_shape(v) for v in values)
+    shapes: dict[str, list[int]] = {}
+    for value in values:
+        name, shape = parse_input_shape(value)
+        if name in shapes:
+            raise InputShapeError(f"--input-shape given twice for input '{name}'")
+        shapes[name] = shape
+    return shapes
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,17 +102,27 @@ class _PrintPipeline(argparse.Action):
         parser.exit()
 
 
+def _check_paths(model: Path, outputs: Mapping[str, Path | None]) -> None:
+    """The model file reads and each output given (by its option) names a file that can be written: checked
+    before the import, which takes seconds."""
+    check_readable(model)
+    for flag, path in outputs.items():
+        if path is not None:
+            check_writable(path, flag)
+
+
 def _cmd_import(args: argparse.Namespace) -> None:
     from gnomon.pipeline import load
     from gnomon.printing import print_module
 
+    _check_paths(args.model, {"-o": args.output})
     module = load(
         args.model, input_shapes=_input_shapes(args.input_shape), verify_each=args.verify_each, dump_ir=args.dump_ir
     )
     if args.output is None:
         print_module(module, sys.stdout, elide_weights=args.elide_weights, locations=args.print_debuginfo)
         return
-    with open(args.output, "w") as stream:
+    with writing(args.output, "-o") as stream:
         print_module(module, stream, elide_weights=args.elide_weights, locations=args.print_debuginfo)
 
 
@@ -94,6 +131,7 @@ def _cmd_summary(args: argparse.Namespace) -> None:
     from gnomon.pipeline import to_graph
     from gnomon.summary import summarize
 
+    check_readable(args.model)
     imported = import_model(args.model, input_shapes=_input_shapes(args.input_shape))
     module = to_graph(imported, verify_each=args.verify_each, dump_ir=args.dump_ir)
     print(summarize(module, imported.input_names, imported.output_names).render())
@@ -102,6 +140,7 @@ def _cmd_summary(args: argparse.Namespace) -> None:
 def _cmd_compile(args: argparse.Namespace) -> None:
     from gnomon.executable import compile_model
 
+    _check_paths(args.model, {"-o": args.output})
     input_shapes = _input_shapes(args.input_shape)
     compile_model(args.model, input_shapes=input_shapes, verify_each=args.verify_each, dump_ir=args.dump_ir).save(
         args.output
@@ -111,6 +150,7 @@ def _cmd_compile(args: argparse.Namespace) -> None:
 def _cmd_run(args: argparse.Namespace) -> None:
     from gnomon.run_report import run_command
 
+    check_readable(args.model)
     run_command(
         args.model,
         input_shapes=_input_shapes(args.input_shape),
@@ -134,6 +174,7 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
 
     # A bundled network may be named instead of given by path (`gnomon analyze light_resnet50`).
     model = args.model if args.model.exists() or args.model.suffix else model_path(str(args.model))
+    _check_paths(model, {"--plot": args.plot, "--trace": args.trace})
     report = analyze(
         model,
         device=args.device,
@@ -153,11 +194,13 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
 def _cmd_calibrate(args: argparse.Namespace) -> None:
     from gnomon.calibrate import calibrate_command
 
+    if args.output is not None:
+        check_writable(args.output, "-o")
     calibrate_command(args.output, quick=args.quick, fit=not args.no_fit, force=args.force)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gnomon", description="A cost-model-driven ML compiler on xDSL and MLIR.")
+    parser = _Parser(prog="gnomon", description="A cost-model-driven ML compiler on xDSL and MLIR.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     verbs = parser.add_subparsers(dest="verb", required=True)
 
@@ -228,19 +271,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error_lines(error: Exception) -> list[str]:
+    """What `main` prints for a user error: gnomon's own message, or for an OSError or MemoryError that no check
+    caught first, one line that names the file or the allocation (NumPy's says "Unable to allocate 7.81 EiB for
+    an array with shape ...")."""
+    if isinstance(error, OSError):
+        where = f"{error.filename}: " if error.filename is not None else ""
+        return [f"{where}{error.strerror or error}"]
+    if isinstance(error, MemoryError):
+        detail = str(error).strip().splitlines()
+        return [f"out of memory: {detail[0] if detail else 'an allocation failed'}"]
+    return str(error).splitlines()
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """gnomon's own warnings as one line, as its errors are; others as Python shows them."""
+    if issubclass(category, GnomonWarning):
+        print(f"gnomon: warning: {message}", file=file or sys.stderr)
+        return
+    _python_show_warning(message, category, filename, lineno, file, line)
+
+
+_python_show_warning = warnings.showwarning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
+    previous, warnings.showwarning = warnings.showwarning, _show_warning
     try:
         args.run(args)
-    except GnomonError as error:
-        if getattr(args, "debug", False):
-            raise
-        for line in str(error).splitlines():
-            print(f"gnomon: error: {line}", file=sys.stderr)
-        return EXIT_USER_ERROR
     except BrokenPipeError:
         return 0
+    except (GnomonError, OSError, MemoryError) as error:
+        if getattr(args, "debug", False):
+            raise
+        for line in _error_lines(error):
+            print(f"gnomon: error: {line}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    finally:
+        warnings.showwarning = previous
     return 0
 
 

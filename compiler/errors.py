@@ -18,6 +18,21 @@ class ModelLoadError(GnomonError):
     """The model file is missing, unreadable, or cannot be imported."""
 
 
+class ImporterCrashError(ModelLoadError):
+    """torch-mlir died (or stopped making progress) importing a model in a child process; the user's survives."""
+
+    def __init__(self, source: str, what: str, step: str = "", reason: str = "") -> None:
+        self.source = source
+        self.what = what
+        """What happened, e.g. `crashed (SIGABRT)`."""
+        self.step = step
+        """The step the child had started, e.g. `importing QuantizeLinear node 'q'`; empty if none."""
+        self.reason = reason
+        """LLVM's own line for it (`LLVM ERROR: ...`), when it printed one."""
+        message = f"{source}: torch-mlir {what}" + (f" while {step}" if step else "")
+        super().__init__(f"{message}: {reason}" if reason else message)
+
+
 class InputShapeError(GnomonError):
     """An `--input-shape` names no input, has the wrong rank, or a needed shape is missing."""
 
@@ -46,3 +61,16 @@ class UnsupportedOpsError(GnomonError):
     def __init__(self, ops: Iterable[UnsupportedOp]) -> None:
         self.ops = list(dict.fromkeys(ops))
         super().__init__("\n".join(op.message() for op in self.ops))
+
+
+class GnomonWarning(UserWarning):
+    """Base class of the warnings gnomon gives users: something was wrong and gnomon worked around it (a damaged
+    kernel cache entry rebuilt, an unusable cache directory replaced); the message is meant to be shown as is."""
+
+
+class FileAccessError(GnomonError):
+    """A file to read is missing, a directory or unreadable, or a file to write cannot be written."""
+
+
+class TooLargeError(GnomonError):
+    """A tensor or the runtime's arena needs more bytes than this machine's memory: fail before allocating it."""

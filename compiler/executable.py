@@ -9,22 +9,30 @@ returns NumPy arrays in the model's output order.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, TensorType
 
+from gnomon.dialects import rt
 from gnomon.dialects.graph.constant_values import numpy_dtype
-from gnomon.errors import GnomonError
-from gnomon.passes.kernel_to_rt import rt_functions
+from gnomon.errors import GnomonError, ModelLoadError
+from gnomon.files import writing
+from gnomon.limits import check_fits
+from gnomon.passes.kernel_to_rt import LoweringError, rt_functions
+from gnomon.passes.kernel_to_rt.memory_plan import MemoryPlanError
 from gnomon.pipeline import INPUT_NAMES_ATTR, OUTPUT_NAMES_ATTR, load, run_pipeline
 
 __all__ = ["BACKENDS", "Executable", "InputError", "compile_model", "load_compiled", "lower"]
 
 BACKENDS = ("native", "reference")
+
+_TORCH_MODELS = {"torch.nn.modules.module.Module", "torch.export.exported_program.ExportedProgram"}
+"""The classes (by qualified name, so that torch need not load) of the live models `compile_model` takes."""
 
 
 class InputError(GnomonError):
@@ -80,11 +88,25 @@ class Executable:
         self._signature = _signature(self._function)
         self.input_names = _names(module, INPUT_NAMES_ATTR, len(self._signature), "input")
         self.output_names = _names(module, OUTPUT_NAMES_ATTR, len(self._function.function_type.outputs), "output")
+        self._check_sizes()
         self._program = None
         if backend == "native":
             from gnomon.runtime.executor import Program
 
             self._program = Program(module)
+
+    def _check_sizes(self) -> None:
+        """Each input, and the native program's arena, fits in memory: a huge shape or a hand-edited
+        `rt.arena_size` fails here, in one line, rather than in NumPy's allocation."""
+        for name, (shape, dtype) in zip(self.input_names, self._signature, strict=True):
+            check_fits(f"input '{name}' of shape {list(shape)} ({dtype})", math.prod(shape) * dtype.itemsize)
+        arena = self._function.attributes.get(rt.ARENA_SIZE)
+        if self.backend != "native" or not isinstance(arena, IntegerAttr):
+            return
+        size = arena.value.data
+        if size < 0:
+            raise GnomonError(f"the program's {rt.ARENA_SIZE} = {size} is negative")
+        check_fits(f"the program's arena ({rt.ARENA_SIZE} = {size})", size)
 
     @property
     def input_shapes(self) -> list[tuple[int, ...]]:
@@ -131,7 +153,7 @@ class Executable:
         """Write the lowered program (weights included) so that `load_compiled` runs it without re-importing."""
         from gnomon.printing import print_module
 
-        with open(path, "w") as stream:
+        with writing(path) as stream:
             print_module(self.module, stream)
 
 
@@ -149,6 +171,12 @@ def compile_model(
     `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s."""
     if backend not in BACKENDS:
         raise GnomonError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    classes = {f"{c.__module__}.{c.__qualname__}" for c in type(model).__mro__}
+    if not isinstance(model, str | Path) and not classes & _TORCH_MODELS:
+        raise ModelLoadError(
+            f"gnomon.compile takes a model file (a str or Path), a torch.nn.Module or a torch.export.ExportedProgram, "
+            f"not {type(model).__name__}"
+        )
     module = load(model, example_inputs, input_shapes, verify_each=verify_each, dump_ir=dump_ir)
     if backend == "native":
         source = str(model) if isinstance(model, str | Path) else type(model).__name__
@@ -157,11 +185,15 @@ def compile_model(
 
 
 def load_compiled(path: str | Path) -> Executable:
-    """An executable from a file `gnomon compile` wrote."""
+    """An executable from a file `gnomon compile` wrote, checked before any kernel is compiled or run: the ops'
+    verifiers (as `gnomon-opt` runs them), then the runtime's `verify_program`. A file edited by hand fails with
+    an error naming it and the op, kernel or buffer at fault."""
     from xdsl.dialects.func import Func
+    from xdsl.utils.exceptions import VerifyException
 
     from gnomon.dialects.graph.constant_values import parse_with_resources
     from gnomon.registry import DIALECTS
+    from gnomon.runtime.executor import ProgramError
 
     path = Path(path)
     if not path.is_file():
@@ -169,8 +201,15 @@ def load_compiled(path: str | Path) -> Executable:
     try:
         module = parse_with_resources(path.read_text(), {"func": lambda: Func, **DIALECTS}, str(path))
     except Exception as error:  # xDSL raises several types for malformed text
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise GnomonError(f"{path} is not a gnomon program: {first}") from error
+        raise GnomonError(f"{path} is not a gnomon program: {_first_line(error)}") from error
     if not rt_functions(module):
         raise GnomonError(f"{path} holds no compiled program (write one with `gnomon compile`)")
-    return Executable(module, "native")
+    try:
+        module.verify()
+        return Executable(module, "native")  # its Program runs `verify_program` before it compiles a kernel
+    except (VerifyException, ProgramError, MemoryPlanError, LoweringError) as error:
+        raise ProgramError(f"{path}: {_first_line(error)}") from error
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

@@ -13,6 +13,9 @@ import numpy as np
 from gnomon.cost.trace import KERNEL, TraceEvent, trace_json, write_json
 from gnomon.errors import GnomonError
 from gnomon.executable import Executable, InputError, compile_model, load_compiled
+from gnomon.files import check_readable, check_writable, writing
+
+_WRITE_NPZ = "write one with numpy.savez(path, <input name>=array, ...)"
 
 
 def random_inputs(executable: Executable, seed: int) -> list[np.ndarray]:
@@ -29,13 +32,22 @@ def random_inputs(executable: Executable, seed: int) -> list[np.ndarray]:
 
 def read_inputs(executable: Executable, path: Path) -> list[np.ndarray]:
     """The arrays of an .npz, in input order, keyed by input name."""
-    if not path.is_file():
-        raise InputError(f"no such inputs file: {path}")
+    check_readable(path, "inputs file")
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
+        loaded = np.load(path, allow_pickle=False)
     except (OSError, ValueError, zipfile.BadZipFile) as error:
-        raise InputError(f"{path} is not an .npz file: {error}") from error
+        # NumPy's own message misleads here: a text file "contains pickled data".
+        raise InputError(f"{path} is not an .npz file: {_WRITE_NPZ}") from error
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        # np.load reads an .npy too; its one array has no name to match an input by.
+        raise InputError(f"{path} is an .npy file, not an .npz: {_WRITE_NPZ}")
+    arrays: dict[str, np.ndarray] = {}
+    with loaded as archive:
+        for key in archive.files:
+            try:
+                arrays[key] = archive[key]
+            except (OSError, ValueError, zipfile.BadZipFile) as error:  # object arrays, a damaged member
+                raise InputError(f"{path}: cannot read array '{key}': {error}") from error
     missing = [name for name in executable.input_names if name not in arrays]
     if missing:
         names = ", ".join(executable.input_names)
@@ -148,9 +160,21 @@ def run_command(
 ) -> None:
     if trace is not None and not (profile and backend == "native"):
         raise GnomonError("--trace writes the measured timeline of a profiled run: add --profile (native backend)")
+    if seed < 0:
+        raise GnomonError(f"--seed {seed}: a seed is a non-negative integer")
+    for path, flag in ((save_outputs, "--save-outputs"), (trace, "--trace")):
+        if path is not None:
+            check_writable(path, flag)
     if model.suffix == ".mlir":
         if backend != "native":
             raise GnomonError(f"{model} is a compiled program; it runs on the native backend only")
+        if input_shapes:
+            raise GnomonError(
+                f"--input-shape does not apply to {model}: a compiled program's shapes are fixed "
+                "(compile the model again with --input-shape)"
+            )
+        if dump_ir is not None:
+            raise GnomonError(f"--dump-ir does not apply to {model}: a compiled program runs no passes")
         executable = load_compiled(model)
     else:
         executable = compile_model(
@@ -162,7 +186,9 @@ def run_command(
     outputs = executable.run(arrays, profile=profile and backend == "native")
     if save_outputs is not None:
         named: dict[str, Any] = dict(zip(executable.output_names, outputs, strict=True))
-        np.savez(save_outputs, **named)
+        # Through a stream: given a path, np.savez would add `.npz` to a name without it.
+        with writing(save_outputs, "--save-outputs", "wb") as stream:
+            np.savez(stream, **named)
     rows = output_summary(executable.output_names, outputs)
     report: dict[str, Any] = {"model": str(model), "backend": backend, "outputs": rows}
     if profile and backend == "native":

@@ -1,11 +1,12 @@
 """The native runtime: load an rt program, bind its buffers once, run its launches in order.
 
-Loading does all the work that does not depend on the inputs: it checks the memory plan,
-carves every `rt.buffer` out of one arena as a NumPy view, turns constants into arrays,
-compiles (or fetches from the disk cache) each generated `kernel.func`, and binds every
-`rt.launch` to a zero-argument closure over its buffers. Running copies the inputs into
-their buffers, calls the closures, and copies the results out (the arena is reused by the
-next run). With profiling on, each launch is timed with `perf_counter_ns`.
+Loading does all the work that does not depend on the inputs: it checks the program
+(`verify_program`: where it writes, its constants' data, its memory plan), carves every
+`rt.buffer` out of one arena as a NumPy view, turns constants into arrays, compiles (or
+fetches from the disk cache) each generated `kernel.func`, and binds every `rt.launch` to a
+zero-argument closure over its buffers. Running copies the inputs into their buffers, calls
+the closures, and copies the results out (the arena is reused by the next run). With
+profiling on, each launch is timed with `perf_counter_ns`.
 """
 
 from __future__ import annotations
@@ -17,18 +18,18 @@ from math import prod
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import DenseResourceAttr, IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.rewriter import Rewriter
 
 from gnomon.dialects import kernel, rt
-from gnomon.dialects.graph.constant_values import constant_to_numpy, numpy_dtype
+from gnomon.dialects.graph.constant_values import constant_to_numpy, element_bytes, numpy_dtype, resource_storage
 from gnomon.errors import GnomonError
 from gnomon.locations import location_name
 from gnomon.passes.kernel_to_rt import ALIGNMENT, rt_functions, verify_plan
 from gnomon.runtime.malloc import keep_freed_memory
 
-__all__ = ["KernelTiming", "Profile", "Program", "ProgramError"]
+__all__ = ["KernelTiming", "Profile", "Program", "ProgramError", "verify_program"]
 
 
 class ProgramError(GnomonError):
@@ -113,15 +114,76 @@ def _in_place_input(args: Sequence[np.ndarray], results: Sequence[np.ndarray]) -
     return None
 
 
+def _constant_name(op: rt.ConstantOp) -> str:
+    value = op.value
+    if isinstance(value, DenseResourceAttr):
+        return f"the constant dense_resource<{value.resource_handle.data}>"
+    return f"an inline constant {op.result.type}"
+
+
+def _check_writes(function: func.FuncOp) -> None:
+    """Launches write only into the arena: never into an input (the caller's data) or a constant (the weights)."""
+    block = function.body.block
+    protected: dict[SSAValue, str] = {arg: f"input {arg.index}" for arg in block.args}
+    for op in block.ops:
+        if isinstance(op, rt.ConstantOp):
+            protected[op.result] = _constant_name(op)
+        elif isinstance(op, rt.ViewOp) and op.source in protected:
+            protected[op.result] = f"a view of {protected[op.source]}"
+        elif isinstance(op, rt.LaunchOp):
+            for position, out in enumerate(op.outs):
+                if out in protected:
+                    raise ProgramError(
+                        f"rt.launch @{op.callee.string_value()} writes its output {position} into {protected[out]}"
+                    )
+
+
+def _check_blob(op: rt.ConstantOp) -> None:
+    """A dense_resource constant's blob holds exactly its type's bytes (after the 4-byte alignment header)."""
+    value = op.value
+    if not isinstance(value, DenseResourceAttr):
+        return  # the parser checked an inline constant's elements against its type
+    memref = op.result.type
+    assert isinstance(memref, MemRefType)
+    size = element_bytes(memref.element_type)
+    blob = resource_storage().lookup(value.resource_handle.data)
+    if size is None or not blob:
+        raise ProgramError(f"{_constant_name(op)} has no data of type {memref}")
+    expected = prod(memref.get_shape()) * size
+    digits = len(blob) - len("0x") - 8
+    if digits != 2 * expected:
+        raise ProgramError(f"{_constant_name(op)} holds {max(digits, 0) // 2} bytes, {memref} needs {expected}")
+
+
+def verify_program(module: ModuleOp) -> func.FuncOp:
+    """The module's one rt program, once checked for what loading and running it rely on: launches write only
+    into the arena, constants hold their types' bytes, and the memory plan keeps live buffers apart inside the
+    arena (`verify_plan`). The module itself is assumed verified (`module.verify()`). Raises ProgramError, or
+    `verify_plan`'s MemoryPlanError (LoweringError for a buffer that no launch writes)."""
+    functions = rt_functions(module)
+    if len(functions) != 1:
+        raise ProgramError(f"expected one rt program in the module, found {len(functions)}")
+    function = functions[0]
+    _check_writes(function)
+    for op in function.body.block.ops:
+        if isinstance(op, rt.ConstantOp):
+            _check_blob(op)
+    verify_plan(function)
+    return function
+
+
+def _constant(op: rt.ConstantOp) -> np.ndarray:
+    try:
+        return constant_to_numpy(op.value)
+    except ValueError as error:  # a blob that is not hexadecimal
+        raise ProgramError(f"{_constant_name(op)} does not hold valid data: {error}") from error
+
+
 class Program:
     """An rt program, loaded and ready to run."""
 
     def __init__(self, module: ModuleOp):
-        functions = rt_functions(module)
-        if len(functions) != 1:
-            raise ProgramError(f"expected one rt program in the module, found {len(functions)}")
-        self.function = function = functions[0]
-        verify_plan(function)
+        self.function = function = verify_program(module)
         keep_freed_memory()  # before the first library call allocates: see gnomon.runtime.malloc
         kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
         arena_size = function.attributes[rt.ARENA_SIZE]
@@ -142,7 +204,7 @@ class Program:
             if isinstance(op, rt.BufferOp):
                 arrays[op.result] = self._buffer(op)
             elif isinstance(op, rt.ConstantOp):
-                arrays[op.result] = constant_to_numpy(op.value)
+                arrays[op.result] = _constant(op)
             elif isinstance(op, rt.ViewOp):
                 shape = op.result.type.get_shape()
                 start = op.element_offset

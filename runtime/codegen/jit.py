@@ -5,7 +5,8 @@ parses it into torch-mlir's MLIR, runs the pipeline below down to the LLVM diale
 MLIR's ExecutionEngine (LLVM at -O3, for the host CPU) emit an object file, which `cc` links
 into a shared library in the disk cache. Every kernel, compiled now or found in the cache, is
 loaded from that library with ctypes, so a process that finds its kernels cached imports no MLIR
-at all. Identical kernels compile once per process (the library is memoized by cache key).
+at all; a cached library is loaded only once its checksum holds (`gnomon.runtime.codegen.cache`).
+Identical kernels compile once per process (the library is memoized by its path).
 """
 
 # torch-mlir's MLIR bindings are a C extension without type stubs: pyright cannot see their names.
@@ -32,7 +33,7 @@ from gnomon.cost.threads import parts_for
 from gnomon.dialects import kernel
 from gnomon.dialects.graph.constant_values import numpy_dtype
 from gnomon.passes.kernel_to_linalg import CodegenError, lower_kernel
-from gnomon.runtime.codegen.cache import cache_directory, cache_key, write_atomically
+from gnomon.runtime.codegen.cache import cache_directory, cache_key, verified_entry, write_entry
 from gnomon.runtime.codegen.threads import ParallelCall, cpu_count
 
 SYMBOL = "gnomon_kernel"
@@ -95,7 +96,7 @@ def _compile(mlir_text: str, library: Path) -> None:
             linked = subprocess.run([*command[:2], "-o", str(shared), str(obj), *command[2:]], capture_output=True)
             if linked.returncode != 0:
                 raise CodegenError(f"linking a generated kernel failed: {linked.stderr.decode(errors='replace')}")
-            write_atomically(library, shared.read_bytes())
+            write_entry(library, shared.read_bytes())
     _compilations += 1
 
 
@@ -108,11 +109,14 @@ class _Library:
     """The address of its packed form, `void (void **args)`, which the thread pool calls."""
 
 
-_loaded: dict[str, _Library] = {}
+_loaded: dict[Path, _Library] = {}
 
 
 def _load(path: Path, arity: int) -> _Library:
-    handle = ctypes.CDLL(str(path))
+    try:
+        handle = ctypes.CDLL(str(path))
+    except OSError as error:  # e.g. a cache on a file system mounted noexec
+        raise CodegenError(f"cannot load the kernel library {path}: {error}") from error
     function = getattr(handle, f"_mlir_ciface_{SYMBOL}")
     function.argtypes = [ctypes.c_void_p] * arity + [ctypes.c_int64, ctypes.c_int64]
     function.restype = None
@@ -221,14 +225,13 @@ def compile_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> Com
     key = cache_key(mlir_text, " ".join(_link_command()))
     arity = len(function.function_type.inputs) - 2
     path = cache_directory() / f"{key}.so"
-    library = _loaded.get(key)
-    from_cache = library is not None or path.exists()
+    library = _loaded.get(path)
+    from_cache = library is not None or verified_entry(path)
     start = time.perf_counter()
     if not from_cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
         _compile(mlir_text, path)
     if library is None:
-        library = _loaded[key] = _load(path, arity)
+        library = _loaded[path] = _load(path, arity)
     seconds = 0.0 if from_cache else time.perf_counter() - start
     signature: list[tuple[tuple[int, ...], np.dtype[Any]]] = []
     for memref_type in function.function_type.inputs.data[:arity]:

@@ -29,7 +29,7 @@ from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
-from gnomon.runtime.codegen.cache import cache_directory, write_atomically
+from gnomon.runtime.codegen.cache import CODEGEN_VERSION, cache_directory, verified_entry, write_entry
 
 _POOL_SOURCE = r"""
 #define _GNU_SOURCE
@@ -88,15 +88,14 @@ def _pool(compiler: str) -> Any:
     first call; importing torch here rather than with the module keeps it out of processes that split no call."""
     import torch  # noqa: F401  # pyright: ignore[reportUnusedImport]
 
-    key = hashlib.sha256((_POOL_SOURCE + compiler).encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{_POOL_SOURCE}{compiler}{CODEGEN_VERSION}".encode()).hexdigest()[:16]
     path = cache_directory() / f"pool-{key}.so"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+    if not verified_entry(path):
         with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
             source, shared = Path(scratch, "pool.c"), Path(scratch, "pool.so")
             source.write_text(_POOL_SOURCE)
             subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(shared), str(source), "-ldl"], check=True)
-            write_atomically(path, shared.read_bytes())
+            write_entry(path, shared.read_bytes())
     library = ctypes.CDLL(str(path))
     parallel = library.gnomon_parallel
     parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int]
