@@ -54,8 +54,8 @@ def test_unsupported_ops_are_listed_once_each(tmp_path: Path) -> None:
     result = run("import", str(make_onnx("unsupported", tmp_path / "model.onnx")))
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        "gnomon: error: unsupported op onnx.Foo at node 'bar' in model.onnx",
-        "gnomon: error: unsupported op onnx.Baz at node 'qux' in model.onnx",
+        "gnomon: error: unsupported op com.example.Foo at node 'bar' in model.onnx",
+        "gnomon: error: unsupported op com.example.Baz at node 'qux' in model.onnx",
     ]
 
 

@@ -120,7 +120,7 @@ def test_onnx_locations_name_nodes_and_unlowered_ops_stay(tmp_path: Path):
     assert locations(imported.module, "torch.aten.convolution") == ["Conv_0"]
     assert locations(imported.module, "torch.aten.relu") == ["Relu_1"]
     [custom] = [op for op in imported.module.walk() if op_name(op) == "torch.operator"]
-    assert custom.properties["name"] == StringAttr("onnx.Foo")
+    assert custom.properties["name"] == StringAttr("com.example.Foo")
     assert locations(imported.module, "torch.operator") == ["custom"]
 
 

@@ -2,8 +2,9 @@
 
 Each produces an xDSL module in torch-mlir's `torch` dialect (value tensors, `torch.aten.*`
 ops; weights as `dense_resource` literals from torch, `dense` ones from ONNX, and large splats
-as `torch.aten.full`) with locations that name the source's node or module path. The
-frontends are imported lazily: torch and onnx are slow to import.
+as `torch.aten.full`) with locations that name the source's node or module path. torch-mlir
+runs in a forked child (`isolation`): when it crashes, the user gets an error, not a dead process.
+The frontends are imported lazily: torch and onnx are slow to import.
 """
 
 from __future__ import annotations

@@ -40,8 +40,10 @@ _TORCH_DTYPE_CODES = {
 """torch's ScalarType numbering, which `aten.full` takes as its dtype argument."""
 
 
-def to_xdsl(module: ir.Module) -> ModuleOp:
-    """The xDSL form of a torch-mlir module (which is changed first: large splats become `aten.full`)."""
+def to_text(module: ir.Module) -> str:
+    """The generic text `parse_torch_mlir` reads (the module is changed first: large splats become `aten.full`).
+
+    The frontends print in the child process that ran torch-mlir, and parse in the user's."""
     _unfold_large_splats(module)
     # Generic form needs no torch-mlir op syntax in xDSL. Local scope prints locations inline
     # (xDSL cannot resolve location aliases defined at the end of the file) but, as for a
@@ -49,7 +51,7 @@ def to_xdsl(module: ir.Module) -> ModuleOp:
     ops = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True, use_local_scope=True)
     plain = module.operation.get_asm(print_generic_op_form=True)
     start = plain.rfind("\n{-#")
-    return parse_torch_mlir(ops + plain[start:] if start >= 0 else ops)
+    return ops + plain[start:] if start >= 0 else ops
 
 
 def _unfold_large_splats(module: ir.Module) -> None:

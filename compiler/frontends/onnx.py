@@ -1,13 +1,16 @@
 """The ONNX frontend: an `.onnx` file to the torch dialect, through torch-mlir.
 
-Stages: load and validate; name anonymous nodes (locations are node names); apply
+Stages: load and validate (an opset newer than onnx knows is refused); name anonymous nodes (locations
+are node names); apply
 `--input-shape` overrides (`_follow_batch`: reshapes that spell out a batch of 1 follow a new batch
 size); upgrade old opsets (torch-mlir's ONNX lowerings reject e.g.
 opset-9 MaxPool and BatchNormalization); infer shapes with data propagation; import
 with torch-mlir's `onnx_importer`; lower `onnx.*` ops to `torch.aten.*` and canonicalize,
 which folds constant shape arithmetic (ConstantOfShape becomes a splat literal) without
 decomposing conv, batch norm or pooling. ONNX ops torch-mlir has no lowering for stay
-`torch.operator {name = "onnx.Foo"}`, for the torch-to-graph conversion to report.
+`torch.operator {name = "onnx.Foo"}` (`com.example.Foo` for a custom domain's), for the
+torch-to-graph conversion to report. Import and lowering run in a forked child (`isolation`):
+a torch-mlir crash is an error that names the node, found by bisection when the lowering crashed.
 """
 
 # torch-mlir's MLIR bindings are a C extension without type stubs: pyright cannot see their names.
@@ -15,26 +18,37 @@ decomposing conv, batch norm or pooling. ONNX ops torch-mlir has no lowering for
 
 from __future__ import annotations
 
+import os
+import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper, shape_inference, version_converter
 from torch_mlir import ir
+from torch_mlir.dialects import func as func_d
 from torch_mlir.dialects import torch as torch_d
 from torch_mlir.extras import onnx_importer
 from torch_mlir.passmanager import PassManager
+from xdsl.dialects.builtin import ModuleOp
 
-from gnomon.errors import InputShapeError, ModelLoadError
+from gnomon.errors import ImporterCrashError, InputShapeError, ModelLoadError, UnsupportedOp, UnsupportedOpsError
 from gnomon.frontends.imported import ImportedModel
-from gnomon.frontends.mlir_text import to_xdsl
+from gnomon.frontends.isolation import Progress, run_isolated
+from gnomon.frontends.mlir_text import parse_torch_mlir, to_text
 
 MIN_OPSET = 17
 """Older default-domain opsets are upgraded to this one before import."""
 
 PIPELINE = "builtin.module(func.func(convert-torch-onnx-to-torch), canonicalize)"
+
+_LOWERING = "lowering the ONNX ops to torch ops"
+"""The child's progress step for `PIPELINE`: a crash in it is bisected to a node."""
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+"""ONNX's own domain, by its two spellings; any other is a custom domain."""
 
 
 def import_onnx(path: Path, input_shapes: Mapping[str, Sequence[int]] | None = None) -> ImportedModel:
@@ -52,9 +66,8 @@ def import_onnx(path: Path, input_shapes: Mapping[str, Sequence[int]] | None = N
         model = shape_inference.infer_shapes(model, data_prop=True)
     except (onnx.shape_inference.InferenceError, ValueError) as e:
         raise ModelLoadError(f"{path}: ONNX shape inference failed: {_first_line(e)}") from e
-    module = _import(path, model, upgrade_error)
     return ImportedModel(
-        module=to_xdsl(module),
+        module=_import(path, model, upgrade_error),
         source=path.name,
         input_names=[value.name for value in inputs],
         output_names=[value.name for value in model.graph.output],
@@ -79,7 +92,15 @@ def _load(path: Path) -> onnx.ModelProto:
     # Arbitrary bytes can decode as a protobuf with no graph at all.
     if not model.HasField("graph"):
         raise ModelLoadError(f"{path} is not a valid ONNX model: it has no graph")
+    opset, newest = _opset(model), onnx.defs.onnx_opset_version()
+    if opset > newest:
+        raise ModelLoadError(f"{path} needs ONNX opset {opset}, but the newest that gnomon's onnx knows is {newest}")
     return model
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    """The model's default-domain opset (`MIN_OPSET` if it declares none)."""
+    return next((o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS), MIN_OPSET)
 
 
 def _name_nodes(graph: onnx.GraphProto) -> None:
@@ -167,7 +188,7 @@ def _override_shapes(
 
 def _upgrade(model: onnx.ModelProto) -> tuple[onnx.ModelProto, str | None]:
     """The model at `MIN_OPSET` or above, or the original and why upgrading failed."""
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), MIN_OPSET)
+    opset = _opset(model)
     if opset >= MIN_OPSET:
         return model, None
     try:
@@ -176,26 +197,174 @@ def _upgrade(model: onnx.ModelProto) -> tuple[onnx.ModelProto, str | None]:
         return model, f"upgrading it from opset {opset} to {MIN_OPSET} failed too: {_first_line(e)}"
 
 
-def _import(path: Path, model: onnx.ModelProto, upgrade_error: str | None) -> ir.Module:
-    """torch-mlir's import and ONNX-to-torch lowering; its diagnostics become one ModelLoadError."""
-    context = ir.Context()
-    torch_d.register_dialect(context)
+def _import(path: Path, model: onnx.ModelProto, upgrade_error: str | None) -> ModuleOp:
+    """torch-mlir's import and ONNX-to-torch lowering, in a child process (see `isolation`): a crash there is a
+    one-line error naming the node that caused it, and the user's process survives."""
     try:
-        # The importer warns about values without types; only real failures matter here.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            info = onnx_importer.ModelInfo(model)
-            module = info.create_module(context=context)
-            onnx_importer.NodeImporter.define_function(info.main_graph, module.operation).import_all()
-        with context:
+        text = run_isolated(lambda progress: _import_text(path, model, upgrade_error, progress), str(path))
+    except ImporterCrashError as crash:
+        if crash.step != _LOWERING:
+            raise
+        # The lowering is one C++ pass over all nodes: find the one it dies on by bisecting.
+        culprit = run_isolated(lambda _: _crashing_node(model), str(path))
+        if culprit is None:
+            raise
+        raise ImporterCrashError(crash.source, crash.what, f"lowering {culprit}", crash.reason) from crash
+    return parse_torch_mlir(text)
+
+
+def _import_text(path: Path, model: onnx.ModelProto, upgrade_error: str | None, progress: Progress) -> str:
+    """Runs in the child: the lowered module's text. torch-mlir's diagnostics become one user error."""
+    try:
+        module = _imported(model, progress)
+        progress(_LOWERING)
+        with module.context:
             PassManager.parse(PIPELINE).run(module.operation)
     except ir.MLIRError as e:
         diagnostic = e.error_diagnostics[0] if e.error_diagnostics else None
+        if diagnostic is not None and (unsupported := _unlowered(path, model, diagnostic)) is not None:
+            raise unsupported from e
         where = f"{diagnostic.location}: {diagnostic.message}" if diagnostic is not None else e.message
         raise ModelLoadError(_failure(path, _first_line(where), upgrade_error)) from e
     except (onnx_importer.OnnxImportError, NotImplementedError, ValueError, KeyError) as e:
         raise ModelLoadError(_failure(path, _first_line(e), upgrade_error)) from e
+    progress("printing the imported module")
+    return to_text(module)
+
+
+def _imported(model: onnx.ModelProto, progress: Progress) -> ir.Module:
+    """torch-mlir's import of the model, reporting each node before importing it; custom-domain ops are
+    renamed `domain.Op` (the importer names every op `onnx.Op`, so `com.example.Relu` would pass for a Relu)."""
+    context = ir.Context()
+    context.enable_multithreading(False)  # no thread pool to start in a forked child: one function needs none
+    torch_d.register_dialect(context)
+    # The importer warns about values without types; only real failures matter here.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        info = onnx_importer.ModelInfo(model)
+        module = info.create_module(context=context)
+        importer = onnx_importer.NodeImporter.define_function(info.main_graph, module.operation)
+        function = list(module.body.operations)[-1]
+        _import_nodes(importer, info.main_graph, function, progress)
+    custom = _custom_ops(model)
+    if custom:
+        _rename_custom_ops(module, custom)
     return module
+
+
+def _import_nodes(
+    importer: onnx_importer.NodeImporter, graph: onnx_importer.GraphInfo, function: ir.Operation, progress: Progress
+) -> None:
+    """`NodeImporter.import_all`, reporting each node before importing it."""
+    for initializer in graph.initializer_map.values():
+        importer.import_initializer(initializer)
+    importer.get_none()
+    for node in graph.graph_proto.node:
+        progress(f"importing {node.op_type} node '{node.name}'")
+        importer.import_node(node)
+    values = importer._nv_map  # pyright: ignore[reportPrivateUsage]: the importer exposes the graph's values no other way
+    outputs: list[ir.Value] = []
+    for output in graph.graph_proto.output:
+        if output.name not in values:
+            raise onnx_importer.OnnxImportError(f"Non topologically produced ONNX graph output '{output.name}'")
+        outputs.append(values[output.name])
+    with ir.InsertionPoint(function.regions[0].blocks[0]), ir.Location.unknown():
+        func_d.ReturnOp(outputs)
+
+
+def _custom_ops(model: onnx.ModelProto) -> dict[tuple[str, str], str]:
+    """(node name, `onnx.Op`) -> `domain.Op` for each node of a custom domain that no model function defines."""
+    functions = {(f.domain, f.name) for f in model.functions}
+    custom: dict[tuple[str, str], str] = {}
+    for node in _nodes(model.graph):
+        if node.domain not in _DEFAULT_DOMAINS and (node.domain, node.op_type) not in functions:
+            custom[node.name, f"onnx.{node.op_type}"] = f"{node.domain}.{node.op_type}"
+    return custom
+
+
+def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """The graph's nodes and those of its subgraphs (`If` branches, `Loop` bodies)."""
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from _nodes(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _nodes(subgraph)
+
+
+_NAME_LOC = re.compile(r'^loc\("(?P<name>[^"]*)"\)$')
+
+
+def _rename_custom_ops(module: ir.Module, custom: Mapping[tuple[str, str], str]) -> None:
+    def rename(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "torch.operator" and (located := _NAME_LOC.match(str(op.location))) is not None:
+            qualified = custom.get((located["name"], ir.StringAttr(op.attributes["name"]).value))
+            if qualified is not None:
+                op.attributes["name"] = ir.StringAttr.get(qualified, context=module.context)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(rename)
+
+
+_ILLEGAL_OPERATOR = re.compile(r"failed to legalize operation 'torch\.operator'.*?\{name = \"(?P<op>[^\"]+)\"")
+
+
+def _unlowered(path: Path, model: onnx.ModelProto, diagnostic: ir.DiagnosticInfo) -> UnsupportedOpsError | None:
+    """An ONNX op torch-mlir has a lowering for but could not apply, as an unsupported op; when its inputs come
+    from custom-domain ops (whose outputs ONNX cannot type), those ops are to blame instead."""
+    failed = _ILLEGAL_OPERATOR.search(diagnostic.message)
+    located = _NAME_LOC.match(str(diagnostic.location))
+    if failed is None or located is None:
+        return None
+    node_name = located["name"]
+    custom = _custom_ops(model)
+    nodes = list(_nodes(model.graph))
+    producers = {output: node for node in nodes for output in node.output}
+    inputs = [name for node in nodes if node.name == node_name for name in node.input]
+    if any((p := producers.get(name)) is not None and (p.name, f"onnx.{p.op_type}") in custom for name in inputs):
+        return UnsupportedOpsError(UnsupportedOp(op, node, path.name) for (node, _), op in custom.items())
+    return UnsupportedOpsError([UnsupportedOp(failed["op"], node_name, path.name, "torch-mlir cannot lower it")])
+
+
+def _crashing_node(model: onnx.ModelProto) -> str | None:
+    """Runs in a child: the first node whose lowering crashes, found by bisecting over prefixes of the graph,
+    each lowered in a grandchild; None if lowering the whole graph does not crash here."""
+    module = _imported(model, lambda _: None)
+    function = next(op for op in module.body.operations if "sym_visibility" not in op.attributes)
+    ops = list(function.regions[0].blocks[0].operations)[:-1]  # the return goes with any cut
+    good, bad = 0, len(ops)
+    if not _lowering_crashes(module, function, len(ops)):
+        return None
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        if _lowering_crashes(module, function, middle):
+            bad = middle
+        else:
+            good = middle
+    culprit = ops[bad - 1]
+    located = _NAME_LOC.match(str(culprit.location))
+    name = ir.StringAttr(culprit.attributes["name"]).value if "name" in culprit.attributes else culprit.name
+    return f"{name.removeprefix('onnx.')} node '{located['name']}'" if located is not None else name
+
+
+def _lowering_crashes(module: ir.Module, function: ir.Operation, count: int) -> bool:
+    """Whether lowering the function cut after its first `count` ops kills the process (a forked one)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            block = function.regions[0].blocks[0]
+            for op in reversed(list(block.operations)[count:]):
+                op.erase()
+            with module.context, ir.Location.unknown():
+                func_d.ReturnOp([], ip=ir.InsertionPoint(block))
+                inputs = ir.FunctionType(ir.TypeAttr(function.attributes["function_type"]).value).inputs
+                function.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, []))
+                PassManager.parse(PIPELINE).run(module.operation)
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status)
 
 
 def _failure(path: Path, reason: str, upgrade_error: str | None) -> str:

@@ -6,7 +6,8 @@ conv, linear, layer norm, GELU, softmax, scaled dot-product attention and embedd
 stay single ops (batch norm becomes `_native_batch_norm_legit_no_training`, still one op).
 torch-mlir's own decomposition table would lower most of them to arithmetic, so it is not
 used. torch-mlir's FxImporter then freezes parameters and buffers into `dense_resource`
-literals; each op's location names the torch module that ran it (`layer1.0.conv1`).
+literals; each op's location names the torch module that ran it (`layer1.0.conv1`). The
+FxImporter runs in a forked child (`isolation`), so that a torch-mlir crash is an error, not a dead process.
 """
 
 # torch-mlir's MLIR bindings are a C extension without type stubs: pyright cannot see their names.
@@ -15,6 +16,7 @@ literals; each op's location names the torch module that ran it (`layer1.0.conv1
 from __future__ import annotations
 
 import dataclasses
+import logging
 import warnings
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -34,7 +36,8 @@ from torch_mlir.passmanager import PassManager
 
 from gnomon.errors import InputShapeError, ModelLoadError
 from gnomon.frontends.imported import ImportedModel
-from gnomon.frontends.mlir_text import to_xdsl
+from gnomon.frontends.isolation import Progress, run_isolated
+from gnomon.frontends.mlir_text import parse_torch_mlir, to_text
 
 _NO_MODULE = ("", "_empty_nn_module_stack_from_metadata_hook")
 """Module paths that name no module: the root, and the placeholder torch.export's passes add."""
@@ -110,11 +113,17 @@ def import_torchscript(
 
 def import_exported_file(path: Path) -> ImportedModel:
     """Imports a program saved by `torch.export.save` (`.pt2`, or a `.pt` holding the same archive)."""
+    # On a damaged archive torch logs its own traceback before falling back to an older reader, whose
+    # error is the one raised; the user gets that error's one line, not both.
+    logger = logging.getLogger("torch.export")
+    disabled, logger.disabled = logger.disabled, True
     try:
         with path.open("rb") as file:
             program = torch.export.load(file)
     except Exception as e:  # zipfile, pickle and deserializer errors alike
         raise ModelLoadError(f"{path} is not a loadable torch.export file: {_reason(e)}") from e
+    finally:
+        logger.disabled = disabled
     return _import_program(program, path.name, "torch")
 
 
@@ -190,20 +199,9 @@ def _import_program(
     # torch-mlir looks buffers up in the state dict, but non-persistent ones live in `constants`.
     for name in program.graph_signature.non_persistent_buffers:
         program.state_dict[name] = program.constants[name]
-    context = ir.Context()
-    torch_d.register_dialect(context)
-    importer = _ModulePathImporter(context)
-    try:
-        importer.import_frozen_program(program, func_name="main")
-        with context:
-            PassManager.parse("builtin.module(canonicalize)").run(importer.module.operation)
-    except ir.MLIRError as e:
-        detail = e.error_diagnostics[0].message if e.error_diagnostics else e.message
-        raise ModelLoadError(f"{source}: torch-mlir cannot import the program: {_reason(detail)}") from e
-    except (NotImplementedError, AssertionError, KeyError, RuntimeError) as e:
-        raise ModelLoadError(f"{source}: torch-mlir cannot import the program: {_reason(e)}") from e
+    text = run_isolated(lambda progress: _program_text(program, source, progress), source)
     return ImportedModel(
-        module=to_xdsl(importer.module),
+        module=parse_torch_mlir(text),
         source=source,
         input_names=input_names if input_names is not None else _input_names(program),
         output_names=_output_names(program),
@@ -212,6 +210,29 @@ def _import_program(
             tuple((dim_names or {}).get(_symbol(d), _symbol(d)) for d in dims) for dims in _input_dims(program)
         ],
     )
+
+
+def _program_text(program: ExportedProgram, source: str, progress: Progress) -> str:
+    """Runs in a forked child (see `isolation`): FxImporter's module, canonicalized, as text."""
+    # OpenMP's threads do not survive fork: a parallel region here would wait for them forever.
+    torch.set_num_threads(1)
+    context = ir.Context()
+    context.enable_multithreading(False)
+    torch_d.register_dialect(context)
+    importer = _ModulePathImporter(context)
+    try:
+        progress("importing the program")
+        importer.import_frozen_program(program, func_name="main")
+        progress("canonicalizing the imported program")
+        with context:
+            PassManager.parse("builtin.module(canonicalize)").run(importer.module.operation)
+    except ir.MLIRError as e:
+        detail = e.error_diagnostics[0].message if e.error_diagnostics else e.message
+        raise ModelLoadError(f"{source}: torch-mlir cannot import the program: {_reason(detail)}") from e
+    except (NotImplementedError, AssertionError, KeyError, RuntimeError) as e:
+        raise ModelLoadError(f"{source}: torch-mlir cannot import the program: {_reason(e)}") from e
+    progress("printing the imported module")
+    return to_text(importer.module)
 
 
 class _ModulePathLocations(ContextCache):

@@ -72,8 +72,9 @@ class ConvertTorchOp(RewritePattern):
         entry = CONVERTERS.get(name)
         if entry is None:
             # Scalar computations (`aten.size.int`, `aten.add.int`) feed shape arguments that the
-            # converters read from result types: left alone, they die with their users.
-            if any(isinstance(r.type, ValueTensorType) for r in op.results):
+            # converters read from result types: left alone, they die with their users. An ONNX op is
+            # no such thing, even when ONNX could not type its result (a custom op's, say).
+            if _is_operator(op) or any(isinstance(r.type, ValueTensorType) for r in op.results):
                 self.unsupported.append((name.removeprefix("torch."), location_name(op.location), ""))
             return
         arg_names, convert = entry
@@ -177,15 +178,21 @@ def _finish_signature(function: func.FuncOp) -> None:
     function.function_type = FunctionType.from_lists([a.type for a in block.args], [v.type for v in outputs])
 
 
+def _is_operator(op: Operation) -> bool:
+    """An ONNX op torch-mlir did not lower: a `torch.operator` named `onnx.Op`, or `domain.Op` for a custom domain."""
+    name = op.attributes.get("op_name__")
+    return isinstance(name, StringAttr) and name.data == "torch.operator"
+
+
 def _is_computation(op: Operation) -> bool:
     """A torch op that needs a converter: any `torch.*` op torch-mlir prints generically (aten, prims,
     torchvision, ONNX ops left as `torch.operator`), not the typed constants, lists and literals."""
-    return op.dialect_name() != "torch" and torch_op_name(op).startswith(("torch.", "onnx."))
+    return op.dialect_name() != "torch" and (_is_operator(op) or torch_op_name(op).startswith(("torch.", "onnx.")))
 
 
 def _is_torch_op(op: Operation) -> bool:
     """Typed torch ops and the unregistered ones (`torch.aten.*`, `torch.prim.tolist`, ...) alike."""
-    return op.dialect_name() == "torch" or torch_op_name(op).startswith(("torch.", "onnx."))
+    return op.dialect_name() == "torch" or _is_operator(op) or torch_op_name(op).startswith(("torch.", "onnx."))
 
 
 def _erase_dead_torch_ops(module: ModuleOp) -> None:
