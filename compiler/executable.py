@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, MemRefType, ModuleOp, 
 
 from gnomon.dialects import rt
 from gnomon.dialects.graph.constant_values import numpy_dtype
-from gnomon.errors import GnomonError, ModelLoadError
+from gnomon.errors import GnomonError
 from gnomon.files import writing
 from gnomon.limits import check_fits
 from gnomon.passes.kernel_to_rt import LoweringError, rt_functions
@@ -31,7 +31,6 @@ __all__ = ["BACKENDS", "Executable", "InputError", "compile_model", "load_compil
 
 BACKENDS = ("native", "reference")
 
-_TORCH_MODELS = {"torch.nn.modules.module.Module", "torch.export.exported_program.ExportedProgram"}
 """The classes (by qualified name, so that torch need not load) of the live models `compile_model` takes."""
 
 
@@ -171,12 +170,6 @@ def compile_model(
     `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s."""
     if backend not in BACKENDS:
         raise GnomonError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    classes = {f"{c.__module__}.{c.__qualname__}" for c in type(model).__mro__}
-    if not isinstance(model, str | Path) and not classes & _TORCH_MODELS:
-        raise ModelLoadError(
-            f"gnomon.compile takes a model file (a str or Path), a torch.nn.Module or a torch.export.ExportedProgram, "
-            f"not {type(model).__name__}"
-        )
     module = load(model, example_inputs, input_shapes, verify_each=verify_each, dump_ir=dump_ir)
     if backend == "native":
         source = str(model) if isinstance(model, str | Path) else type(model).__name__

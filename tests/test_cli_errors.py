@@ -4,6 +4,7 @@ from, exit status 2, and no traceback (unless `--debug`)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 import gnomon
 from gnomon import cli, opt
-from gnomon.errors import ModelLoadError
+from gnomon.errors import GnomonError, ModelLoadError
 from gnomon.executable import lower
 from gnomon.limits import human_bytes, machine_memory
 from gnomon.pipeline import load
@@ -251,13 +252,20 @@ def test_hand_edited_arena_size(capsys: pytest.CaptureFixture[str], program: str
 # The Python API.
 
 
-def test_compile_something_that_is_not_a_model() -> None:
+@pytest.mark.parametrize("api", [gnomon.compile, gnomon.load, gnomon.analyze])
+def test_something_that_is_not_a_model(api: Callable[..., object]) -> None:
     with pytest.raises(ModelLoadError) as error:
-        gnomon.compile(12345)
+        api(12345)
     assert str(error.value) == (
-        "gnomon.compile takes a model file (a str or Path), a torch.nn.Module or a torch.export.ExportedProgram, "
-        "not int"
+        "a model is a file (a str or Path), a torch.nn.Module or a torch.export.ExportedProgram, not int"
     )
+
+
+@pytest.mark.parametrize("api", [gnomon.compile, gnomon.load])
+def test_a_directory_is_not_a_model(api: Callable[..., object], tmp_path: Path) -> None:
+    with pytest.raises(GnomonError) as error:
+        api(tmp_path)
+    assert str(error.value) == f"{tmp_path} is a directory, not a file"
 
 
 # The last-resort net in `main`: an OSError or MemoryError that no check caught is still one line.

@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gnomon.errors import ModelLoadError
+from gnomon.files import check_readable
 from gnomon.frontends.imported import ImportedModel
 
 __all__ = ["ImportedModel", "import_model"]
 
 if TYPE_CHECKING:
     import torch
+
+_TORCH_MODELS = {"torch.nn.modules.module.Module", "torch.export.exported_program.ExportedProgram"}
 
 
 def import_model(
@@ -35,12 +38,18 @@ def import_model(
     are torch.export's, and the names of their `Dim`s name the graph's `?` dims.
     """
     if not isinstance(model, str | Path):
+        # By class name: importing torch to check would cost seconds for a mistake.
+        classes = {f"{c.__module__}.{c.__qualname__}" for c in type(model).__mro__}
+        if not classes & _TORCH_MODELS:
+            raise ModelLoadError(
+                "a model is a file (a str or Path), a torch.nn.Module or a torch.export.ExportedProgram, "
+                f"not {type(model).__name__}"
+            )
         from gnomon.frontends.torch import import_torch
 
         return import_torch(model, example_inputs, type(model).__name__, dynamic_shapes)
     path = Path(model)
-    if not path.is_file():
-        raise ModelLoadError(f"no such file: {path}")
+    check_readable(path)
     match path.suffix.lower():
         case ".onnx":
             from gnomon.frontends.onnx import import_onnx
