@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gnomon.errors import ModelLoadError
+from gnomon.errors import FileAccessError, ModelLoadError
 from gnomon.files import check_readable
 from gnomon.frontends.imported import ImportedModel
 
@@ -49,7 +49,10 @@ def import_model(
 
         return import_torch(model, example_inputs, type(model).__name__, dynamic_shapes)
     path = Path(model)
-    check_readable(path)
+    try:
+        check_readable(path)
+    except FileAccessError as error:  # a model that cannot be read is a model that cannot be loaded
+        raise ModelLoadError(str(error)) from error
     match path.suffix.lower():
         case ".onnx":
             from gnomon.frontends.onnx import import_onnx
