@@ -50,6 +50,11 @@ from gnomon.dialects.graph.elementwise import (
     AddOp,
     AndOp,
     BinaryOp,
+    BitcastOp,
+    BitwiseAndOp,
+    BitwiseNotOp,
+    BitwiseOrOp,
+    BitwiseXorOp,
     CastOp,
     CeilOp,
     ClipOp,
@@ -85,6 +90,8 @@ from gnomon.dialects.graph.elementwise import (
     RoundOp,
     RsqrtOp,
     SeluOp,
+    ShiftLeftOp,
+    ShiftRightOp,
     SigmoidOp,
     SignOp,
     SiluOp,
@@ -119,7 +126,7 @@ from gnomon.dialects.graph.nn import (
     MaxPoolOp,
     SoftmaxOp,
 )  # fmt: skip
-from gnomon.dialects.graph.reduce import ArgReduceOp, ReduceMeanOp, ReduceOp
+from gnomon.dialects.graph.reduce import ArgReduceOp, ReduceMeanOp, ReduceOp, ScanOp
 from gnomon.dialects.graph.tensor import (
     ConcatOp,
     ConstantOp,
@@ -144,7 +151,7 @@ VIEW_OPS: tuple[type[GraphOperation], ...] = (ConstantOp, DropoutOp, ReshapeOp)
 _ONE_FLOP: tuple[type[GraphOperation], ...] = (
     AbsOp, AddOp, AndOp, CeilOp, CosOp, DivOp, EqOp, ErfOp, ExpOp, FloorOp, GeOp, GtOp, LeOp, LogOp, LtOp, MaxOp,
     MinOp, MulOp, NeOp, NegOp, NotOp, OrOp, PowOp, ReciprocalOp, ReluOp, RemOp, RoundOp, RsqrtOp, SignOp, SinOp,
-    SqrtOp, SubOp, TanhOp, WhereOp,
+    SqrtOp, SubOp, TanhOp, WhereOp, BitwiseAndOp, BitwiseNotOp, BitwiseOrOp, BitwiseXorOp,
 )  # fmt: skip
 
 ELEMENTWISE_FLOPS: dict[type[GraphOperation], int] = {
@@ -161,6 +168,8 @@ ELEMENTWISE_FLOPS: dict[type[GraphOperation], int] = {
     SeluOp: 5,  # elu's 4, mul
     HardSwishOp: 5,  # add, max, min, mul, div
     SoftplusOp: 6,  # mul, exp, add, log, div, select above the threshold
+    ShiftLeftOp: 3,  # range check, shift, select
+    ShiftRightOp: 3,  # range check, select of the count, shift
 }
 """FLOPs per result element of each elementwise op (gelu depends on its approximation: `GELU_FLOPS`)."""
 
@@ -334,6 +343,8 @@ def op_work(op: GraphOperation) -> OpWork:
             return _whole(op, per_element * elements(op.results[0]), _vector_key(op))
         case ReduceOp() | ArgReduceOp():
             return _whole(op, _reduction_flops(op), _vector_key(op))
+        case ScanOp():  # one add or multiply per element
+            return _whole(op, elements(op.results[0]), _vector_key(op))
         case SoftmaxOp() | LogSoftmaxOp():
             return _whole(op, _softmax_flops(op), _vector_key(op))
         case BatchNormOp() | BatchNormTrainOp() | AffineNormOp() | LrnOp():
@@ -344,7 +355,7 @@ def op_work(op: GraphOperation) -> OpWork:
             return _embedding_work(op)
         case SliceOp() | GatherOp() | GatherElementsOp():
             return _partial_read(op)
-        case TransposeOp() | ConcatOp() | SplitOp() | PadOp() | ExpandOp() | TileOp():
+        case TransposeOp() | ConcatOp() | SplitOp() | PadOp() | ExpandOp() | TileOp() | BitcastOp():
             return _whole(op, 0, "fp32")
         case _:
             raise CostModelError(f"cost model: no model for {describe(op)}")

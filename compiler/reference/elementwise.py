@@ -23,6 +23,14 @@ def _sigmoid(x: Array) -> Array:
     return 1 / (1 + np.exp(-x))
 
 
+def _shift_operands(x: Array, shift: Array) -> tuple[Array, Array, Array]:
+    """x and the shift broadcast, the shift as x's type with out-of-range counts made 0, and where it is in range
+    ([0, width)): C and NumPy leave those undefined or mask them, where the graph ops define them."""
+    x, shift = np.broadcast_arrays(np.asarray(x), np.asarray(shift))
+    in_range = (shift >= 0) & (shift < x.dtype.itemsize * 8)
+    return x, np.where(in_range, shift, 0).astype(x.dtype), in_range
+
+
 @register_impls
 class GraphElementwiseFunctions(InterpreterFunctions):
     # ---- unary maps ----
@@ -63,6 +71,10 @@ class GraphElementwiseFunctions(InterpreterFunctions):
     @impl(ew.NegOp)
     def run_neg(self, interpreter: Interpreter, op: ew.UnaryOp, args: PythonValues) -> PythonValues:
         return (typed(op.result, -args[0]),)
+
+    @impl(ew.BitwiseNotOp)
+    def run_bitwise_not(self, interpreter: Interpreter, op: ew.UnaryOp, args: PythonValues) -> PythonValues:
+        return (typed(op.result, np.invert(args[0])),)
 
     @impl(ew.NotOp)
     def run_not(self, interpreter: Interpreter, op: ew.UnaryOp, args: PythonValues) -> PythonValues:
@@ -185,7 +197,10 @@ class GraphElementwiseFunctions(InterpreterFunctions):
     def run_div(self, interpreter: Interpreter, op: ew.BinaryOp, args: PythonValues) -> PythonValues:
         lhs, rhs = args
         if lhs.dtype.kind in "iu":
-            return (typed(op.result, np.trunc(lhs / rhs)),)
+            # Exactly, in integers (a float64 quotient rounds 64-bit ones): floor division, moved toward zero.
+            quotient = np.floor_divide(lhs, rhs)
+            inexact = (lhs - quotient * rhs != 0) & ((lhs < 0) != (rhs < 0))
+            return (typed(op.result, np.where(inexact, quotient + 1, quotient)),)
         return (typed(op.result, lhs / rhs),)
 
     @impl(ew.MaxOp)
@@ -211,6 +226,36 @@ class GraphElementwiseFunctions(InterpreterFunctions):
     @impl(ew.OrOp)
     def run_or(self, interpreter: Interpreter, op: ew.BinaryOp, args: PythonValues) -> PythonValues:
         return (typed(op.result, np.logical_or(args[0], args[1])),)
+
+    @impl(ew.BitcastOp)
+    def run_bitcast(self, interpreter: Interpreter, op: ew.BitcastOp, args: PythonValues) -> PythonValues:
+        dtype = numpy_dtype(op.result.type.get_element_type())
+        assert dtype is not None
+        return (np.array(args[0], order="C").view(dtype),)
+
+    @impl(ew.BitwiseAndOp)
+    def run_bitwise_and(self, interpreter: Interpreter, op: ew.BinaryOp, args: PythonValues) -> PythonValues:
+        return (typed(op.result, np.bitwise_and(args[0], args[1])),)
+
+    @impl(ew.BitwiseOrOp)
+    def run_bitwise_or(self, interpreter: Interpreter, op: ew.BinaryOp, args: PythonValues) -> PythonValues:
+        return (typed(op.result, np.bitwise_or(args[0], args[1])),)
+
+    @impl(ew.BitwiseXorOp)
+    def run_bitwise_xor(self, interpreter: Interpreter, op: ew.BinaryOp, args: PythonValues) -> PythonValues:
+        return (typed(op.result, np.bitwise_xor(args[0], args[1])),)
+
+    @impl(ew.ShiftLeftOp)
+    def run_shift_left(self, interpreter: Interpreter, op: ew.BinaryOp, args: PythonValues) -> PythonValues:
+        x, shift, in_range = _shift_operands(args[0], args[1])
+        return (typed(op.result, np.where(in_range, np.left_shift(x, shift), 0)),)
+
+    @impl(ew.ShiftRightOp)
+    def run_shift_right(self, interpreter: Interpreter, op: ew.BinaryOp, args: PythonValues) -> PythonValues:
+        x, shift, in_range = _shift_operands(args[0], args[1])
+        # An out-of-range shift moves every bit out: the sign fill, which a shift by width - 1 gives.
+        width = x.dtype.itemsize * 8
+        return (typed(op.result, np.right_shift(x, np.where(in_range, shift, width - 1))),)
 
     @impl(ew.PreluOp)
     def run_prelu(self, interpreter: Interpreter, op: ew.BinaryOp, args: PythonValues) -> PythonValues:

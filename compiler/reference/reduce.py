@@ -1,4 +1,4 @@
-"""Reference semantics of the graph dialect's reductions, in NumPy."""
+"""Reference semantics of the graph dialect's reductions and scans, in NumPy."""
 
 from __future__ import annotations
 
@@ -17,6 +17,19 @@ def _axes(op: red.ReduceOp) -> tuple[int, ...] | None:
 
 def _keepdims(op: red.ReduceOp | red.ArgReduceOp) -> bool:
     return bool(op.keepdims.value.data)
+
+
+def _scan(op: red.ScanOp, x: Array, running: np.ufunc) -> Array:
+    """`running.accumulate` along the op's axis, flipped around it for `reverse`, shifted by one (the
+    identity first) for `exclusive`."""
+    axis = op.scan_axis()
+    if op.reverse.value.data:
+        x = np.flip(x, axis)
+    y = running.accumulate(x, axis=axis, dtype=x.dtype)
+    if op.exclusive.value.data:
+        identity = np.full_like(np.take(y, [0], axis=axis), running.identity)
+        y = np.concatenate([identity, np.take(y, range(y.shape[axis] - 1), axis=axis)], axis=axis)
+    return np.flip(y, axis) if op.reverse.value.data else y
 
 
 @register_impls
@@ -50,3 +63,11 @@ class GraphReduceFunctions(InterpreterFunctions):
     def run_argmin(self, interpreter: Interpreter, op: red.ArgminOp, args: PythonValues) -> PythonValues:
         x: Array = args[0]
         return (typed(op.result, np.argmin(x, axis=op.axis.value.data, keepdims=_keepdims(op))),)
+
+    @impl(red.CumsumOp)
+    def run_cumsum(self, interpreter: Interpreter, op: red.ScanOp, args: PythonValues) -> PythonValues:
+        return (typed(op.result, _scan(op, np.asarray(args[0]), np.add)),)
+
+    @impl(red.CumprodOp)
+    def run_cumprod(self, interpreter: Interpreter, op: red.ScanOp, args: PythonValues) -> PythonValues:
+        return (typed(op.result, _scan(op, np.asarray(args[0]), np.multiply)),)

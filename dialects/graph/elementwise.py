@@ -20,6 +20,7 @@ from gnomon.dialects.graph.base import (
     tensor_of,
     tensor_type,
 )
+from gnomon.dialects.graph.constant_values import element_bytes
 from gnomon.dialects.graph.traits import FoldsIntegerConstants
 
 
@@ -182,6 +183,25 @@ class CastOp(GraphOperation):
         return [tensor_of(tensor_type(self.result, "graph.cast result").get_element_type(), shape)]
 
 
+@irdl_op_definition
+class BitcastOp(GraphOperation):
+    """Reinterpret each element's bytes as the result's element type, of the same size (ONNX BitCast).
+
+    `%y = graph.bitcast %x : (tensor<4xf32>) -> tensor<4xi32>`
+    """
+
+    name = "graph.bitcast"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        source, target = dtype_of(self.input, "graph.bitcast input"), dtype_of(self.result, "graph.bitcast result")
+        if element_bytes(source) is None or element_bytes(source) != element_bytes(target):
+            raise VerifyException(f"graph.bitcast: element types {source} and {target} differ in size")
+        return [tensor_of(target, shape_of(self.input, "input"))]
+
+
 class BinaryOp(GraphOperation):
     """y = f(lhs, rhs) with NumPy broadcasting; both operands share one element type."""
 
@@ -203,14 +223,14 @@ class BinaryOp(GraphOperation):
         return [tensor_of(self.result_element_type(), shape)]
 
 
-def _binary(op_name: str, doc: str, base: type[BinaryOp] = BinaryOp) -> type[BinaryOp]:
+def _binary(op_name: str, doc: str, base: type[BinaryOp] = BinaryOp, element: str = "f32") -> type[BinaryOp]:
     cls = type(
         "".join(part.title() for part in op_name.split("_")) + "Op",
         (base,),
         {
             "name": f"graph.{op_name}",
             "__doc__": f"{doc}\n\n    `%z = graph.{op_name} %x, %y"
-            " : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>`\n",
+            f" : (tensor<2x4x{element}>, tensor<4x{element}>) -> tensor<2x4x{element}>`\n",
         },
     )
     return irdl_op_definition(cls)
@@ -240,6 +260,50 @@ GtOp = _binary("gt", "lhs > rhs.", CompareOp)
 LeOp = _binary("le", "lhs <= rhs.", CompareOp)
 LtOp = _binary("lt", "lhs < rhs.", CompareOp)
 NeOp = _binary("ne", "lhs != rhs.", CompareOp)
+
+
+class BitwiseOp(BinaryOp):
+    """A broadcasting op on the bits of integers (ONNX's Bitwise*, BitShift); i1 has its logical ops."""
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        element = dtype_of(self.lhs, f"{self.name} lhs")
+        if not isinstance(element, IntegerType) or element.width.data == 1:
+            raise VerifyException(f"{self.name}: operands must be integers, got element type {element}")
+        return super().infer_result_types()
+
+
+BitwiseAndOp = _binary("bitwise_and", "lhs & rhs on integers.", BitwiseOp, "i32")
+BitwiseOrOp = _binary("bitwise_or", "lhs | rhs on integers.", BitwiseOp, "i32")
+BitwiseXorOp = _binary("bitwise_xor", "lhs ^ rhs on integers.", BitwiseOp, "i32")
+ShiftLeftOp = _binary(
+    "shift_left",
+    "lhs << rhs; bits past the width are dropped, and a shift outside [0, width) gives 0.",
+    BitwiseOp,
+    "i32",
+)
+ShiftRightOp = _binary(
+    "shift_right",
+    "lhs >> rhs, arithmetic for signed types and logical for unsigned ones; a shift outside [0, width)"
+    " gives the sign fill (0, or -1 for a negative signed lhs).",
+    BitwiseOp,
+    "i32",
+)
+
+
+@irdl_op_definition
+class BitwiseNotOp(UnaryOp):
+    """~x: every bit of an integer flipped.
+
+    `%y = graph.bitwise_not %x : (tensor<4xi32>) -> tensor<4xi32>`
+    """
+
+    name = "graph.bitwise_not"
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        element = dtype_of(self.input, "graph.bitwise_not input")
+        if not isinstance(element, IntegerType) or element.width.data == 1:
+            raise VerifyException(f"graph.bitwise_not: input must be integers, got element type {element}")
+        return super().infer_result_types()
 
 
 @irdl_op_definition
@@ -279,10 +343,11 @@ class WhereOp(GraphOperation):
 
 
 ELEMENTWISE_OPS = [
-    AbsOp, AddOp, AndOp, CastOp, CeilOp, ClipOp, CosOp, DivOp, DropoutOp, EluOp, EqOp, ErfOp, ExpOp, FloorOp,
-    GeOp, GeluOp, GtOp, HardSigmoidOp, HardSwishOp, LeOp, LeakyReluOp, LogOp, LtOp, MaxOp, MinOp, MulOp, NeOp,
-    NegOp, NotOp, OrOp, PowOp, PreluOp, ReciprocalOp, ReluOp, RemOp, RoundOp, RsqrtOp, SeluOp, SigmoidOp, SignOp,
-    SiluOp, SinOp, SoftplusOp, SoftsignOp, SqrtOp, SubOp, TanhOp, WhereOp,
+    AbsOp, AddOp, AndOp, BitcastOp, BitwiseAndOp, BitwiseNotOp, BitwiseOrOp, BitwiseXorOp, CastOp, CeilOp, ClipOp,
+    CosOp, DivOp, DropoutOp, EluOp, EqOp, ErfOp, ExpOp, FloorOp, GeOp, GeluOp, GtOp, HardSigmoidOp, HardSwishOp, LeOp,
+    LeakyReluOp, LogOp, LtOp, MaxOp, MinOp, MulOp, NeOp, NegOp, NotOp, OrOp, PowOp, PreluOp, ReciprocalOp, ReluOp,
+    RemOp, RoundOp, RsqrtOp, SeluOp, ShiftLeftOp, ShiftRightOp, SigmoidOp, SignOp, SiluOp, SinOp, SoftplusOp,
+    SoftsignOp, SqrtOp, SubOp, TanhOp, WhereOp,
 ]  # fmt: skip
 
 POINTWISE = (UnaryOp, BinaryOp, CastOp, WhereOp)

@@ -1,4 +1,4 @@
-"""Reductions over a set of axes, and arg-reductions over one axis."""
+"""Reductions over a set of axes, arg-reductions over one axis, and scans (running sums and products) along one."""
 
 from __future__ import annotations
 
@@ -94,4 +94,53 @@ class ArgminOp(ArgReduceOp):
     name = "graph.argmin"
 
 
-REDUCE_OPS = [ArgmaxOp, ArgminOp, ReduceMaxOp, ReduceMeanOp, ReduceMinOp, ReduceProdOp, ReduceSumOp]
+class ScanOp(GraphOperation):
+    """A running reduction along `axis`: element i combines elements 0..i (i..n-1 when `reverse`), or
+    0..i-1 (i+1..n-1) when `exclusive`, whose first element is the identity. Same type as `input`."""
+
+    input = operand_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    exclusive = prop_def(BoolAttr)
+    reverse = prop_def(BoolAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def scan_axis(self) -> int:
+        return normalize_axis(self.axis.value.data, len(shape_of(self.input, f"{self.name} input")), self.name)
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        self.scan_axis()
+        return [tensor_of(dtype_of(self.input, "input"), shape_of(self.input, "input"))]
+
+
+@irdl_op_definition
+class CumsumOp(ScanOp):
+    """Running sum along `axis` (ONNX CumSum, torch.cumsum).
+
+    `%y = graph.cumsum %x {axis = 1 : i64, exclusive = false, reverse = false} : (tensor<2x8xf32>) -> tensor<2x8xf32>`
+    """
+
+    name = "graph.cumsum"
+
+
+@irdl_op_definition
+class CumprodOp(ScanOp):
+    """Running product along `axis` (ONNX CumProd, torch.cumprod).
+
+    `%y = graph.cumprod %x {axis = 0 : i64, exclusive = true, reverse = false} : (tensor<8xi32>) -> tensor<8xi32>`
+    """
+
+    name = "graph.cumprod"
+
+
+REDUCE_OPS = [
+    ArgmaxOp,
+    ArgminOp,
+    CumprodOp,
+    CumsumOp,
+    ReduceMaxOp,
+    ReduceMeanOp,
+    ReduceMinOp,
+    ReduceProdOp,
+    ReduceSumOp,
+]

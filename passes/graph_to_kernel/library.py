@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from xdsl.dialects.builtin import Float32Type, TensorType
+from xdsl.dialects.builtin import Float32Type, IntegerType, Signedness, TensorType
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import IsTerminator
 
@@ -74,8 +74,15 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     ew.ClipOp: "aten.clamp",
     ew.DropoutOp: "aten.alias",
     ew.CastOp: "aten._to_copy",
+    ew.BitcastOp: "aten.view",
     ew.AddOp: "aten.add",
     ew.AndOp: "aten.logical_and",
+    ew.BitwiseAndOp: "aten.bitwise_and",
+    ew.BitwiseNotOp: "aten.bitwise_not",
+    ew.BitwiseOrOp: "aten.bitwise_or",
+    ew.BitwiseXorOp: "aten.bitwise_xor",
+    ew.ShiftLeftOp: "aten.bitwise_left_shift",
+    ew.ShiftRightOp: "aten.bitwise_right_shift",
     ew.DivOp: "aten.div",
     ew.MaxOp: "aten.maximum",
     ew.MinOp: "aten.minimum",
@@ -122,6 +129,8 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     red.ReduceMinOp: "aten.amin",
     red.ReduceProdOp: "aten.prod",
     red.ArgmaxOp: "aten.argmax",
+    red.CumsumOp: "aten.cumsum",
+    red.CumprodOp: "aten.cumprod",
     red.ArgminOp: "aten.argmin",
     # tensor
     tensor.ConstantOp: "constant",
@@ -188,8 +197,18 @@ def gemm_conv(op: nn.ConvOp) -> bool:
     )
 
 
+def _wide_unsigned(value: SSAValue) -> bool:
+    """Whether `value` holds uint16/32/64, for which ATen has almost no kernels (it has uint8's)."""
+    element = value.type.get_element_type() if isinstance(value.type, TensorType) else None
+    return (
+        isinstance(element, IntegerType) and element.signedness.data == Signedness.UNSIGNED and element.width.data > 8
+    )
+
+
 def callee_of(op: Operation) -> str | None:
     """The library call computing `op` alone (or as an anchor, before its epilogue); None if there is none."""
+    if any(_wide_unsigned(v) for v in (*op.operands, *op.results)):
+        return None
     if isinstance(op, nn.ConvOp) and gemm_conv(op):
         return GEMM_CONV
     return LIBRARY_CALLS.get(type(op))

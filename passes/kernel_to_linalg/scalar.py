@@ -13,7 +13,15 @@ from dataclasses import dataclass
 
 from xdsl.dialects import arith, math
 from xdsl.dialects.arith import FloatingPointLikeBinaryOperation
-from xdsl.dialects.builtin import AnyFloat, Float32Type, Float64Type, FloatAttr, IntegerType, TensorType
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IntegerType,
+    Signedness,
+    TensorType,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import irdl_op_definition
 
@@ -40,8 +48,9 @@ def is_float(t: Attribute) -> bool:
 
 
 def is_int(t: Attribute) -> bool:
-    """A signless integer gnomon computes with (i32, i64); i1 is a bool, not a number."""
-    return isinstance(t, IntegerType) and t.width.data in (32, 64)
+    """A signless integer gnomon computes with (i32, i64); i1 is a bool, not a number. Unsigned types
+    (ONNX's uint32, uint64) need unsigned arithmetic and comparisons: the library computes them."""
+    return isinstance(t, IntegerType) and t.width.data in (32, 64) and t.signedness.data == Signedness.SIGNLESS
 
 
 def is_bool(t: Attribute) -> bool:
@@ -310,6 +319,30 @@ def _identity(b: ScalarBuilder, op: Operation, x: list[SSAValue]) -> SSAValue:
     return x[0]
 
 
+def _width(t: Attribute) -> int:
+    assert isinstance(t, IntegerType)
+    return t.width.data
+
+
+def _shift_left(b: ScalarBuilder, op: Operation, x: list[SSAValue]) -> SSAValue:
+    """arith.shli is poison for a shift outside [0, width) (an unsigned compare catches negative ones too)."""
+    value, shift = x
+    in_range = b.cmpi("ult", shift, b.const(_width(value.type), value.type))
+    return b.select(in_range, b.emit(arith.ShLIOp(value, shift)), b.const(0, value.type))
+
+
+def _shift_right(b: ScalarBuilder, op: Operation, x: list[SSAValue]) -> SSAValue:
+    """An out-of-range shift gives the sign fill, which a shift by width - 1 gives too."""
+    value, shift = x
+    width = _width(value.type)
+    in_range = b.cmpi("ult", shift, b.const(width, value.type))
+    return b.emit(arith.ShRSIOp(value, b.select(in_range, shift, b.const(width - 1, value.type))))
+
+
+def _bitwise_not(b: ScalarBuilder, op: Operation, x: list[SSAValue]) -> SSAValue:
+    return b.emit(arith.XOrIOp(x[0], b.const(-1, x[0].type)))
+
+
 def _numeric(t: Attribute) -> bool:
     return is_float(t) or is_int(t)
 
@@ -334,6 +367,12 @@ SCALAR_OPS: dict[type[Operation], ScalarOp] = {
     ew.PreluOp: ScalarOp(_prelu, is_float),
     ew.AndOp: ScalarOp(_arith(arith.AndIOp, arith.AndIOp), is_bool),
     ew.OrOp: ScalarOp(_arith(arith.OrIOp, arith.OrIOp), is_bool),
+    ew.BitwiseAndOp: ScalarOp(_arith(arith.AndIOp, arith.AndIOp), is_int),
+    ew.BitwiseOrOp: ScalarOp(_arith(arith.OrIOp, arith.OrIOp), is_int),
+    ew.BitwiseXorOp: ScalarOp(_arith(arith.XOrIOp, arith.XOrIOp), is_int),
+    ew.BitwiseNotOp: ScalarOp(_bitwise_not, is_int),
+    ew.ShiftLeftOp: ScalarOp(_shift_left, is_int),
+    ew.ShiftRightOp: ScalarOp(_shift_right, is_int),
     **{op_type: ScalarOp(_compare, supported_element) for op_type in _FLOAT_PREDICATES},
     ew.WhereOp: ScalarOp(_where, supported_element),
 }

@@ -38,7 +38,7 @@ for _name, _op in _UNARY.items():
 @converts("torch.aten.bitwise_not", "torch.aten.logical_not", args="self")
 def logical_not(a: AtenArgs) -> SSAValue:
     if a.result_dtype() != i1:
-        raise NotConvertible("bitwise not of integers")
+        return a.value(ew.BitwiseNotOp.build(operands=[a.tensor("self")], result_types=[a.result_type()]))
     return a.value(ew.NotOp.build(operands=[a.tensor_as("self", i1)], result_types=[a.result_type()]))
 
 
@@ -285,25 +285,43 @@ def _emit(a: AtenArgs, op_class: type[GraphOperation], *operands: SSAValue) -> S
     return a.value(op_class.build(operands=list(operands), result_types=[TensorType(element, shape)]))
 
 
-_LOGICAL: dict[str, type[ew.BinaryOp]] = {
-    "logical_xor": ew.NeOp, "bitwise_and.Tensor": ew.AndOp, "bitwise_or.Tensor": ew.OrOp, "bitwise_xor.Tensor": ew.NeOp,
-    "__and__.Tensor": ew.AndOp, "__or__.Tensor": ew.OrOp,
+_LOGICAL: dict[str, tuple[type[ew.BinaryOp], type[ew.BinaryOp] | None]] = {
+    "logical_xor": (ew.NeOp, None), "bitwise_and.Tensor": (ew.AndOp, ew.BitwiseAndOp),
+    "bitwise_or.Tensor": (ew.OrOp, ew.BitwiseOrOp), "bitwise_xor.Tensor": (ew.NeOp, ew.BitwiseXorOp),
+    "__and__.Tensor": (ew.AndOp, ew.BitwiseAndOp), "__or__.Tensor": (ew.OrOp, ew.BitwiseOrOp),
 }  # fmt: skip
+"""Each op's graph op on truth values, and on the bits of integers (None: logical only)."""
 
 
-def _logical_converter(op_class: type[ew.BinaryOp]):
+def _logical_converter(logical: type[ew.BinaryOp], bitwise: type[ew.BinaryOp] | None):
     def convert(a: AtenArgs) -> SSAValue:
-        """Logical ops take any tensors as truth values; bitwise ops are logical on i1 only."""
-        if a.result_dtype() != i1:
-            raise NotConvertible("bitwise ops on integers")
+        """Logical ops take any tensors as truth values; bitwise ops on i1 are the logical ones."""
+        if a.result_dtype() != i1 and bitwise is not None:
+            return _bitwise(a, bitwise)
         x, y = a.tensor_as("self", i1), a.tensor_as("other", i1)
-        return a.value(op_class.build(operands=[x, y], result_types=[a.result_type()]))
+        return a.value(logical.build(operands=[x, y], result_types=[a.result_type()]))
 
     return convert
 
 
-for _name, _op in _LOGICAL.items():
-    converts(f"torch.aten.{_name}", args="self other")(_logical_converter(_op))
+for _name, (_logical, _bitwise_op) in _LOGICAL.items():
+    converts(f"torch.aten.{_name}", args="self other")(_logical_converter(_logical, _bitwise_op))
+
+
+def _bitwise(a: AtenArgs, op_class: type[ew.BinaryOp]) -> SSAValue:
+    element = a.result_dtype()
+    x, y = a.tensor_as("self", element), a.tensor_as("other", element)
+    return a.value(op_class.build(operands=[x, y], result_types=[a.result_type()]))
+
+
+@converts("torch.aten.bitwise_left_shift.Tensor", "torch.aten.__lshift__.Tensor", args="self other")
+def shift_left(a: AtenArgs) -> SSAValue:
+    return _bitwise(a, ew.ShiftLeftOp)
+
+
+@converts("torch.aten.bitwise_right_shift.Tensor", "torch.aten.__rshift__.Tensor", args="self other")
+def shift_right(a: AtenArgs) -> SSAValue:
+    return _bitwise(a, ew.ShiftRightOp)
 
 
 def _divide(a: AtenArgs, mode: str | None) -> SSAValue:
@@ -482,3 +500,8 @@ def convert_element_type(a: AtenArgs) -> SSAValue:
 @converts("torch.aten.type_as", args="self other")
 def type_as(a: AtenArgs) -> SSAValue:
     return _cast(a)
+
+
+@converts("onnx.BitCast", args="input")
+def onnx_bitcast(a: AtenArgs) -> SSAValue:
+    return a.value(ew.BitcastOp.build(operands=[a.tensor("input")], result_types=[a.result_type()]))

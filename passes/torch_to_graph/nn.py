@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, TensorType, f32
 from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph.base import DYN, bool_attr, f64_attr, i64_array, i64_attr, multiply_dims
-from gnomon.dialects.graph.elementwise import MulOp
+from gnomon.dialects.graph.elementwise import AddOp, MulOp, RsqrtOp, SubOp
 from gnomon.dialects.graph.nn import (
     AdaptiveAvgPoolOp,
     AdaptiveMaxPoolOp,
@@ -26,6 +26,7 @@ from gnomon.dialects.graph.nn import (
     MaxPoolOp,
     SoftmaxOp,
 )
+from gnomon.dialects.graph.reduce import ReduceMeanOp
 from gnomon.dialects.graph.tensor import ExpandOp, ReshapeOp, TransposeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
 from gnomon.passes.torch_to_graph.registry import converts
@@ -206,15 +207,58 @@ def layer_norm(a: AtenArgs) -> SSAValue:
 def native_layer_norm(a: AtenArgs) -> list[SSAValue]:
     normalized = a.ints("normalized_shape")
     rank = len(a.result_type().get_shape())
-    _check_unused(a, "native_layer_norm's mean and rstd")
+    axis, epsilon = rank - len(normalized), a.float("eps")
     y = a.value(
         LayerNormOp.build(
             operands=[a.tensor("input"), _affine(a, normalized)],
-            properties={"axis": i64_attr(rank - len(normalized)), "epsilon": f64_attr(a.float("eps"))},
+            properties={"axis": i64_attr(axis), "epsilon": f64_attr(epsilon)},
             result_types=[a.result_type()],
         )
     )
-    return [y, y, y]
+    if not any(result.uses for result in a.op.results[1:]):
+        return [y, y, y]
+    return [y, *_layer_norm_stats(a, list(range(axis, rank)), epsilon)]
+
+
+def _layer_norm_stats(a: AtenArgs, axes: list[int], epsilon: float) -> list[SSAValue]:
+    """The mean and 1/sqrt(variance + eps) over `axes`, kept as size-1 dims: what native_layer_norm
+    saves (and ONNX LayerNormalization returns as Mean and InvStdDev)."""
+    x = a.tensor_as("input", a.result_dtype(1))
+    x_type, stats_type = tensor_type(x), a.result_type(1)
+    props = {"axes": i64_array(axes), "keepdims": bool_attr(True)}
+    mean = a.value(ReduceMeanOp.build(operands=[x], properties=props, result_types=[stats_type]))
+    centered = a.value(SubOp.build(operands=[x, mean], result_types=[x_type]))
+    squares = a.value(MulOp.build(operands=[centered, centered], result_types=[x_type]))
+    variance = a.value(ReduceMeanOp.build(operands=[squares], properties=props, result_types=[stats_type]))
+    shifted = a.value(
+        AddOp.build(operands=[variance, a.scalar_tensor(epsilon, a.result_dtype(1))], result_types=[stats_type])
+    )
+    return [mean, a.value(RsqrtOp.build(operands=[shifted], result_types=[stats_type]))]
+
+
+@converts("onnx.RMSNormalization", args="X scale")
+def onnx_rms_normalization(a: AtenArgs) -> SSAValue:
+    """x / sqrt(mean(x²) + eps) * scale over the dims from `axis` on, computed in f32 (`stash_type` 1) for
+    narrower floats; a decomposition, as torch.export gives for `F.rms_norm`."""
+    if a.onnx_int("stash_type", 1) != 1:
+        raise NotConvertible("RMSNormalization with a stash_type other than float32")
+    x, out_type = a.tensor("X"), a.result_type()
+    rank = len(out_type.get_shape())
+    element = out_type.get_element_type()
+    compute = f32 if isinstance(element, Float16Type | BFloat16Type) else element
+    x = a.cast(x, compute)
+    x_type = tensor_type(x)
+    axes = list(range(a.onnx_int("axis", -1) % max(rank, 1), rank))
+    stats_type = TensorType(compute, [1 if i in axes else d for i, d in enumerate(x_type.get_shape())])
+    squares = a.value(MulOp.build(operands=[x, x], result_types=[x_type]))
+    props = {"axes": i64_array(axes), "keepdims": bool_attr(True)}
+    mean = a.value(ReduceMeanOp.build(operands=[squares], properties=props, result_types=[stats_type]))
+    epsilon = a.scalar_tensor(a.onnx_float("epsilon", 1e-5), compute)
+    shifted = a.value(AddOp.build(operands=[mean, epsilon], result_types=[stats_type]))
+    inverse = a.value(RsqrtOp.build(operands=[shifted], result_types=[stats_type]))
+    normalized = a.value(MulOp.build(operands=[x, inverse], result_types=[x_type]))
+    scaled = a.value(MulOp.build(operands=[normalized, a.tensor_as("scale", compute)], result_types=[x_type]))
+    return a.cast(scaled, element)
 
 
 @converts(
@@ -481,6 +525,13 @@ def onnx_attention(a: AtenArgs) -> list[SSAValue]:
         raise NotConvertible(f"{q_heads} query heads do not group over {kv_heads} key/value heads")
     k, v = (_repeat_heads(a, x, q_heads // kv_heads) for x in (k, v))
     mask = a.optional_tensor("attn_mask")
+    # Half-precision attention is computed in f32 and rounded once, as ONNX's expected outputs are: fp16 scores
+    # and sums are off by several ulps (tests/test_ops_coverage.py).
+    element = tensor_type(q).get_element_type()
+    if isinstance(element, Float16Type | BFloat16Type):
+        q, k, v = (a.cast(x, f32) for x in (q, k, v))
+        if mask is not None and tensor_type(mask).get_element_type() == element:
+            mask = a.cast(mask, f32)
     scale = a.onnx_float("scale", 0.0) or 1.0 / math.sqrt(_last_dim(q))
     q_shape, v_shape = tensor_type(q).get_shape(), tensor_type(v).get_shape()
     out_type = TensorType(tensor_type(q).get_element_type(), [*q_shape[:-1], v_shape[-1]])
@@ -493,6 +544,7 @@ def onnx_attention(a: AtenArgs) -> list[SSAValue]:
     )
     if three_d:
         y = _merge_heads(a, y)
+    y = a.cast(y, element)
     return [y] * len(a.op.results)
 
 

@@ -1,5 +1,6 @@
-"""Converters for reductions: sum, mean, amax/amin, max/min over a dim, argmax/argmin, and the
-statistics built from them (variance, standard deviation, logsumexp, vector norms)."""
+"""Converters for reductions: sum, mean, amax/amin, max/min over a dim, argmax/argmin, the
+statistics built from them (variance, standard deviation, logsumexp, vector norms), and scans
+(cumulative sums and products)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ from gnomon.dialects.graph.base import DYN, bool_attr, i64_array, i64_attr, mult
 from gnomon.dialects.graph.reduce import (
     ArgmaxOp,
     ArgminOp,
+    CumprodOp,
+    CumsumOp,
     ReduceMaxOp,
     ReduceMeanOp,
     ReduceMinOp,
     ReduceOp,
     ReduceProdOp,
     ReduceSumOp,
+    ScanOp,
 )
 from gnomon.dialects.graph.tensor import ReshapeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
@@ -252,3 +256,28 @@ def argmax(a: AtenArgs) -> SSAValue:
 @converts("torch.aten.argmin", args="self dim keepdim")
 def argmin(a: AtenArgs) -> SSAValue:
     return _arg(a, ArgminOp)
+
+
+def _scan(a: AtenArgs, op: type[ScanOp], x: SSAValue, axis: int, exclusive: bool, reverse: bool) -> SSAValue:
+    props = {"axis": i64_attr(axis), "exclusive": bool_attr(exclusive), "reverse": bool_attr(reverse)}
+    return a.value(op.build(operands=[x], properties=props, result_types=[a.result_type()]))
+
+
+@converts("torch.aten.cumsum", args="self dim dtype")
+def cumsum(a: AtenArgs) -> SSAValue:
+    """torch-mlir lowers ONNX CumSum's `reverse` to flips around it and `exclusive` to a subtraction after it."""
+    return _scan(a, CumsumOp, a.tensor_as("self", a.result_dtype()), a.int("dim"), False, False)
+
+
+@converts("torch.aten.cumprod", args="self dim dtype")
+def cumprod(a: AtenArgs) -> SSAValue:
+    return _scan(a, CumprodOp, a.tensor_as("self", a.result_dtype()), a.int("dim"), False, False)
+
+
+@converts("onnx.CumProd", args="x axis")
+def onnx_cumprod(a: AtenArgs) -> SSAValue:
+    axis = a.constant_scalar("axis")
+    if axis is None:
+        raise NotConvertible("CumProd's axis is not a constant")
+    exclusive, reverse = bool(a.onnx_int("exclusive", 0)), bool(a.onnx_int("reverse", 0))
+    return _scan(a, CumprodOp, a.tensor("x"), int(axis), exclusive, reverse)

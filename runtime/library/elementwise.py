@@ -48,6 +48,10 @@ _ONE_FUNCTION: dict[type[Operation], Callable[..., torch.Tensor]] = {
     ew.TanhOp: torch.tanh,
     ew.AddOp: torch.add,
     ew.AndOp: torch.logical_and,
+    ew.BitwiseAndOp: torch.bitwise_and,
+    ew.BitwiseNotOp: torch.bitwise_not,
+    ew.BitwiseOrOp: torch.bitwise_or,
+    ew.BitwiseXorOp: torch.bitwise_xor,
     ew.MaxOp: torch.maximum,  # NaN-propagating, as NumPy's maximum
     ew.MinOp: torch.minimum,
     ew.MulOp: torch.mul,
@@ -182,6 +186,16 @@ def cast(op: ew.CastOp) -> TorchImpl:
     return TorchImpl(run, into)
 
 
+@torch_impl(ew.BitcastOp)
+def bitcast(op: ew.BitcastOp) -> TorchImpl:
+    dtype = torch_dtype(element_type(op.result))
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        return x.view(dtype)  # the same bytes, read as the other type
+
+    return TorchImpl(run)
+
+
 # ---- binary ops that differ from torch's function ----
 
 
@@ -197,5 +211,31 @@ def prelu(op: ew.BinaryOp) -> TorchImpl:
     # Slopes broadcast to lhs in any layout, which aten.prelu's channel-axis rule does not cover.
     def run(x: torch.Tensor, slope: torch.Tensor) -> torch.Tensor:
         return torch.where(x >= 0, x, x * slope)
+
+    return TorchImpl(run)
+
+
+def _shift_counts(x: torch.Tensor, shift: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where the count is in [0, width), and the count with out-of-range ones made width - 1: ATen's shifts,
+    like C's, leave those undefined, where the graph ops shift every bit out."""
+    width = x.dtype.itemsize * 8
+    in_range = (shift >= 0) & (shift < width)
+    return in_range, torch.where(in_range, shift, width - 1)
+
+
+@torch_impl(ew.ShiftLeftOp)
+def shift_left(op: ew.BinaryOp) -> TorchImpl:
+    def run(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+        in_range, count = _shift_counts(x, shift)
+        return torch.where(in_range, torch.bitwise_left_shift(x, count), 0)
+
+    return TorchImpl(run)
+
+
+@torch_impl(ew.ShiftRightOp)
+def shift_right(op: ew.BinaryOp) -> TorchImpl:
+    def run(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+        # A shift by width - 1 gives the sign fill, which is what an out-of-range count gives.
+        return torch.bitwise_right_shift(x, _shift_counts(x, shift)[1])
 
     return TorchImpl(run)

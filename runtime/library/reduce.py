@@ -1,6 +1,8 @@
-"""Torch implementations of the graph dialect's reductions: ATen's reduction kernels, with out= where they have it."""
+"""Torch implementations of the graph dialect's reductions and scans: ATen's kernels, with out= where they have it."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from xdsl.dialects.builtin import IntegerType
@@ -68,3 +70,33 @@ def argmax(op: red.ArgReduceOp) -> TorchImpl:
 @torch_impl(red.ArgminOp)
 def argmin(op: red.ArgReduceOp) -> TorchImpl:
     return aten(torch.argmin, dim=op.axis.value.data, keepdim=_keepdims(op))
+
+
+def _scan(op: red.ScanOp, running: Callable[..., torch.Tensor]) -> TorchImpl:
+    """ATen's cumsum or cumprod; `reverse` flips around it, `exclusive` shifts its result by one along the axis."""
+    axis, dtype = op.scan_axis(), torch_dtype(element_type(op.input))
+    reverse, exclusive = bool(op.reverse.value.data), bool(op.exclusive.value.data)
+    if not reverse and not exclusive:
+        return aten(running, dim=axis, dtype=dtype)
+    identity = 0 if running is torch.cumsum else 1
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        if reverse:
+            x = x.flip(axis)
+        y = running(x, axis, dtype=dtype)
+        if exclusive:
+            first = torch.full_like(y.narrow(axis, 0, 1), identity)
+            y = torch.cat([first, y.narrow(axis, 0, y.shape[axis] - 1)], axis)
+        return y.flip(axis) if reverse else y
+
+    return TorchImpl(run)
+
+
+@torch_impl(red.CumsumOp)
+def cumsum(op: red.ScanOp) -> TorchImpl:
+    return _scan(op, torch.cumsum)
+
+
+@torch_impl(red.CumprodOp)
+def cumprod(op: red.ScanOp) -> TorchImpl:
+    return _scan(op, torch.cumprod)

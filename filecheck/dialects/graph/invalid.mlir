@@ -116,6 +116,30 @@ func.func @where_branches(%c: tensor<4xi1>, %a: tensor<4xf32>, %b: tensor<4xi64>
 
 // -----
 
+func.func @bitwise_on_floats(%a: tensor<4xf32>) {
+  // CHECK: graph.shift_left: operands must be integers, got element type f32
+  %0 = graph.shift_left %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}
+
+// -----
+
+func.func @bitcast_size(%a: tensor<4xf32>) {
+  // CHECK: graph.bitcast: element types f32 and i64 differ in size
+  %0 = graph.bitcast %a : (tensor<4xf32>) -> tensor<4xi64>
+  func.return
+}
+
+// -----
+
+func.func @bitwise_not_on_bools(%b: tensor<4xi1>) {
+  // CHECK: graph.bitwise_not: input must be integers, got element type i1
+  %0 = graph.bitwise_not %b : (tensor<4xi1>) -> tensor<4xi1>
+  func.return
+}
+
+// -----
+
 // ---- embedding ----
 
 func.func @embedding_indices(%t: tensor<10x4xf32>, %i: tensor<3xf32>) {
@@ -399,6 +423,14 @@ func.func @attention_length(%q: tensor<2x16x64xf32>, %v: tensor<2x8x64xf32>) {
 func.func @reduce_axes(%x: tensor<2x8xf32>) {
   // CHECK: graph.reduce_sum: axes [1, -1] repeat a dim
   %0 = graph.reduce_sum %x {axes = array<i64: 1, -1>, keepdims = false} : (tensor<2x8xf32>) -> tensor<2xf32>
+  func.return
+}
+
+// -----
+
+func.func @scan_axis(%x: tensor<2x8xf32>) {
+  // CHECK: graph.cumsum: axis 2 is out of range for rank 2
+  %0 = graph.cumsum %x {axis = 2 : i64, exclusive = false, reverse = false} : (tensor<2x8xf32>) -> tensor<2x8xf32>
   func.return
 }
 

@@ -127,6 +127,26 @@ func.func @binary(%a: tensor<2x4xf32>, %v: tensor<4xf32>, %d: tensor<?x1xf32>, %
   // CHECK-NEXT: func.return
 }
 
+func.func @bitwise(%i: tensor<2x4xi32>, %v: tensor<4xi32>, %u: tensor<3xui64>) {
+  // CHECK-LABEL: func.func @bitwise(
+  %and = graph.bitwise_and %i, %v : (tensor<2x4xi32>, tensor<4xi32>) -> tensor<2x4xi32>
+  // CHECK-NEXT: %{{.*}} = graph.bitwise_and %{{.*}}, %{{.*}} : (tensor<2x4xi32>, tensor<4xi32>) -> tensor<2x4xi32>
+  %or = graph.bitwise_or %i, %v : (tensor<2x4xi32>, tensor<4xi32>) -> tensor<2x4xi32>
+  // CHECK-NEXT: %{{.*}} = graph.bitwise_or %{{.*}}, %{{.*}} : (tensor<2x4xi32>, tensor<4xi32>) -> tensor<2x4xi32>
+  %xor = graph.bitwise_xor %u, %u : (tensor<3xui64>, tensor<3xui64>) -> tensor<3xui64>
+  // CHECK-NEXT: %{{.*}} = graph.bitwise_xor %{{.*}}, %{{.*}} : (tensor<3xui64>, tensor<3xui64>) -> tensor<3xui64>
+  %not = graph.bitwise_not %u : (tensor<3xui64>) -> tensor<3xui64>
+  // CHECK-NEXT: %{{.*}} = graph.bitwise_not %{{.*}} : (tensor<3xui64>) -> tensor<3xui64>
+  %shl = graph.shift_left %i, %v : (tensor<2x4xi32>, tensor<4xi32>) -> tensor<2x4xi32>
+  // CHECK-NEXT: %{{.*}} = graph.shift_left %{{.*}}, %{{.*}} : (tensor<2x4xi32>, tensor<4xi32>) -> tensor<2x4xi32>
+  %shr = graph.shift_right %u, %u : (tensor<3xui64>, tensor<3xui64>) -> tensor<3xui64>
+  // CHECK-NEXT: %{{.*}} = graph.shift_right %{{.*}}, %{{.*}} : (tensor<3xui64>, tensor<3xui64>) -> tensor<3xui64>
+  %bitcast = graph.bitcast %u : (tensor<3xui64>) -> tensor<3xf64>
+  // CHECK-NEXT: %{{.*}} = graph.bitcast %{{.*}} : (tensor<3xui64>) -> tensor<3xf64>
+  func.return
+  // CHECK-NEXT: func.return
+}
+
 func.func @linalg(%a: tensor<8x16x32xf32>, %b: tensor<32x64xf32>, %v: tensor<32xf32>, %x: tensor<?x2048xf32>, %w: tensor<1000x2048xf32>, %bias: tensor<1000xf32>) {
   // CHECK-LABEL: func.func @linalg(
   %matmul = graph.matmul %a, %b : (tensor<8x16x32xf32>, tensor<32x64xf32>) -> tensor<8x16x64xf32>
@@ -237,6 +257,10 @@ func.func @reduce(%x: tensor<2x?x8xf32>) {
   // CHECK-NEXT: %{{.*}} = graph.argmax %{{.*}} {axis = 2 : i64, keepdims = false} : (tensor<2x?x8xf32>) -> tensor<2x?xi64>
   %argmin = graph.argmin %x {axis = -3 : i64, keepdims = true} : (tensor<2x?x8xf32>) -> tensor<1x?x8xi64>
   // CHECK-NEXT: %{{.*}} = graph.argmin %{{.*}} {axis = -3 : i64, keepdims = true} : (tensor<2x?x8xf32>) -> tensor<1x?x8xi64>
+  %cumsum = graph.cumsum %x {axis = 1 : i64, exclusive = false, reverse = true} : (tensor<2x?x8xf32>) -> tensor<2x?x8xf32>
+  // CHECK-NEXT: %{{.*}} = graph.cumsum %{{.*}} {axis = 1 : i64, exclusive = false, reverse = true} : (tensor<2x?x8xf32>) -> tensor<2x?x8xf32>
+  %cumprod = graph.cumprod %x {axis = -1 : i64, exclusive = true, reverse = false} : (tensor<2x?x8xf32>) -> tensor<2x?x8xf32>
+  // CHECK-NEXT: %{{.*}} = graph.cumprod %{{.*}} {axis = -1 : i64, exclusive = true, reverse = false} : (tensor<2x?x8xf32>) -> tensor<2x?x8xf32>
   func.return
   // CHECK-NEXT: func.return
 }
