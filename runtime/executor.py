@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import prod
+from typing import TYPE_CHECKING
 
 import numpy as np
 from xdsl.dialects import func
@@ -28,6 +29,9 @@ from gnomon.errors import GnomonError
 from gnomon.locations import location_name
 from gnomon.passes.kernel_to_rt import ALIGNMENT, rt_functions, verify_plan
 from gnomon.runtime.malloc import keep_freed_memory
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["KernelTiming", "Profile", "Program", "ProgramError", "verify_program"]
 
@@ -179,6 +183,16 @@ def _constant(op: rt.ConstantOp) -> np.ndarray:
         raise ProgramError(f"{_constant_name(op)} does not hold valid data: {error}") from error
 
 
+def _tensor_over(array: np.ndarray) -> torch.Tensor:
+    """A torch tensor over the array's own memory (a library call writes its results through it); ml_dtypes'
+    bfloat16, which torch cannot take from NumPy, is reinterpreted from its bits."""
+    import torch
+
+    if array.dtype.name == "bfloat16":
+        return torch.from_numpy(array.view(np.uint16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
+
+
 class Program:
     """An rt program, loaded and ready to run."""
 
@@ -251,14 +265,13 @@ class Program:
         assert call is not None
         if call.callee.startswith("numpy."):
             return _bind_numpy(kernel_func, args, results)
-        import torch
 
         from gnomon.runtime.library import bind_call
 
         library = bind_call(call, kernel_func.body.block)
         if library is None:
             raise ProgramError(f"kernel @{kernel_func.sym_name.data}: no library call {kernel_func.profile_name}")
-        return library.bind([torch.from_numpy(a) for a in args], [torch.from_numpy(r) for r in results])
+        return library.bind([_tensor_over(a) for a in args], [_tensor_over(r) for r in results])
 
     def run(self, inputs: Sequence[np.ndarray], profile: bool = False) -> list[np.ndarray]:
         """Run on `inputs` (already checked: one contiguous array per input, right shape and dtype)."""

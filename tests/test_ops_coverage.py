@@ -2,7 +2,7 @@
 compiled natively (and interpreted by the reference backend) and checked against ONNX's own reference
 implementation (`onnx.reference`); where gnomon generates code for an op, a test says so.
 
-Covered: LayerNormalization with its Mean and InvStdDev outputs, RMSNormalization, fp16 Attention,
+Covered: LayerNormalization with its Mean and InvStdDev outputs, RMSNormalization, fp16 and bf16 Attention,
 BitShift (out-of-range and negative shift counts as ONNX defines them), BitwiseAnd/Or/Xor/Not, BitCast, CumSum and
 CumProd (exclusive, reverse), and arithmetic on unsigned integers wider than ATen's uint8.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import onnx
 import pytest
@@ -100,11 +101,13 @@ def test_rms_normalization_on_the_reference_backend(tmp_path: Path) -> None:
     _check(_model(tmp_path / "rms.onnx", node, inputs), inputs, backend="reference")
 
 
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
 @pytest.mark.parametrize("causal", [0, 1])
-def test_half_precision_attention_rounds_once(tmp_path: Path, causal: int) -> None:
-    """fp16 attention is computed in f32 and rounded once: within half an fp16 ulp of the exact (float64)
-    result, where fp16 scores and sums are off by several ulps (as onnx.reference's are)."""
-    q, k, v = (RNG.standard_normal((2, 3, 4, 8)).astype(np.float16) for _ in range(3))
+def test_half_precision_attention_rounds_once(tmp_path: Path, causal: int, dtype: type[Any]) -> None:
+    """fp16 and bf16 attention are computed in f32 and rounded once: within half an ulp of the exact (float64)
+    result, where fp16 scores and sums are off by several ulps (as onnx.reference's are). bf16 arrays, which
+    torch cannot take from NumPy, reach the library call as their bits."""
+    q, k, v = (RNG.standard_normal((2, 3, 4, 8)).astype(dtype) for _ in range(3))
     node = helper.make_node("Attention", ["q", "k", "v"], ["y"], is_causal=causal)
     path = _model(tmp_path / "attention.onnx", node, {"q": q, "k": k, "v": v})
     (got,) = gnomon.compile(path).run([q, k, v])
@@ -113,8 +116,9 @@ def test_half_precision_attention_rounds_once(tmp_path: Path, causal: int) -> No
         scores = np.where(np.tril(np.ones((4, 4), bool)), scores, -np.inf)
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     exact = weights / weights.sum(-1, keepdims=True) @ v.astype(np.float64)
-    assert got.dtype == np.float16
-    np.testing.assert_allclose(got, exact, rtol=2**-11, atol=2**-25)
+    assert got.dtype == dtype
+    half_ulp = 2.0 ** -(np.finfo(dtype).nmant + 1)
+    np.testing.assert_allclose(got.astype(np.float64), exact, rtol=half_ulp, atol=2**-25)
 
 
 # ---- bit shifts and bitwise ops ----
