@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: demo test lint clean .typecheck
+.PHONY: demo test lint clean conformance .typecheck
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	OMP_WAIT_POLICY=passive $(BIN)/python -m pytest -q -n 2 --dist loadgroup
 	$(BIN)/lit -v filecheck/
+
+# ONNX's node test cases through gnomon's ONNX backend, each in its own process (bench/conformance.py): totals, a
+# per-op table and the largest failure groups; every case's result goes to bench/out/conformance.json. It takes tens
+# of minutes; `make conformance CONFORMANCE_ARGS=--ops=Add,Conv` runs the cases of a few ops.
+conformance: $(STAMP)
+	$(BIN)/python bench/conformance.py --json bench/out/conformance.json $(CONFORMANCE_ARGS)
 
 lint: .typecheck
 	$(BIN)/ruff check compiler dialects passes runtime tests bench
