@@ -88,6 +88,8 @@ class Result:
     message: str = ""
     """The first line of the error, or of what differs."""
     seconds: float = 0.0
+    specialized: bool = False
+    """Whether the backend compiled it only with its parameter-like inputs bound (`gnomon.onnx_backend`)."""
 
     @property
     def reason(self) -> str:
@@ -178,6 +180,7 @@ def run_case(case: TestCase, op: str) -> Result:
     start = time.perf_counter()
     try:
         rep = GnomonBackend.prepare(case.model)
+        result.specialized = rep.executable is None
         for inputs, outputs in case.data_sets:
             what, message = compare(rep.run([_array(v) for v in inputs]), [_array(v) for v in outputs])
             if what:
@@ -284,6 +287,8 @@ def report(results: Sequence[Result], excluded: Counter[str], total: int) -> Non
     for status in STATUSES:
         share = 100.0 * statuses[status] / count if count else 0.0
         print(f"  {status:<10} {statuses[status]:>5}  {share:5.1f}%")
+    bound = sum(r.status == "pass" and r.specialized for r in results)
+    print(f"  (passes that compiled only with their parameter-like inputs bound to the case's values: {bound})")
     errors = Counter(r.error for r in results if r.status in ("error", "exception"))
     print("  errors by class: " + (", ".join(f"{name} {n}" for name, n in errors.most_common()) or "none"))
 

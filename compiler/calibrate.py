@@ -35,9 +35,9 @@ from gnomon.cost.fit import (
     DRAM_QUANTILE,
     FitResult,
     call_warm_costs,
+    fastest_of_rounds,
     fit_efficiency,
     lower_quantile,
-    median_of_rounds,
     round_spread,
     spread,
     thin_call_cold,
@@ -110,10 +110,10 @@ def calibration_of(m: Measurements, rounds: Rounds, fit: bool, log: Callable[[st
         if rounds.probe_rounds and rounds.probe_rounds[0]:
             # First: a tiny call's kernel takes next to nothing whatever the factors, and the factors' fit then
             # prices each probed function's calls at its own warm cost.
-            device = replace(device, call_warm_s=call_warm_costs(device, median_of_rounds(rounds.probe_rounds)))
+            device = replace(device, call_warm_s=call_warm_costs(device, fastest_of_rounds(rounds.probe_rounds)))
             warm = ", ".join(f"{name} {seconds * 1e6:.1f}" for name, seconds in device.call_warm_s.items())
             log(f"  warm library calls, us (tiny calls back to back, beyond launch and kernel): {warm}")
-        result = fit_efficiency(device, median_of_rounds(rounds.suite_rounds))
+        result = fit_efficiency(device, fastest_of_rounds(rounds.suite_rounds))
         device = replace(device, efficiency=device.efficiency | result.factors)
         _log_fit(result, log)
     summary = ", ".join(f"{key} {value:.4g}" for key, value in m.measured.items())

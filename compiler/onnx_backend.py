@@ -5,6 +5,12 @@
 returned `GnomonBackendRep.run(inputs)` takes one array per graph input (a list in graph order, or a dict by
 name) and returns one NumPy array per graph output. gnomon's frontend reads model files, so the model is
 written to a temporary file named after its graph: error messages name that graph.
+
+gnomon compiles for static shapes and attributes, and ONNX passes some of them as graph inputs (a reduction's
+axes, a pad's widths and fill value, a tile's repeats, a range's bounds, Dropout's training flag). A model that
+does not compile with such an input left free is compiled again at `run`, once per distinct value of those inputs,
+with the values bound as initializers (`GnomonBackendRep.specialized` says so); a model that compiles as it is
+never is, so its small inputs are still computed on as data.
 """
 
 from __future__ import annotations
@@ -38,13 +44,74 @@ def _as_array(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
+PARAMETER_ELEMENTS = 64
+"""The most elements a graph input may have to be taken for a parameter (axes, pads, repeats, bounds)."""
+
+
+def parameter_inputs(model: onnx.ModelProto, input_names: Sequence[str]) -> list[str]:
+    """The graph inputs that may be parameters rather than data: scalars and short vectors of known size (a pad's
+    fill value and OneHot's on/off values are floats)."""
+    names: list[str] = []
+    for value in model.graph.input:
+        tensor = value.type.tensor_type
+        if value.name not in input_names or not value.type.HasField("tensor_type"):
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
+        if tensor.HasField("shape") and len(dims) <= 1 and all(0 <= d <= PARAMETER_ELEMENTS for d in dims):
+            names.append(value.name)
+    return names
+
+
+def _compile(model: onnx.ModelProto) -> Executable:
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", model.graph.name) or "model"
+    with tempfile.TemporaryDirectory(prefix="gnomon-onnx-") as directory:
+        path = Path(directory) / f"{stem}.onnx"
+        onnx.save(model, path)
+        return compile_model(path)
+
+
+def _bound(model: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    """`model` with the named graph inputs turned into initializers of the given values."""
+    bound = onnx.ModelProto()
+    bound.CopyFrom(model)
+    kept = [value for value in bound.graph.input if value.name not in values]
+    del bound.graph.input[:]
+    bound.graph.input.extend(kept)
+    bound.graph.initializer.extend(numpy_helper.from_array(array, name) for name, array in values.items())
+    return bound
+
+
 class GnomonBackendRep(BackendRep):
     """A model compiled by gnomon; `run` takes the graph's inputs and returns its outputs, in graph order."""
 
-    def __init__(self, executable: Executable, input_names: Sequence[str]):
+    def __init__(
+        self,
+        executable: Executable | None,
+        input_names: Sequence[str],
+        model: onnx.ModelProto | None = None,
+        parameters: Sequence[str] = (),
+    ):
         self.executable = executable
+        """None: the model compiles only with its `parameters` bound, at `run`."""
         self.input_names = list(input_names)
         """The graph's inputs (initializers excluded), in order."""
+        self.model = model
+        self.parameters = list(parameters)
+        self.specialized: dict[bytes, Executable] = {}
+        """The model compiled for each value of its parameters seen so far."""
+
+    def _executable(self, arrays: Sequence[np.ndarray]) -> tuple[Executable, list[np.ndarray]]:
+        """What runs these inputs, and the inputs it takes."""
+        if self.executable is not None:
+            return self.executable, list(arrays)
+        assert self.model is not None
+        by_name = dict(zip(self.input_names, arrays, strict=True))
+        values = {name: by_name[name] for name in self.parameters}
+        key = b"".join(name.encode() + b"\0" + array.tobytes() for name, array in values.items())
+        if key not in self.specialized:
+            self.specialized[key] = _compile(_bound(self.model, values))
+        rest = [array for name, array in by_name.items() if name not in values]
+        return self.specialized[key], rest
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         if isinstance(inputs, Mapping):
@@ -56,7 +123,11 @@ class GnomonBackendRep(BackendRep):
             values = list(inputs) if isinstance(inputs, Sequence) else [inputs]
         else:
             values = [inputs]
-        return self.executable.run([_as_array(value) for value in values])
+        arrays = [_as_array(value) for value in values]
+        if len(arrays) != len(self.input_names):
+            raise InputError(f"the model takes {len(self.input_names)} inputs, got {len(arrays)}")
+        executable, arrays = self._executable(arrays)
+        return executable.run(arrays)
 
 
 class GnomonBackend(Backend):
@@ -71,12 +142,13 @@ class GnomonBackend(Backend):
             raise GnomonError(f"gnomon's ONNX backend takes no option {', '.join(unknown)}")
         initializers = {tensor.name for tensor in model.graph.initializer}
         input_names = [value.name for value in model.graph.input if value.name not in initializers]
-        stem = re.sub(r"[^A-Za-z0-9_.-]", "_", model.graph.name) or "model"
-        with tempfile.TemporaryDirectory(prefix="gnomon-onnx-") as directory:
-            path = Path(directory) / f"{stem}.onnx"
-            onnx.save(model, path)
-            executable = compile_model(path)
-        return GnomonBackendRep(executable, input_names)
+        try:
+            return GnomonBackendRep(_compile(model), input_names)
+        except GnomonError:
+            parameters = parameter_inputs(model, input_names)
+            if not parameters:
+                raise
+        return GnomonBackendRep(None, input_names, model, parameters)
 
     @classmethod
     def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple[Any, ...]:

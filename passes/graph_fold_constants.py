@@ -1,4 +1,5 @@
-"""`graph-fold-constants`: evaluate ops whose operands are all constants, at compile time.
+"""`graph-fold-constants`: evaluate ops whose operands are all constants, at compile time; ops whose results are
+all empty become empty constants.
 
 The value comes from the reference interpreter's impl of the op, so folding means exactly what
 running the program means. After ONNX import this folds the transposes, reshapes and casts of
@@ -111,12 +112,31 @@ class FoldConstantOperands(RewritePattern):
                 rewriter.erase(constant)
 
 
+class FoldEmptyResults(RewritePattern):
+    """op(...) = constant(empty) where every result has no elements: there is nothing to compute, whatever the
+    operands (a triangle of a 3 x 0 x 5 tensor), and kernels over empty buffers would be generated for nothing."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, GraphOperation) or isinstance(op, ConstantOp) or not op.has_trait(Pure):
+            return
+        if not op.results or not all(_foldable_type(r) and _elements(r) == 0 for r in op.results):
+            return
+        folded: list[ConstantOp] = []
+        for result in op.results:
+            assert isinstance(result.type, TensorType)
+            dtype = numpy_dtype(result.type.get_element_type())
+            assert dtype is not None  # `_foldable_type` checked it
+            folded.append(folded_constant(np.zeros(result.type.get_shape(), dtype), result.type, op.location))
+        rewriter.replace(op, folded, [c.result for c in folded])
+
+
 @dataclass(frozen=True)
 class GraphFoldConstantsPass(ModulePass):
-    """Replace each pure op whose operands are all constants by constants holding its results."""
+    """Replace each pure op whose operands are all constants, or whose results are all empty, by constants
+    holding its results."""
 
     name = "graph-fold-constants"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        pattern = FoldConstantOperands(reference_interpreter(op))
-        PatternRewriteWalker(GreedyRewritePatternApplier([pattern], dce_enabled=False)).rewrite_module(op)
+        patterns: list[RewritePattern] = [FoldConstantOperands(reference_interpreter(op)), FoldEmptyResults()]
+        PatternRewriteWalker(GreedyRewritePatternApplier(patterns, dce_enabled=False)).rewrite_module(op)

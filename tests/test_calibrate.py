@@ -20,9 +20,9 @@ from gnomon.cost.fit import (
     FITTED,
     Measured,
     call_warm_costs,
+    fastest_of_rounds,
     fit_efficiency,
     lower_quantile,
-    median_of_rounds,
     round_spread,
     spread,
     suite_prediction,
@@ -146,11 +146,11 @@ def test_the_full_suite_probes_each_function_back_to_back() -> None:
     assert len(probed) == 11 * (PROBE_RUNS - 1)
 
 
-def test_each_kernel_takes_its_median_over_rounds() -> None:
+def test_each_kernel_takes_its_fastest_round() -> None:
     kernels = [op for op in lower(suite_program(quick=True).module).ops if isinstance(op, kernel.FuncOp)][:2]
     rounds = [[Measured(k, seconds * (i + 1)) for i, k in enumerate(kernels)] for seconds in (3.0, 1.0, 2.0)]
-    assert [m.seconds for m in median_of_rounds(rounds)] == [2.0, 4.0]
-    assert [m.kernel for m in median_of_rounds(rounds)] == kernels
+    assert [m.seconds for m in fastest_of_rounds(rounds)] == [1.0, 2.0]
+    assert [m.kernel for m in fastest_of_rounds(rounds)] == kernels
 
 
 def test_the_full_suite_says_which_of_its_launches_are_fitted() -> None:

@@ -372,6 +372,27 @@ def test_reduction_and_softmax_epilogues_follow_their_rows() -> None:
             np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize(("shape", "axes", "row"), [((8, 16, 64), "2", [8, 16, 1]), ((16, 64), "0, 1", [1, 1])])
+def test_reduction_epilogue_of_another_element_type(shape: tuple[int, ...], axes: str, row: list[int]) -> None:
+    # A row max compared with a bound is i1 (Attention's fully-masked-row test): the max accumulates in a buffer
+    # of its own, not in the i1 output.
+    x, out = tensor(list(shape), "f32"), tensor(row, "i1")
+    body = [
+        f"%m = graph.reduce_max %a0 {{axes = array<i64: {axes}>, keepdims = true}} : ({x}) -> {tensor(row, 'f32')}",
+        f"%r = graph.gt %m, %a1 : ({tensor(row, 'f32')}, tensor<f32>) -> {out}",
+    ]
+    args = [(list(shape), "f32"), ([], "f32")]
+    module, function_op = parse(function(args, body, [("%r", out)]))
+    x_values = values("f32", shape)
+    bound = np.median(x_values.max(axis=-1))  # about half the rows above it
+    inputs = [x_values, np.array(bound, np.float32)]
+    (expected,) = run_reference(module, inputs)
+    assert 0 < expected.sum() < expected.size or expected.size == 1
+    for threads in (1, 2):
+        (got,) = run_generated(as_kernel(function_op), inputs, threads)
+        np.testing.assert_array_equal(got, expected)
+
+
 def test_generatable() -> None:
     def op(args: Sequence[tuple[Sequence[int], str]], line: str, result: str) -> bool:
         _, function_op = parse(

@@ -197,3 +197,15 @@ def test_a_read_only_directory_falls_back_to_a_temporary_one() -> None:
     assert message.startswith(
         f"kernel cache {directory} is unusable (cannot write into it: Permission denied); compiling kernels into "
     )
+
+
+def test_a_kernel_mlir_rejects_is_one_line_internal_error_naming_it(tmp_path: Path) -> None:
+    # Text the code generator should never emit; MLIR's multi-line diagnostic must not reach the user.
+    from gnomon.passes.kernel_to_linalg import CodegenError
+    from gnomon.runtime.codegen.jit import _compile  # pyright: ignore[reportPrivateUsage]
+
+    with pytest.raises(CodegenError) as raised:
+        _compile('func.func @k() { "test.unknown"() : () -> () }', tmp_path / "k.so", "relu_kernel")
+    message = str(raised.value)
+    assert message.startswith("internal error: MLIR rejected the generated kernel @relu_kernel: ")
+    assert "\n" not in message

@@ -131,3 +131,41 @@ def test_cpu_only() -> None:
     assert not GnomonBackend.supports_device("CUDA")
     with pytest.raises(GnomonError, match=r"^gnomon's ONNX backend runs on CPU only, not on device 'CUDA'$"):
         GnomonBackend.prepare(onnx.ModelProto(), "CUDA")
+
+
+def _reduce_sum_model() -> onnx.ModelProto:
+    """ReduceSum of a 3x4 float input over axes that come as a graph input, as ONNX's own cases pass them."""
+    graph = helper.make_graph(
+        [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)],
+        "reduce_sum",
+        [
+            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 4]),
+            helper.make_tensor_value_info("axes", onnx.TensorProto.INT64, [1]),
+        ],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_parameter_inputs_are_bound_when_the_model_needs_them() -> None:
+    """Reduction axes given as an input: compiled at `run`, once per value, with the axes bound."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    rep = GnomonBackend.prepare(_reduce_sum_model())
+    assert rep.executable is None
+    for axis in (0, 1, 0):
+        (total,) = rep.run([x, np.array([axis], dtype=np.int64)])
+        np.testing.assert_array_equal(total, x.sum(axis=axis, keepdims=True))
+    assert len(rep.specialized) == 2
+
+
+def test_integer_inputs_stay_data_when_the_model_compiles() -> None:
+    a, b = np.array([1, 2, 3], dtype=np.int64), np.array([10, 20, 30], dtype=np.int64)
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["c"])],
+        "add",
+        [helper.make_tensor_value_info(n, onnx.TensorProto.INT64, [3]) for n in ("a", "b")],
+        [helper.make_tensor_value_info("c", onnx.TensorProto.INT64, [3])],
+    )
+    rep = GnomonBackend.prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert rep.executable is not None
+    np.testing.assert_array_equal(rep.run([a, b])[0], a + b)

@@ -8,6 +8,11 @@ already imported, and the child shares the parent's model objects without pickli
 
 The child's stderr goes to a file: the parent takes the crash's reason from it (`LLVM ERROR: ...`)
 instead of letting LLVM's multi-line dump reach the user.
+
+The price of `fork`: the parent's private pages are copy-on-write until written, so each heap page the
+parent writes after an import takes one minor fault (a few dozen per call in a program's first calls,
+none once they settle); benchmarks and calibration keep the fastest of several medians, which these
+first calls do not set.
 """
 
 from __future__ import annotations

@@ -62,6 +62,7 @@ def import_onnx(path: Path, input_shapes: Mapping[str, Sequence[int]] | None = N
         _follow_batch(model, inputs, input_shapes)
         _override_shapes(path, model.graph, inputs, input_shapes)
     model, upgrade_error = _upgrade(model)
+    _check_ignored_attributes(path, model)
     try:
         model = shape_inference.infer_shapes(model, data_prop=True)
     except (onnx.shape_inference.InferenceError, ValueError) as e:
@@ -270,6 +271,29 @@ def _import_nodes(
         outputs.append(values[output.name])
     with ir.InsertionPoint(function.regions[0].blocks[0]), ir.Location.unknown():
         func_d.ReturnOp(outputs)
+
+
+_IGNORED_ATTRIBUTES = {("SpaceToDepth", "mode"): b"DCR"}
+"""Attributes torch-mlir's lowering ignores, with the one value it implements: a node with another value would be
+silently wrong (SpaceToDepth's opset-28 CRD mode orders the channels differently)."""
+
+
+def _check_ignored_attributes(path: Path, model: onnx.ModelProto) -> None:
+    unsupported = [
+        UnsupportedOp(
+            f"onnx.{node.op_type}",
+            node.name,
+            path.name,
+            f"{attribute.name} {attribute.s.decode()!r}, torch-mlir implements {implemented.decode()!r} only",
+        )
+        for node in _nodes(model.graph)
+        if node.domain in _DEFAULT_DOMAINS
+        for attribute in node.attribute
+        if (implemented := _IGNORED_ATTRIBUTES.get((node.op_type, attribute.name))) is not None
+        and attribute.s != implemented
+    ]
+    if unsupported:
+        raise UnsupportedOpsError(unsupported)
 
 
 def _custom_ops(model: onnx.ModelProto) -> dict[tuple[str, str], str]:

@@ -39,6 +39,15 @@ class RemoveIdentityReshape(RewritePattern):
         rewriter.replace(op, [], [op.input])
 
 
+class RemoveUnboundedClip(RewritePattern):
+    """A clip to (-inf, inf) is the input (ONNX's Clip without its optional bounds)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: ew.ClipOp, rewriter: PatternRewriter) -> None:
+        if op.min.value.data == -math.inf and op.max.value.data == math.inf and op.input.type == op.result.type:
+            rewriter.replace(op, [], [op.input])
+
+
 class CollapseReshapeChain(RewritePattern):
     """reshape(reshape(x)) = reshape(x)."""
 

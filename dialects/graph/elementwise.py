@@ -21,7 +21,7 @@ from gnomon.dialects.graph.base import (
     tensor_type,
 )
 from gnomon.dialects.graph.constant_values import element_bytes
-from gnomon.dialects.graph.traits import FoldsIntegerConstants
+from gnomon.dialects.graph.traits import ClipCanonicalization, FoldsIntegerConstants
 
 
 class UnaryOp(GraphOperation):
@@ -146,6 +146,7 @@ class ClipOp(UnaryOp):
     name = "graph.clip"
     min = prop_def(FloatAttr)
     max = prop_def(FloatAttr)
+    traits = traits_def(Pure(), ClipCanonicalization())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         if self.min.value.data > self.max.value.data:

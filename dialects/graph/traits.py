@@ -67,3 +67,13 @@ class MatmulCanonicalization(HasCanonicalizationPatternsTrait):
         from gnomon.dialects.graph.canonicalization import MatmulTransposeToLinear
 
         return (MatmulTransposeToLinear(),)
+
+
+class ClipCanonicalization(HasCanonicalizationPatternsTrait):
+    """`graph.clip`: a clip to (-inf, inf) goes."""
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from gnomon.dialects.graph.canonicalization import RemoveUnboundedClip
+
+        return (RemoveUnboundedClip(),)

@@ -30,6 +30,18 @@ func.func @identity_transpose(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
   func.return %0 : tensor<2x3x4xf32>
 }
 
+// A clip without bounds (ONNX's Clip without min and max) is its input; a one-sided clip stays.
+
+// CHECK-LABEL: func.func @unbounded_clip(
+// CHECK-SAME:      %[[X:.*]]: tensor<3xi8>)
+// CHECK-NEXT:    %[[Y:.*]] = graph.clip %[[X]] {min = 0.000000e+00 : f64, max = 0x7ff0000000000000 : f64}
+// CHECK-NEXT:    func.return %[[X]], %[[Y]] : tensor<3xi8>, tensor<3xi8>
+func.func @unbounded_clip(%x: tensor<3xi8>) -> (tensor<3xi8>, tensor<3xi8>) {
+  %0 = graph.clip %x {min = 0xFFF0000000000000 : f64, max = 0x7FF0000000000000 : f64} : (tensor<3xi8>) -> tensor<3xi8>
+  %1 = graph.clip %x {min = 0.0 : f64, max = 0x7FF0000000000000 : f64} : (tensor<3xi8>) -> tensor<3xi8>
+  func.return %0, %1 : tensor<3xi8>, tensor<3xi8>
+}
+
 // A chain of reshapes is one reshape; one that ends where it started is none.
 
 // CHECK-LABEL: func.func @reshape_chain(

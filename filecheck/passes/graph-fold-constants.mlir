@@ -109,6 +109,21 @@ func.func @not_constant(%x: tensor<2xf32>) -> (tensor<2xf32>, tensor<?xf32>) {
   %r = graph.reshape %c : (tensor<2xf32>) -> tensor<?xf32>
   func.return %s, %r : tensor<2xf32>, tensor<?xf32>
 }
+
+// An op with no elements to compute becomes an empty constant, whatever its operands; an op with an empty
+// operand but elements to compute stays.
+
+// CHECK-LABEL: func.func @empty_results(
+// CHECK-SAME:      %[[X:.*]]: tensor<3x0x5xf32>, %[[Y:.*]]: tensor<3x0xf32>)
+// CHECK-NEXT:    %[[E:.*]] = graph.constant {value = dense<> : tensor<3x0x5xf32>} : () -> tensor<3x0x5xf32>
+// CHECK-NEXT:    %[[S:.*]] = graph.reduce_sum %[[Y]]
+// CHECK-NEXT:    func.return %[[E]], %[[S]]
+func.func @empty_results(%x: tensor<3x0x5xf32>, %y: tensor<3x0xf32>) -> (tensor<3x0x5xf32>, tensor<3xf32>) {
+  %e = graph.exp %x : (tensor<3x0x5xf32>) -> tensor<3x0x5xf32>
+  %s = graph.reduce_sum %y {axes = array<i64: 1>, keepdims = false} : (tensor<3x0xf32>) -> tensor<3xf32>
+  func.return %e, %s : tensor<3x0x5xf32>, tensor<3xf32>
+}
+
 }
 
 // The blob of @large_result, after its 4-byte alignment: 0.0, 8.0, 16.0, 24.0, 1.0 as little-endian f32.

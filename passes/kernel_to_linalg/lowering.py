@@ -196,9 +196,18 @@ def _row_kernel(
     out_rank = len(shape_of(value))
     row_access = tuple(range(kept))
     x_access = tuple(range(len(shape)))
+    # A reduction accumulates in the output, unless the epilogue changes the element type (a row max compared
+    # with a bound is i1): then in a buffer of its own, one element per row.
+    accumulator = output
+    if isinstance(anchor, ReduceOp) and element_of(output) != element_of(anchor.results[0]):
+        accumulator = b.emit(memref.AllocOp.get(element_of(anchor.results[0]), 64, rows))
+
+    def accumulated(body: FusedBody, access: Access) -> SSAValue:
+        return body.load(output, access) if accumulator is output else body.load(accumulator, access[:kept])
+
     # Every nest splits the same row loops, planned from every access any of them makes (the column
     # terms, numbered from `kept`, take no part): a probe body of the epilogue gives its accesses.
-    probe = FusedBody(sources, {anchor.results[0]: lambda body, access: body.load(output, access)})
+    probe = FusedBody(sources, {anchor.results[0]: accumulated})
     probe.value(value, tuple(range(out_rank)))
     accesses = [o.access for o in probe.inputs] + [row_access, x_access, tuple(range(out_rank))]
     row_loops = plan_loops(rows, range(kept), [0] * kept, accesses, keep_first=False)
@@ -209,17 +218,20 @@ def _row_kernel(
     computed: dict[SSAValue, Computed]
     if isinstance(anchor, ReduceOp):
         initial, combine = _REDUCTIONS[type(anchor)]
-        nests.fill(output, initial, out_access)
-        nests.reduce((output, out_access), columns, [(source, x_access)], lambda sb, xs, acc: combine(sb, acc, xs[0]))
+        target = (output, out_access) if accumulator is output else (accumulator, row_access)
+        nests.fill(target[0], initial, target[1])
+        nests.reduce(target, columns, [(source, x_access)], lambda sb, xs, acc: combine(sb, acc, xs[0]))
         count = prod(columns) if isinstance(anchor, ReduceMeanOp) else None
 
         def reduced(body: FusedBody, access: Access) -> SSAValue:
-            loaded = body.load(output, access)
+            loaded = accumulated(body, access)
             return loaded if count is None else body.builder.div(loaded, body.builder.like(count, loaded))
 
         computed = {anchor.results[0]: reduced}
         if value is not anchor.results[0] or count is not None:
             _epilogue(nest, kernel_op, result, sources, computed, lambda _: row_loops)
+        if accumulator is not output:
+            b.insert(memref.DeallocOp.get(accumulator))
     else:
         # Each row's max and sum of exponentials; a part fills only its own rows.
         element = element_of(x)

@@ -162,14 +162,15 @@ def _identity_matrix(a: AtenArgs) -> SSAValue:
     return a.constant(np.eye(rows, cols), out.get_element_type())
 
 
-def _triangle(a: AtenArgs, keep: Callable[[int, int], bool]) -> SSAValue:
+def _triangle(a: AtenArgs, keep: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> SSAValue:
     """Keep the elements (i, j) of the last two dims where `keep(i, j)`, zero the others."""
     x = a.tensor("self")
     x_type = tensor_type(x)
     rows, cols = x_type.get_shape()[-2:]
     if DYN in (rows, cols):
         raise NotConvertible("a triangle of a dynamic matrix")
-    condition = a.constant(np.array([[keep(i, j) for j in range(cols)] for i in range(rows)]), i1)
+    i, j = np.indices((rows, cols))  # a rows x cols mask even where a side is 0
+    condition = a.constant(keep(i, j), i1)
     zero = a.scalar_tensor(0, x_type.get_element_type())
     return a.value(ew.WhereOp.build(operands=[condition, x, zero], result_types=[x_type]))
 

@@ -79,16 +79,22 @@ def _link_command() -> list[str]:
     return [_compiler(), "-shared", "-Wl,-z,notext", "-Wl,-Bsymbolic", "-lm"]
 
 
-def _compile(mlir_text: str, library: Path) -> None:
-    """MLIR text to a shared library at `library` (written atomically)."""
+def _compile(mlir_text: str, library: Path, kernel: str) -> None:
+    """MLIR text to a shared library at `library` (written atomically); `kernel` names it in errors."""
     from torch_mlir import ir, passmanager
     from torch_mlir.execution_engine import ExecutionEngine
 
     global _compilations
     with ir.Context() as context:
-        module = ir.Module.parse(mlir_text)
-        passmanager.PassManager.parse(PIPELINE, context).run(module.operation)
-        engine = ExecutionEngine(module, opt_level=OPT_LEVEL)
+        try:
+            module = ir.Module.parse(mlir_text)
+            passmanager.PassManager.parse(PIPELINE, context).run(module.operation)
+            engine = ExecutionEngine(module, opt_level=OPT_LEVEL)
+        except (ir.MLIRError, RuntimeError) as error:  # a code generator bug: the user sees one line
+            diagnostics = getattr(error, "error_diagnostics", None)
+            detail = diagnostics[0].message if diagnostics else str(error)
+            first = next((line.strip() for line in detail.splitlines() if line.strip()), type(error).__name__)
+            raise CodegenError(f"internal error: MLIR rejected the generated kernel @{kernel}: {first}") from error
         with tempfile.TemporaryDirectory(dir=library.parent) as scratch:
             obj, shared = Path(scratch, "kernel.o"), Path(scratch, "kernel.so")
             engine.dump_to_object_file(str(obj))
@@ -229,7 +235,7 @@ def compile_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> Com
     from_cache = library is not None or verified_entry(path)
     start = time.perf_counter()
     if not from_cache:
-        _compile(mlir_text, path)
+        _compile(mlir_text, path, kernel_op.sym_name.data)
     if library is None:
         library = _loaded[path] = _load(path, arity)
     seconds = 0.0 if from_cache else time.perf_counter() - start
