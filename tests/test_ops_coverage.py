@@ -4,7 +4,9 @@ implementation (`onnx.reference`); where gnomon generates code for an op, a test
 
 Covered: LayerNormalization with its Mean and InvStdDev outputs, RMSNormalization, fp16 and bf16 Attention,
 BitShift (out-of-range and negative shift counts as ONNX defines them), BitwiseAnd/Or/Xor/Not, BitCast, CumSum and
-CumProd (exclusive, reverse), and arithmetic on unsigned integers wider than ATen's uint8.
+CumProd (exclusive, reverse), arithmetic on unsigned integers wider than ATen's uint8, the classification losses
+(NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss; torch's nll_loss and cross_entropy against PyTorch), and
+Resize (nearest, linear and cubic, by every coordinate mode torch-mlir passes on).
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ def _model(
     return path
 
 
-def _check(path: Path, inputs: dict[str, np.ndarray], backend: str = "native") -> None:
-    """gnomon's outputs equal onnx.reference's: exactly for integers, to rtol 1e-5 for floats."""
+def _check(path: Path, inputs: dict[str, np.ndarray], backend: str = "native", atol: float = 1e-6) -> None:
+    """gnomon's outputs equal onnx.reference's: exactly for integers, to rtol 1e-5 (and `atol`) for floats."""
     model = onnx.load(path)
     expected: list[Any] = ReferenceEvaluator(model).run(None, inputs)
     got = gnomon.compile(path, backend=backend).run(list(inputs.values()))
@@ -57,7 +59,7 @@ def _check(path: Path, inputs: dict[str, np.ndarray], backend: str = "native") -
         assert g.dtype == e.dtype
         assert g.shape == e.shape
         if e.dtype.kind == "f":
-            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=atol)
         else:
             np.testing.assert_array_equal(g, e)
 
@@ -239,3 +241,72 @@ def test_unsigned_arithmetic(tmp_path: Path, op: str, dtype: type[np.integer[Any
     y = np.array([3, 5, info.max - 1, 9, 12], dtype)
     inputs = {"x": x, "y": y}
     _check(_model(tmp_path / "uint.onnx", helper.make_node(op, ["x", "y"], ["z"]), inputs), inputs)
+
+
+# ---- losses ----
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("op", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
+def test_classification_losses_with_weights_and_an_ignored_class(tmp_path: Path, op: str, reduction: str) -> None:
+    x = RNG.standard_normal((4, 5, 3)).astype(np.float32)
+    target = RNG.integers(0, 5, (4, 3)).astype(np.int64)
+    target[0, 0] = target[2, 1] = -1  # ignored, and out of range: it must not be gathered
+    weight = RNG.uniform(0.5, 2, 5).astype(np.float32)
+    inputs = {"x": x, "t": target, "w": weight}
+    node = helper.make_node(op, ["x", "t", "w"], ["loss"], reduction=reduction, ignore_index=-1)
+    _check(_model(tmp_path / "loss.onnx", node, inputs), inputs)
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+def test_torch_losses_match_pytorch(loss: str) -> None:
+    import torch
+
+    class Loss(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("weight", torch.rand(7) + 0.5)  # class weights are not trained
+
+        def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+            scores = x if loss == "cross_entropy" else torch.log_softmax(x, 1)
+            function = getattr(torch.nn.functional, loss)
+            return function(scores, target, weight=self.get_buffer("weight"), ignore_index=2)
+
+    x, target = torch.randn(6, 7), torch.tensor([0, 2, 6, 2, 3, 1])
+    model = Loss().eval()
+    (got,) = gnomon.compile(model, example_inputs=(x, target)).run([x.numpy(), target.numpy()])
+    np.testing.assert_allclose(got, model(x, target).detach().numpy(), rtol=1e-5)
+
+
+# ---- resize ----
+
+
+@pytest.mark.parametrize(
+    ("mode", "coordinates", "rounding", "scales", "sizes"),
+    [
+        ("linear", "half_pixel", "", [1, 1, 1.7, 0.6], None),
+        ("linear", "align_corners", "", [1, 1, 0.6, 0.6], None),
+        ("linear", "pytorch_half_pixel", "", None, [2, 3, 1, 7]),
+        ("cubic", "half_pixel", "", [1, 1, 2.0, 1.5], None),
+        ("cubic", "asymmetric", "", None, [2, 3, 9, 4]),
+        ("nearest", "half_pixel", "round_prefer_ceil", None, [2, 3, 9, 4]),
+        ("nearest", "asymmetric", "floor", [1, 1, 2.5, 0.5], None),
+        ("nearest", "half_pixel", "ceil", [1, 1, 3.0, 1.0], None),
+    ],
+)
+def test_resize(
+    tmp_path: Path, mode: str, coordinates: str, rounding: str, scales: list[float] | None, sizes: list[int] | None
+) -> None:
+    x = RNG.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    attributes: dict[str, Any] = {"mode": mode, "coordinate_transformation_mode": coordinates}
+    if rounding:
+        attributes["nearest_mode"] = rounding
+    constants = {"roi": np.zeros(0, np.float32)}
+    if scales is not None:
+        constants["scales"] = np.array(scales, np.float32)
+        node = helper.make_node("Resize", ["x", "roi", "scales"], ["y"], **attributes)
+    else:
+        constants["sizes"] = np.array(sizes, np.int64)
+        node = helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], **attributes)
+    # Weighing four taps of unit-scale data in f32 leaves about 1e-6 absolute error against the f64 reference.
+    _check(_model(tmp_path / "resize.onnx", node, {"x": x}, constants, opset=19), {"x": x}, atol=1e-5)

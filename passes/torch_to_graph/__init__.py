@@ -44,12 +44,23 @@ from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.dialects.torch import PrimTupleConstructOp, ValueTensorLiteralOp, ValueTensorType
 from gnomon.errors import UnsupportedOp, UnsupportedOpsError
 from gnomon.locations import location_name
-from gnomon.passes.torch_to_graph import creation, elementwise, embedding, indexing, linalg, nn, reduce, shape
+from gnomon.passes.torch_to_graph import (
+    creation,
+    elementwise,
+    embedding,
+    indexing,
+    linalg,
+    loss,
+    nn,
+    reduce,
+    resize,
+    shape,
+)
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, torch_op_name
 from gnomon.passes.torch_to_graph.registry import CONVERTERS
 
 # The converter modules register themselves on import.
-_CONVERTER_MODULES = (creation, elementwise, embedding, indexing, linalg, nn, reduce, shape)
+_CONVERTER_MODULES = (creation, elementwise, embedding, indexing, linalg, loss, nn, reduce, resize, shape)
 
 SOURCE_ATTR = "gnomon.source"
 """Module attribute naming the model file, so that errors can say where an op came from."""
