@@ -75,6 +75,17 @@ PASSING = (
     "test_unsqueeze_axis_1",
     "test_gather_0",
     "test_expand_dim_changed",
+    # each was an error or a wrong answer once
+    "test_layer_normalization_2d_axis_negative_1_expanded",  # ConstantOfShape of constant arithmetic
+    "test_tril_zero",  # an empty result
+    "test_clip_default_int8_inbounds",  # a clip without bounds
+    "test_attention_4d_attn_mask_expanded",  # a row max compared with a bound, fused
+    "test_nllloss_NCd1d2_with_weight_reduction_mean",
+    "test_sce_mean_weight_ii",
+    "test_resize_upsample_scales_linear",
+    "test_resize_downsample_scales_cubic_align_corners",
+    "test_resize_upsample_sizes_nearest_ceil_half_pixel",
+    "test_reduce_sum_keepdims_random",  # axes as a graph input, bound at run
 )
 """Node test names (the runner adds `_cpu`)."""
 

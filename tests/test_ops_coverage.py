@@ -5,8 +5,8 @@ implementation (`onnx.reference`); where gnomon generates code for an op, a test
 Covered: LayerNormalization with its Mean and InvStdDev outputs, RMSNormalization, fp16 and bf16 Attention,
 BitShift (out-of-range and negative shift counts as ONNX defines them), BitwiseAnd/Or/Xor/Not, BitCast, CumSum and
 CumProd (exclusive, reverse), arithmetic on unsigned integers wider than ATen's uint8, the classification losses
-(NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss; torch's nll_loss and cross_entropy against PyTorch), and
-Resize (nearest, linear and cubic, by every coordinate mode torch-mlir passes on).
+(NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss; torch's nll_loss and cross_entropy against PyTorch),
+Resize (nearest, linear and cubic, by every coordinate mode torch-mlir passes on), and TopK (ties in index order).
 """
 
 from __future__ import annotations
@@ -310,3 +310,44 @@ def test_resize(
         node = helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], **attributes)
     # Weighing four taps of unit-scale data in f32 leaves about 1e-6 absolute error against the f64 reference.
     _check(_model(tmp_path / "resize.onnx", node, {"x": x}, constants, opset=19), {"x": x}, atol=1e-5)
+
+
+# ---- top k ----
+
+
+@pytest.mark.parametrize("backend", ["native", "reference"])
+@pytest.mark.parametrize(("axis", "largest"), [(-1, 1), (0, 0), (1, 1)])
+def test_top_k_keeps_equal_values_in_index_order(tmp_path: Path, backend: str, axis: int, largest: int) -> None:
+    x = RNG.integers(0, 4, (5, 6, 7)).astype(np.float32)  # many ties
+    node = helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=axis, largest=largest)
+    path = _model(tmp_path / "topk.onnx", node, {"x": x}, {"k": np.array([3], np.int64)})
+    _check(path, {"x": x}, backend)
+
+
+def test_torch_topk_matches_pytorch() -> None:
+    import torch
+
+    class TopK(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return torch.topk(x, 4, dim=1, largest=False)
+
+    x = torch.randn(3, 10, 5)  # no ties: torch.topk's order among equal values is unspecified
+    values, indices = gnomon.compile(TopK(), example_inputs=(x,)).run([x.numpy()])
+    expected = TopK()(x)
+    np.testing.assert_array_equal(values, expected[0].numpy())
+    np.testing.assert_array_equal(indices, expected[1].numpy())
+
+
+def test_top_k_larger_than_its_axis_is_a_verifier_error() -> None:
+    from xdsl.parser import Parser
+
+    from gnomon.context import gnomon_context
+
+    text = """func.func @f(%x: tensor<2x3xf32>) -> tensor<2x4xf32> {
+  %v, %i = graph.topk %x {k = 4 : i64, axis = 1 : i64, largest = true}
+      : (tensor<2x3xf32>) -> (tensor<2x4xf32>, tensor<2x4xi64>)
+  func.return %v : tensor<2x4xf32>
+}"""
+    module = Parser(gnomon_context(), text).parse_module()
+    with pytest.raises(Exception, match=r"graph.topk: k 4 is outside 0..3, the size of axis 1"):
+        module.verify()

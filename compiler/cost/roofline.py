@@ -126,7 +126,7 @@ from gnomon.dialects.graph.nn import (
     MaxPoolOp,
     SoftmaxOp,
 )  # fmt: skip
-from gnomon.dialects.graph.reduce import ArgReduceOp, ReduceMeanOp, ReduceOp, ScanOp
+from gnomon.dialects.graph.reduce import ArgReduceOp, ReduceMeanOp, ReduceOp, ScanOp, TopKOp
 from gnomon.dialects.graph.tensor import (
     ConcatOp,
     ConstantOp,
@@ -345,6 +345,9 @@ def op_work(op: GraphOperation) -> OpWork:
             return _whole(op, _reduction_flops(op), _vector_key(op))
         case ScanOp():  # one add or multiply per element
             return _whole(op, elements(op.results[0]), _vector_key(op))
+        case TopKOp():  # a sort along the axis: n log2 n comparisons
+            n = static_shape(op.input)[op.topk_axis()]
+            return _whole(op, round(elements(op.input) * math.log2(max(n, 2))), _vector_key(op))
         case SoftmaxOp() | LogSoftmaxOp():
             return _whole(op, _softmax_flops(op), _vector_key(op))
         case BatchNormOp() | BatchNormTrainOp() | AffineNormOp() | LrnOp():

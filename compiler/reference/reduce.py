@@ -64,6 +64,18 @@ class GraphReduceFunctions(InterpreterFunctions):
         x: Array = args[0]
         return (typed(op.result, np.argmin(x, axis=op.axis.value.data, keepdims=_keepdims(op))),)
 
+    @impl(red.TopKOp)
+    def run_topk(self, interpreter: Interpreter, op: red.TopKOp, args: PythonValues) -> PythonValues:
+        x, axis, k = np.asarray(args[0]), op.topk_axis(), op.k.value.data
+        # A stable sort keeps equal values in index order; the largest first by sorting the reversed axis.
+        if op.largest.value.data:
+            order = np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+            order = x.shape[axis] - 1 - order
+        else:
+            order = np.argsort(x, axis=axis, kind="stable")
+        indices = np.take(order, np.arange(k), axis=axis)
+        return typed(op.values, np.take_along_axis(x, indices, axis)), typed(op.indices, indices)
+
     @impl(red.CumsumOp)
     def run_cumsum(self, interpreter: Interpreter, op: red.ScanOp, args: PythonValues) -> PythonValues:
         return (typed(op.result, _scan(op, np.asarray(args[0]), np.add)),)

@@ -9,7 +9,16 @@ from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, tra
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from gnomon.dialects.graph.base import GraphOperation, TensorT, dtype_of, ints, normalize_axis, shape_of, tensor_of
+from gnomon.dialects.graph.base import (
+    DYN,
+    GraphOperation,
+    TensorT,
+    dtype_of,
+    ints,
+    normalize_axis,
+    shape_of,
+    tensor_of,
+)
 
 
 class ReduceOp(GraphOperation):
@@ -133,6 +142,36 @@ class CumprodOp(ScanOp):
     name = "graph.cumprod"
 
 
+@irdl_op_definition
+class TopKOp(GraphOperation):
+    """The `k` largest (or smallest) elements along `axis` and their indices (ONNX TopK, torch.topk). Sorted, and
+    among equal values the lower index first, as ONNX defines.
+
+    `%v, %i = graph.topk %x {k = 3 : i64, axis = -1 : i64, largest = true}
+        : (tensor<2x8xf32>) -> (tensor<2x3xf32>, tensor<2x3xi64>)`
+    """
+
+    name = "graph.topk"
+    input = operand_def(TensorType)
+    k = prop_def(IntegerAttr)
+    axis = prop_def(IntegerAttr)
+    largest = prop_def(BoolAttr)
+    values = result_def(TensorType)
+    indices = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def topk_axis(self) -> int:
+        return normalize_axis(self.axis.value.data, len(shape_of(self.input, f"{self.name} input")), self.name)
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x = shape_of(self.input, f"{self.name} input")
+        axis, k = self.topk_axis(), self.k.value.data
+        if k < 0 or (x[axis] != DYN and k > x[axis]):
+            raise VerifyException(f"{self.name}: k {k} is outside 0..{x[axis]}, the size of axis {axis}")
+        out = [k if i == axis else d for i, d in enumerate(x)]
+        return [tensor_of(dtype_of(self.input, "input"), out), tensor_of(i64, out)]
+
+
 REDUCE_OPS = [
     ArgmaxOp,
     ArgminOp,
@@ -143,4 +182,5 @@ REDUCE_OPS = [
     ReduceMinOp,
     ReduceProdOp,
     ReduceSumOp,
+    TopKOp,
 ]

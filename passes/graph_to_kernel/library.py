@@ -132,6 +132,7 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     red.CumsumOp: "aten.cumsum",
     red.CumprodOp: "aten.cumprod",
     red.ArgminOp: "aten.argmin",
+    red.TopKOp: "aten.sort",
     # tensor
     tensor.ConstantOp: "constant",
     tensor.ReshapeOp: "aten.view",

@@ -13,12 +13,17 @@ from xdsl.ir import SSAValue
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import DYN
 from gnomon.dialects.graph.tensor import ExpandOp, ReshapeOp
-from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
+from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, fold_scalar, tensor_type
 from gnomon.passes.torch_to_graph.registry import converts
 
 
 def _fill(a: AtenArgs, value: float) -> SSAValue:
     out = a.result_type()
+    if DYN in out.get_shape() and "size" in a.values:
+        # torch-mlir types ONNX's ConstantOfShape dynamic even where its shape is constant arithmetic.
+        sizes = [fold_scalar(v) for v in a.list("size")] if not a.is_none("size") else []
+        if sizes and all(isinstance(s, int) and s >= 0 for s in sizes):
+            out = TensorType(out.get_element_type(), [int(s) for s in sizes if s is not None])
     if DYN in out.get_shape():
         raise NotConvertible("a fill of dynamic shape")
     return a.splat(value, out)

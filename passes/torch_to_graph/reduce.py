@@ -21,6 +21,7 @@ from gnomon.dialects.graph.reduce import (
     ReduceProdOp,
     ReduceSumOp,
     ScanOp,
+    TopKOp,
 )
 from gnomon.dialects.graph.tensor import ReshapeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
@@ -281,3 +282,12 @@ def onnx_cumprod(a: AtenArgs) -> SSAValue:
         raise NotConvertible("CumProd's axis is not a constant")
     exclusive, reverse = bool(a.onnx_int("exclusive", 0)), bool(a.onnx_int("reverse", 0))
     return _scan(a, CumprodOp, a.tensor("x"), int(axis), exclusive, reverse)
+
+
+@converts("torch.aten.topk", args="self k dim largest sorted")
+def topk(a: AtenArgs) -> list[SSAValue]:
+    """Values and indices, always sorted (an unsorted topk may be in any order, so sorted is one of them)."""
+    x = a.tensor("self")
+    props = {"k": i64_attr(a.int("k")), "axis": i64_attr(a.int("dim")), "largest": bool_attr(a.bool("largest"))}
+    op = a.emit(TopKOp.build(operands=[x], properties=props, result_types=[a.result_type(0), a.result_type(1)]))
+    return list(op.results)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from xdsl.dialects.builtin import IntegerType
 
 from gnomon.dialects.graph import reduce as red
-from gnomon.runtime.library.base import TorchImpl, aten, element_type, torch_dtype, torch_impl
+from gnomon.runtime.library.base import Launch, TorchImpl, aten, element_type, torch_dtype, torch_impl
 
 
 def _keepdims(op: red.ReduceOp | red.ArgReduceOp) -> bool:
@@ -100,3 +100,23 @@ def cumsum(op: red.ScanOp) -> TorchImpl:
 @torch_impl(red.CumprodOp)
 def cumprod(op: red.ScanOp) -> TorchImpl:
     return _scan(op, torch.cumprod)
+
+
+@torch_impl(red.TopKOp)
+def topk(op: red.TopKOp) -> TorchImpl:
+    """A stable sort, not torch.topk: ONNX puts equal values in index order, which topk does not promise."""
+    axis, k, largest = op.topk_axis(), op.k.value.data, bool(op.largest.value.data)
+
+    def run(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        values, indices = torch.sort(x, dim=axis, descending=largest, stable=True)
+        return values.narrow(axis, 0, k), indices.narrow(axis, 0, k)
+
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        def launch() -> None:
+            values, indices = run(args[0])
+            results[0].copy_(values)
+            results[1].copy_(indices)
+
+        return launch
+
+    return TorchImpl(run, into)

@@ -257,6 +257,8 @@ func.func @reduce(%x: tensor<2x?x8xf32>) {
   // CHECK-NEXT: %{{.*}} = graph.argmax %{{.*}} {axis = 2 : i64, keepdims = false} : (tensor<2x?x8xf32>) -> tensor<2x?xi64>
   %argmin = graph.argmin %x {axis = -3 : i64, keepdims = true} : (tensor<2x?x8xf32>) -> tensor<1x?x8xi64>
   // CHECK-NEXT: %{{.*}} = graph.argmin %{{.*}} {axis = -3 : i64, keepdims = true} : (tensor<2x?x8xf32>) -> tensor<1x?x8xi64>
+  %topk:2 = graph.topk %x {k = 3 : i64, axis = 2 : i64, largest = true} : (tensor<2x?x8xf32>) -> (tensor<2x?x3xf32>, tensor<2x?x3xi64>)
+  // CHECK-NEXT: %{{.*}}, %{{.*}} = graph.topk %{{.*}} {k = 3 : i64, axis = 2 : i64, largest = true} : (tensor<2x?x8xf32>) -> (tensor<2x?x3xf32>, tensor<2x?x3xi64>)
   %cumsum = graph.cumsum %x {axis = 1 : i64, exclusive = false, reverse = true} : (tensor<2x?x8xf32>) -> tensor<2x?x8xf32>
   // CHECK-NEXT: %{{.*}} = graph.cumsum %{{.*}} {axis = 1 : i64, exclusive = false, reverse = true} : (tensor<2x?x8xf32>) -> tensor<2x?x8xf32>
   %cumprod = graph.cumprod %x {axis = -1 : i64, exclusive = true, reverse = false} : (tensor<2x?x8xf32>) -> tensor<2x?x8xf32>
