@@ -7,9 +7,9 @@
   stretches whose share of a run varies: the median lands in either, the best and the worst rounds are not
   reproducible, a low quantile stays on the floor.
 - the efficiency factors named in `FITTED`: `fit_efficiency` chooses them by coordinate descent to minimize the
-  mean absolute log error of the suite's per-kernel predictions, each kernel's time its fastest round
-  (`fastest_of_rounds`) (launch overhead, calls and kernel time, as
-  `gnomon analyze` predicts them). The launch overhead is the tiny kernel's, as measured.
+  mean absolute log error of the suite's per-kernel predictions (launch overhead, calls and kernel time, as
+  `gnomon analyze` predicts them) against each kernel's fastest round (`fastest_of_rounds`). The launch overhead
+  is the tiny kernel's, as measured.
 - each probed library function's warm call (`call_warm_costs`) and a thin call's misses (`thin_call_cold`): what
   tiny calls took beyond the rest of their prediction, before the factors are fitted (their kernels take next to
   nothing whatever the factors).

@@ -10,7 +10,7 @@ and total_weight is sum(w). An ignored target may be out of range, so it is gath
 from __future__ import annotations
 
 from xdsl.dialects.builtin import IntegerType, TensorType, i1, i64
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import bool_attr, i64_array, i64_attr
@@ -21,11 +21,6 @@ from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_t
 from gnomon.passes.torch_to_graph.registry import converts
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
-
-
-def _binary(a: AtenArgs, op: type[ew.BinaryOp], x: SSAValue, y: SSAValue, element: Attribute) -> SSAValue:
-    shape = tensor_type(x).get_shape() if tensor_type(x).get_shape() else tensor_type(y).get_shape()
-    return a.value(op.build(operands=[x, y], result_types=[TensorType(element, shape)]))
 
 
 def _sum_all(a: AtenArgs, x: SSAValue) -> SSAValue:
@@ -48,7 +43,9 @@ def _nll(a: AtenArgs, log_probs: SSAValue) -> tuple[SSAValue, SSAValue]:
     reduction = _REDUCTIONS.get(a.int("reduction"))
     if reduction is None:
         raise NotConvertible(f"reduction {a.int('reduction')}")
-    ignored = _binary(a, ew.EqOp, target, a.scalar_tensor(a.int("ignore_index"), i64), i1)
+    per_target = TensorType(element, target_shape)
+    ignore_index = a.scalar_tensor(a.int("ignore_index"), i64)
+    ignored = a.value(ew.EqOp.build(operands=[target, ignore_index], result_types=[TensorType(i1, target_shape)]))
     safe = a.value(ew.WhereOp.build(operands=[ignored, a.scalar_tensor(0, i64), target], result_types=[target.type]))
     picked_shape = [*target_shape[:axis], 1, *target_shape[axis:]]
     index = a.value(ReshapeOp.build(operands=[safe], result_types=[TensorType(i64, picked_shape)]))
@@ -59,7 +56,7 @@ def _nll(a: AtenArgs, log_probs: SSAValue) -> tuple[SSAValue, SSAValue]:
             result_types=[TensorType(element, picked_shape)],
         )
     )
-    picked = a.value(ReshapeOp.build(operands=[picked], result_types=[TensorType(element, target_shape)]))
+    picked = a.value(ReshapeOp.build(operands=[picked], result_types=[per_target]))
     weight = a.optional_tensor("weight")
     if weight is None:
         class_weight = a.splat_tensor(1.0, element, target_shape)
@@ -69,34 +66,28 @@ def _nll(a: AtenArgs, log_probs: SSAValue) -> tuple[SSAValue, SSAValue]:
             GatherOp.build(
                 operands=[weight, safe],
                 properties={"axis": i64_attr(0)},
-                result_types=[TensorType(element, target_shape)],
+                result_types=[per_target],
             )
         )
     zero = a.splat_tensor(0.0, element, [])
-    weights = a.value(
-        ew.WhereOp.build(operands=[ignored, zero, class_weight], result_types=[TensorType(element, target_shape)])
-    )
-    losses = a.value(
-        ew.NegOp.build(
-            operands=[_binary(a, ew.MulOp, picked, weights, element)], result_types=[TensorType(element, target_shape)]
-        )
-    )
+    weights = a.value(ew.WhereOp.build(operands=[ignored, zero, class_weight], result_types=[per_target]))
+    weighted = a.value(ew.MulOp.build(operands=[picked, weights], result_types=[per_target]))
+    losses = a.value(ew.NegOp.build(operands=[weighted], result_types=[per_target]))
     total_weight = _sum_all(a, weights)
     if reduction == "none":
         return losses, total_weight
     total = _sum_all(a, losses)
     if reduction == "sum":
         return total, total_weight
-    return _binary(a, ew.DivOp, total, total_weight, element), total_weight
+    mean = a.value(ew.DivOp.build(operands=[total, total_weight], result_types=[TensorType(element, [])]))
+    return mean, total_weight
 
 
-@converts("torch.aten.nll_loss_forward", args="self target weight reduction ignore_index")
+@converts(
+    "torch.aten.nll_loss_forward", "torch.aten.nll_loss2d_forward", args="self target weight reduction ignore_index"
+)
 def nll_loss_forward(a: AtenArgs) -> list[SSAValue]:
-    return list(_nll(a, a.tensor_as("self", a.result_dtype())))
-
-
-@converts("torch.aten.nll_loss2d_forward", args="self target weight reduction ignore_index")
-def nll_loss2d_forward(a: AtenArgs) -> list[SSAValue]:
+    """The loss and the total weight."""
     return list(_nll(a, a.tensor_as("self", a.result_dtype())))
 
 
