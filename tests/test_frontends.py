@@ -291,6 +291,32 @@ def test_structured_outputs_are_flattened_and_named():
     assert imported.output_names == ["logits", "aux.0", "aux.1"]
 
 
+class PrefixedKeys(torch.nn.Module):
+    """A learned prefix concatenated with the input, and a KV cache's empty initial key as TorchScript keeps it:
+    state inside a list argument, which torch-mlir's importer refuses unless it is lifted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prefix = torch.nn.Parameter(torch.randn(2, 4))
+        self.register_buffer("cache", torch.zeros(0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.cache, torch.cat([self.prefix, x]).flatten()]) * 2
+
+
+@pytest.mark.parametrize("door", ["module", "torchscript"])
+def test_parameters_and_buffers_inside_a_list_argument(tmp_path: Path, door: str):
+    import gnomon
+
+    model, x = PrefixedKeys().eval(), torch.randn(3, 4)
+    source: torch.nn.Module | Path = model
+    if door == "torchscript":
+        source = tmp_path / "prefixed.pt"
+        torch.jit.save(torch.jit.trace(model, (x,)), source)
+    (got,) = gnomon.compile(source, example_inputs=(x,)).run([x.numpy()])
+    np.testing.assert_array_equal(got, model(x).detach().numpy())
+
+
 def test_training_mode_is_refused():
     with pytest.raises(ModelLoadError, match=r"updates buffers when run .*call \.eval\(\)"):
         import_model(torch.nn.BatchNorm1d(2), (torch.zeros(3, 2),))

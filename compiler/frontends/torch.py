@@ -193,6 +193,7 @@ def _import_program(
         for node in graph.find_nodes(op="call_function", target=target):
             graph.erase_node(node)
     graph.eliminate_dead_code()
+    _lift_listed_tensors(program)
     mutated = sorted(program.graph_signature.buffers_to_mutate.values())
     if mutated:
         raise ModelLoadError(f"{source} updates buffers when run ({', '.join(mutated)}): call .eval() before importing")
@@ -210,6 +211,48 @@ def _import_program(
             tuple((dim_names or {}).get(_symbol(d), _symbol(d)) for d in dims) for dims in _input_dims(program)
         ],
     )
+
+
+def _lift_listed_tensors(program: ExportedProgram) -> None:
+    """Parameters, buffers and tensor constants used inside a list argument (TorchScript's converter makes them,
+    e.g. the empty initial key of a transformer's KV cache in `cat([c_lifted_tensor_0, key])`) are read through
+    `get_attr` nodes instead. FxImporter freezes state by substituting each such placeholder's tensor into its
+    users' arguments, and then refuses a raw tensor inside a list; a `get_attr` node it imports as a literal.
+    A 1-d empty tensor in `cat` is dropped instead: torch.cat skips those whatever the others' rank, and
+    gnomon's concat would not."""
+    signature, graph, module = program.graph_signature, program.graph, program.graph_module
+    sources = [
+        (signature.inputs_to_lifted_tensor_constants, program.constants),
+        (signature.inputs_to_buffers, program.state_dict),
+        (signature.inputs_to_parameters, program.state_dict),
+    ]
+    state = {
+        name: value
+        for names, values in sources
+        for name, key in names.items()
+        if isinstance(value := values.get(key), torch.Tensor)
+    }
+
+    def tensor_of(item: Any) -> torch.Tensor | None:
+        if isinstance(item, torch.fx.Node) and item.op == "placeholder":
+            return state.get(item.name)
+        return item if isinstance(item, torch.Tensor) else None
+
+    for node in [n for n in graph.nodes if n.op == "call_function"]:
+        for index, arg in enumerate(node.args):
+            if not isinstance(arg, list | tuple) or all(tensor_of(x) is None for x in arg):
+                continue
+            items: list[Any] = list(arg)
+            if node.target is torch.ops.aten.cat.default:
+                kept = [x for x in items if (t := tensor_of(x)) is None or t.dim() != 1 or t.numel() != 0]
+                items = kept or items
+            with graph.inserting_before(node):
+                for position, item in enumerate(items):
+                    if (tensor := tensor_of(item)) is not None:
+                        name = f"_gnomon_listed_{node.name}_{index}_{position}"
+                        module.register_buffer(name, tensor, persistent=False)
+                        items[position] = graph.get_attr(name)
+            node.update_arg(index, items)
 
 
 def _program_text(program: ExportedProgram, source: str, progress: Progress) -> str:

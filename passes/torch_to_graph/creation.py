@@ -13,7 +13,7 @@ from xdsl.ir import SSAValue
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import DYN
 from gnomon.dialects.graph.tensor import ExpandOp, ReshapeOp
-from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, fold_scalar, tensor_type
+from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, fold_scalar, tensor_type, torch_op_name
 from gnomon.passes.torch_to_graph.registry import converts
 
 
@@ -140,11 +140,13 @@ def arange_start_step(a: AtenArgs) -> SSAValue:
     return _arange(a, a.float("start"), a.float("end"), a.float("step"))
 
 
-@converts("torch.aten.triu_indices", args="row col offset dtype layout device pin_memory")
-def triu_indices(a: AtenArgs) -> SSAValue:
-    """The (2, N) coordinates of the upper triangle: a constant, as DLRM's interaction uses it."""
+@converts("torch.aten.tril_indices", "torch.aten.triu_indices", args="row col offset dtype layout device pin_memory")
+def triangle_indices(a: AtenArgs) -> SSAValue:
+    """The (2, N) coordinates of the lower or upper triangle, row by row: a constant, as DLRM's interaction
+    uses it (`z[:, li, lj]`)."""
     rows, cols, offset = a.int("row"), a.int("col"), a.int("offset")
-    pairs = [(i, j) for i in range(rows) for j in range(cols) if j - i >= offset]
+    lower = torch_op_name(a.op).endswith("tril_indices")
+    pairs = [(i, j) for i in range(rows) for j in range(cols) if (j - i <= offset if lower else j - i >= offset)]
     coordinates = np.array([[i for i, _ in pairs], [j for _, j in pairs]]).reshape(2, len(pairs))
     return a.constant(coordinates, a.result_dtype())
 
