@@ -50,30 +50,28 @@ def relu_model(path: Path) -> Path:
     return save(path, [relu], [tensor("x", [2, 3])], [tensor("y", [2, 3])])
 
 
-def uint16_quantize(path: Path) -> Path:
-    """ONNX's `test_quantizelinear_uint16` node test behind a Relu: torch-mlir aborts on the uint16 zero point."""
+def uint16_fill(path: Path) -> Path:
+    """A uint16 ConstantOfShape beside a Relu: torch-mlir aborts on the uint16 fill value."""
+    fill = numpy_helper.from_array(np.array([3], np.uint16))
     return save(
         path,
         [
             helper.make_node("Relu", ["x"], ["r"], name="relu"),
-            helper.make_node("QuantizeLinear", ["r", "scale", "zero"], ["y"], name="q"),
+            helper.make_node("ConstantOfShape", ["shape"], ["y"], name="fill", value=fill),
         ],
         [tensor("x", [12])],
-        [tensor("y", [12], TensorProto.UINT16)],
+        [tensor("r", [12]), tensor("y", [12], TensorProto.UINT16)],
         opsets=[("", 21)],
-        initializers=[
-            numpy_helper.from_array(np.array(2.0, np.float32), "scale"),
-            numpy_helper.from_array(np.array(32767, np.uint16), "zero"),
-        ],
+        initializers=[numpy_helper.from_array(np.array([12], np.int64), "shape")],
     )
 
 
 def test_a_torch_mlir_abort_is_one_line_naming_the_node_and_the_process_survives(tmp_path: Path) -> None:
-    path = uint16_quantize(tmp_path / "quantize.onnx")
+    path = uint16_fill(tmp_path / "fill.onnx")
     with pytest.raises(ImporterCrashError) as error:
         load(path)
     assert str(error.value) == (
-        f"{path}: torch-mlir crashed (SIGABRT) while lowering QuantizeLinear node 'q': "
+        f"{path}: torch-mlir crashed (SIGABRT) while lowering ConstantOfShape node 'fill': "
         "LLVM ERROR: Unhandled type in getScalarTypeForType: ui16"
     )
     # The same process imports the next model.
@@ -81,12 +79,12 @@ def test_a_torch_mlir_abort_is_one_line_naming_the_node_and_the_process_survives
 
 
 def test_the_cli_prints_the_abort_as_one_line(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    path = uint16_quantize(tmp_path / "quantize.onnx")
+    path = uint16_fill(tmp_path / "fill.onnx")
     assert main(["import", str(path)]) == 2
     out, err = capfd.readouterr()
     assert out == ""
     assert err == (
-        f"gnomon: error: {path}: torch-mlir crashed (SIGABRT) while lowering QuantizeLinear node 'q': "
+        f"gnomon: error: {path}: torch-mlir crashed (SIGABRT) while lowering ConstantOfShape node 'fill': "
         "LLVM ERROR: Unhandled type in getScalarTypeForType: ui16\n"
     )
 

@@ -6,11 +6,14 @@ Covered: LayerNormalization with its Mean and InvStdDev outputs, RMSNormalizatio
 BitShift (out-of-range and negative shift counts as ONNX defines them), BitwiseAnd/Or/Xor/Not, BitCast, CumSum and
 CumProd (exclusive, reverse), arithmetic on unsigned integers wider than ATen's uint8, the classification losses
 (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss; torch's nll_loss and cross_entropy against PyTorch),
-Resize (nearest, linear and cubic, by every coordinate mode torch-mlir passes on), and TopK (ties in index order).
+Resize (nearest, linear and cubic, by every coordinate mode torch-mlir passes on), TopK (ties in index order), and
+quantization: QuantizeLinear and DequantizeLinear (8 and 16-bit, per tensor, axis and block), DynamicQuantizeLinear,
+MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import gnomon
+from gnomon.errors import GnomonError
 
 RNG = np.random.default_rng(0)
 
@@ -241,6 +245,165 @@ def test_unsigned_arithmetic(tmp_path: Path, op: str, dtype: type[np.integer[Any
     y = np.array([3, 5, info.max - 1, 9, 12], dtype)
     inputs = {"x": x, "y": y}
     _check(_model(tmp_path / "uint.onnx", helper.make_node(op, ["x", "y"], ["z"]), inputs), inputs)
+
+
+# ---- quantization ----
+
+QUANTIZED = [np.uint8, np.int8, np.uint16, np.int16]
+LAYOUTS = [(1, 0, ()), (1, 0, (4,)), (-1, 0, (5,)), (1, 3, (3, 2, 5)), (0, 2, (2, 4, 5))]
+"""(axis, block_size, scale shape) for a (3, 4, 5) tensor: per tensor, per axis, and per block (the last one short)."""
+
+
+def _quantization_parameters(
+    dtype: type[np.integer[Any]], shape: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A (3, 4, 5) x, and a scale and zero point of `shape`: power-of-two scales, so that x / scale is exact and
+    hits halves (ties round to even), and values beyond dtype's range (they saturate)."""
+    info = np.iinfo(dtype)
+    steps = RNG.integers(int(info.min) - 40, int(info.max) + 40, (3, 4, 5)) + RNG.choice([0.0, 0.5], (3, 4, 5))
+    scale = RNG.choice([0.25, 0.5, 2.0], shape).astype(np.float32)
+    zero_point = RNG.integers(int(info.min), int(info.max) + 1, shape).astype(dtype)
+    return (steps * 0.5).astype(np.float32), scale, zero_point
+
+
+@pytest.mark.parametrize("dtype", QUANTIZED)
+@pytest.mark.parametrize(("axis", "block_size", "shape"), LAYOUTS)
+def test_quantize_linear(
+    tmp_path: Path, dtype: type[np.integer[Any]], axis: int, block_size: int, shape: tuple[int, ...]
+) -> None:
+    x, scale, zero_point = _quantization_parameters(dtype, shape)
+    inputs = {"x": x, "scale": scale, "zero_point": zero_point}
+    node = helper.make_node("QuantizeLinear", list(inputs), ["y"], axis=axis, block_size=block_size)
+    _check(_model(tmp_path / "quantize.onnx", node, inputs), inputs)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "attributes"),
+    [(np.float16, {}), (np.float32, {"output_dtype": onnx.TensorProto.INT16}), (np.float32, {"precision": 10})],
+)
+def test_quantize_linear_without_a_zero_point(tmp_path: Path, dtype: type[Any], attributes: dict[str, int]) -> None:
+    """A half-precision division (x's own, or the `precision` asked); uint8 results, or `output_dtype`'s."""
+    inputs = {"x": (RNG.integers(-100, 400, (4, 6)) * 0.75).astype(dtype), "scale": np.array(1.5, dtype)}
+    node = helper.make_node("QuantizeLinear", list(inputs), ["y"], **attributes)
+    _check(_model(tmp_path / "quantize.onnx", node, inputs), inputs)
+
+
+@pytest.mark.parametrize("dtype", [*QUANTIZED, np.int32])
+@pytest.mark.parametrize(("axis", "block_size", "shape"), LAYOUTS)
+def test_dequantize_linear(
+    tmp_path: Path, dtype: type[np.integer[Any]], axis: int, block_size: int, shape: tuple[int, ...]
+) -> None:
+    """An i32 zero point makes the difference f64, as NumPy's promotion does in the reference."""
+    info = np.iinfo(dtype)
+    x = RNG.integers(int(info.min), int(info.max), (3, 4, 5), endpoint=True).astype(dtype)
+    zero_point = RNG.integers(int(info.min), int(info.max), shape, endpoint=True).astype(dtype)
+    inputs = {"x": x, "scale": RNG.uniform(0.01, 2, shape).astype(np.float32), "zero_point": zero_point}
+    node = helper.make_node("DequantizeLinear", list(inputs), ["y"], axis=axis, block_size=block_size)
+    _check(_model(tmp_path / "dequantize.onnx", node, inputs), inputs)
+
+
+@pytest.mark.parametrize("output_dtype", [0, onnx.TensorProto.FLOAT])
+def test_dequantize_linear_with_a_half_precision_scale(tmp_path: Path, output_dtype: int) -> None:
+    """The result has the scale's type unless `output_dtype` names another."""
+    inputs = {"x": RNG.integers(-128, 128, (4, 6)).astype(np.int8), "scale": np.array(0.3, np.float16)}
+    node = helper.make_node("DequantizeLinear", list(inputs), ["y"], output_dtype=output_dtype)
+    _check(_model(tmp_path / "dequantize.onnx", node, inputs), inputs, atol=1e-3)
+
+
+@pytest.mark.parametrize("low", [-3.0, 0.5, -7.0, 0.0])
+def test_dynamic_quantize_linear(tmp_path: Path, low: float) -> None:
+    """Ranges across zero, above it (min is taken as 0), below it (max is taken as 0) and empty (all zeros)."""
+    x = (low + RNG.uniform(0, 6 if low < 0 else 2 * low, (3, 7))).astype(np.float32)
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zero_point"])
+    _check(_model(tmp_path / "dynamic.onnx", node, {"x": x}), {"x": x})
+
+
+@pytest.mark.parametrize(("a_dtype", "b_dtype"), [(np.uint8, np.uint8), (np.int8, np.int8), (np.uint8, np.int8)])
+@pytest.mark.parametrize("scale_dtype", [np.float32, np.float16])
+def test_qlinear_matmul(tmp_path: Path, a_dtype: type[Any], b_dtype: type[Any], scale_dtype: type[Any]) -> None:
+    """A batch times a matrix with a scale and zero point per column of b; i32 products, some saturating."""
+    a_info, b_info = np.iinfo(a_dtype), np.iinfo(b_dtype)
+    inputs = {
+        "a": RNG.integers(int(a_info.min), int(a_info.max), (2, 5, 16), endpoint=True).astype(a_dtype),
+        "a_scale": np.array(0.02, scale_dtype),
+        "a_zero_point": np.array(a_info.max // 2 - 3, a_dtype),
+        "b": RNG.integers(int(b_info.min), int(b_info.max), (16, 7), endpoint=True).astype(b_dtype),
+        "b_scale": RNG.uniform(0.01, 0.03, 7).astype(scale_dtype),
+        "b_zero_point": RNG.integers(0, 20, 7).astype(b_dtype),
+        "y_scale": np.array(0.4, scale_dtype),
+        "y_zero_point": np.array(5, b_dtype),
+    }
+    node = helper.make_node("QLinearMatMul", list(inputs), ["y"])
+    _check(_model(tmp_path / "qmatmul.onnx", node, inputs), inputs)
+
+
+def test_matmul_integer(tmp_path: Path) -> None:
+    inputs = {
+        "a": RNG.integers(0, 256, (3, 4, 6)).astype(np.uint8),
+        "b": RNG.integers(-128, 128, (6, 5)).astype(np.int8),
+        "a_zero_point": np.array(128, np.uint8),
+        "b_zero_point": RNG.integers(-5, 5, 5).astype(np.int8),
+    }
+    node = helper.make_node("MatMulInteger", list(inputs), ["y"])
+    _check(_model(tmp_path / "mmi.onnx", node, inputs), inputs)
+
+
+def test_matmul_integer_refuses_a_vector_zero_point_for_a(tmp_path: Path) -> None:
+    """ONNX's spec takes it per row, its reference along the last axis: where they disagree, gnomon refuses."""
+    inputs = {
+        "a": RNG.integers(0, 256, (3, 3)).astype(np.uint8),
+        "b": RNG.integers(0, 256, (3, 2)).astype(np.uint8),
+        "a_zero_point": np.array([1, 2, 3], np.uint8),
+    }
+    path = _model(tmp_path / "mmi.onnx", helper.make_node("MatMulInteger", list(inputs), ["y"]), inputs)
+    message = (
+        "unsupported op onnx.MatMulInteger at node 'MatMulInteger_0' in mmi.onnx (a vector a_zero_point of 3"
+        " elements: per row by ONNX's spec, along the last axis by its reference)"
+    )
+    with pytest.raises(GnomonError, match=f"^{re.escape(message)}$"):
+        gnomon.compile(path)
+
+
+CONV_ATTRIBUTES: list[dict[str, Any]] = [
+    {},
+    {"pads": [1, 0, 2, 1], "strides": [2, 1]},
+    {"dilations": [2, 2], "group": 2},
+    {"auto_pad": "SAME_LOWER", "strides": [2, 2]},
+    {"auto_pad": "SAME_UPPER", "dilations": [1, 2]},
+]
+
+
+@pytest.mark.parametrize("attributes", CONV_ATTRIBUTES)
+def test_conv_integer(tmp_path: Path, attributes: dict[str, Any]) -> None:
+    """A zero point per output channel for the weight; padding counts as x's zero point."""
+    inputs = {
+        "x": RNG.integers(0, 256, (2, 4, 7, 8)).astype(np.uint8),
+        "w": RNG.integers(-128, 128, (6, 4 // attributes.get("group", 1), 3, 3)).astype(np.int8),
+        "x_zero_point": np.array(100, np.uint8),
+        "w_zero_point": RNG.integers(-3, 3, 6).astype(np.int8),
+    }
+    node = helper.make_node("ConvInteger", list(inputs), ["y"], **attributes)
+    _check(_model(tmp_path / "convinteger.onnx", node, inputs), inputs)
+
+
+@pytest.mark.parametrize("backend", ["native", "reference"])
+@pytest.mark.parametrize("attributes", CONV_ATTRIBUTES[1:3])
+@pytest.mark.parametrize("y_dtype", [np.uint8, np.int8])
+def test_qlinear_conv(tmp_path: Path, backend: str, attributes: dict[str, Any], y_dtype: type[Any]) -> None:
+    """A bias, and a scale and zero point per output channel for the weight."""
+    inputs = {
+        "x": RNG.integers(-128, 128, (2, 4, 7, 8)).astype(np.int8),
+        "x_scale": np.array(0.05, np.float32),
+        "x_zero_point": np.array(-7, np.int8),
+        "w": RNG.integers(0, 256, (6, 4 // attributes.get("group", 1), 3, 3)).astype(np.uint8),
+        "w_scale": RNG.uniform(0.002, 0.01, 6).astype(np.float32),
+        "w_zero_point": RNG.integers(120, 136, 6).astype(np.uint8),
+        "y_scale": np.array(0.3, np.float32),
+        "y_zero_point": np.array(np.iinfo(y_dtype).max // 2, y_dtype),
+        "B": RNG.integers(-2000, 2000, 6).astype(np.int32),
+    }
+    node = helper.make_node("QLinearConv", list(inputs), ["y"], **attributes)
+    _check(_model(tmp_path / "qconv.onnx", node, inputs), inputs, backend)
 
 
 # ---- losses ----

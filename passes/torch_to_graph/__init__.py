@@ -52,6 +52,7 @@ from gnomon.passes.torch_to_graph import (
     linalg,
     loss,
     nn,
+    quantize,
     reduce,
     resize,
     shape,
@@ -60,7 +61,7 @@ from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, torch_op
 from gnomon.passes.torch_to_graph.registry import CONVERTERS
 
 # The converter modules register themselves on import.
-_CONVERTER_MODULES = (creation, elementwise, embedding, indexing, linalg, loss, nn, reduce, resize, shape)
+_CONVERTER_MODULES = (creation, elementwise, embedding, indexing, linalg, loss, nn, quantize, reduce, resize, shape)
 
 SOURCE_ATTR = "gnomon.source"
 """Module attribute naming the model file, so that errors can say where an op came from."""

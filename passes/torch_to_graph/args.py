@@ -14,6 +14,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    ArrayAttr,
     DenseIntOrFPElementsAttr,
     FloatAttr,
     IntegerAttr,
@@ -196,6 +197,22 @@ class AtenArgs:
         if not isinstance(attr, FloatAttr | IntegerAttr):
             raise NotConvertible(f"ONNX attribute '{name}' is not a number ({attr})")
         return float(attr.value.data)
+
+    def onnx_ints(self, name: str, default: Sequence[int]) -> list[int]:
+        attr = self.onnx_attr(name)
+        if attr is None:
+            return list(default)
+        if not isinstance(attr, ArrayAttr) or not all(isinstance(v, IntegerAttr) for v in attr):
+            raise NotConvertible(f"ONNX attribute '{name}' is not a list of ints ({attr})")
+        return [v.value.data for v in attr if isinstance(v, IntegerAttr)]
+
+    def onnx_str(self, name: str, default: str) -> str:
+        attr = self.onnx_attr(name)
+        if attr is None:
+            return default
+        if not isinstance(attr, StringAttr):
+            raise NotConvertible(f"ONNX attribute '{name}' is not a string ({attr})")
+        return attr.data
 
     def int(self, name: str) -> int:
         return _const_int(self.values[name], name)
