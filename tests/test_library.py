@@ -321,6 +321,9 @@ OP_CASES = [
            ["2x5x4xf32", "2x5x4xf32", "2x5x3xf32", "1x5x5xi1"], ["2x5x3xf32"],
            fixed={3: [[[True] * 5, [False, True, True, False, True], [True, True, False, True, True],
                        [True, False, True, True, True], [True] * 5]]}),
+    OpCase("attention_fully_masked_row", "graph.attention {scale = 0.5 : f64, is_causal = false}",
+           ["2x3x4xf32", "2x4x4xf32", "2x4x3xf32", "3x4xf32"], ["2x3x3xf32"],
+           fixed={3: [[0.0, -1.0, 0.5, 0.0], [-math.inf] * 4, [0.0, -math.inf, 0.0, 0.0]]}),
     # ---- reductions ----
     *(OpCase(f"{n}_keepdims", f"graph.{n} {{axes = array<i64: 0, 2>, keepdims = true}}", ["2x3x4xf32"], ["1x3x1xf32"])
       for n in ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod")),

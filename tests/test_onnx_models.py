@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -203,8 +204,11 @@ def test_onnx_attention_with_grouped_heads_becomes_graph_attention(tmp_path: Pat
     assert [str(t) for t in function(module).function_type.outputs.data] == ["tensor<2x5x32xf32>"]
 
 
-def test_onnx_attention_with_a_kv_cache_is_unsupported(tmp_path: Path) -> None:
-    node = onnx.helper.make_node("Attention", ["q", "k", "v", "", "pk", "pv"], ["y", "pk2", "pv2"], name="attn")
+def test_onnx_attention_with_a_kv_cache_stays_one_graph_attention(tmp_path: Path) -> None:
+    """The cache joins the keys and values; the causal mask, offset by the cache's length, becomes a constant bias."""
+    node = onnx.helper.make_node(
+        "Attention", ["q", "k", "v", "", "pk", "pv"], ["y", "pk2", "pv2"], name="attn", is_causal=1
+    )
     shapes = {"q": [1, 2, 3, 8], "k": [1, 2, 3, 8], "v": [1, 2, 3, 8], "pk": [1, 2, 4, 8], "pv": [1, 2, 4, 8]}
     path = save_model(
         tmp_path / "model.onnx",
@@ -212,7 +216,55 @@ def test_onnx_attention_with_a_kv_cache_is_unsupported(tmp_path: Path) -> None:
         {name: (F32, shape) for name, shape in shapes.items()},
         {"y": (F32, [1, 2, 3, 8]), "pk2": (F32, [1, 2, 7, 8]), "pv2": (F32, [1, 2, 7, 8])},
     )
-    with pytest.raises(UnsupportedOpsError, match=r"^unsupported op onnx\.Attention at node 'attn' in model\.onnx \("):
+    counts = Counter(op.name for op in load(path).walk() if op.name.startswith("graph."))
+    assert counts == {"graph.concat": 2, "graph.constant": 1, "graph.attention": 1}
+
+
+def test_onnx_attention_with_a_softcap_is_composed(tmp_path: Path) -> None:
+    node = onnx.helper.make_node("Attention", ["q", "k", "v"], ["y"], name="attn", softcap=2.0)
+    path = save_model(
+        tmp_path / "model.onnx",
+        [node],
+        {name: (F32, [1, 2, 3, 8]) for name in ("q", "k", "v")},
+        {"y": (F32, [1, 2, 3, 8])},
+    )
+    counts = Counter(op.name for op in load(path).walk() if op.name.startswith("graph."))
+    assert (counts["graph.attention"], counts["graph.matmul"], counts["graph.tanh"], counts["graph.softmax"]) == (
+        0,
+        2,
+        1,
+        1,
+    )
+
+
+def test_onnx_attention_with_a_kv_cache_and_kv_lengths_is_unsupported(tmp_path: Path) -> None:
+    node = onnx.helper.make_node("Attention", ["q", "k", "v", "", "pk", "pv", "n"], ["y", "pk2", "pv2"], name="attn")
+    shapes = {"q": [1, 2, 3, 8], "k": [1, 2, 3, 8], "v": [1, 2, 3, 8], "pk": [1, 2, 4, 8], "pv": [1, 2, 4, 8]}
+    path = save_model(
+        tmp_path / "model.onnx",
+        [node],
+        {**{name: (F32, shape) for name, shape in shapes.items()}, "n": (onnx.TensorProto.INT64, [1])},
+        {"y": (F32, [1, 2, 3, 8]), "pk2": (F32, [1, 2, 7, 8]), "pv2": (F32, [1, 2, 7, 8])},
+        opset=24,
+    )
+    message = (
+        "unsupported op onnx.Attention at node 'attn' in model.onnx (attention with both past_key and nonpad_kv_seqlen)"
+    )
+    with pytest.raises(UnsupportedOpsError, match=f"^{re.escape(message)}$"):
+        load(path)
+
+
+def test_onnx_tensor_scatter_with_an_unknown_mode_is_unsupported(tmp_path: Path) -> None:
+    node = onnx.helper.make_node("TensorScatter", ["cache", "update"], ["present"], name="scatter", mode="stride")
+    path = save_model(
+        tmp_path / "model.onnx",
+        [node],
+        {"cache": (F32, [2, 4, 3]), "update": (F32, [2, 1, 3])},
+        {"present": (F32, [2, 4, 3])},
+        opset=24,
+    )
+    message = "unsupported op onnx.TensorScatter at node 'scatter' in model.onnx (TensorScatter mode 'stride')"
+    with pytest.raises(UnsupportedOpsError, match=f"^{re.escape(message)}$"):
         load(path)
 
 

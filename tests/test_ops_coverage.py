@@ -3,6 +3,7 @@ compiled natively (and interpreted by the reference backend) and checked against
 implementation (`onnx.reference`); where gnomon generates code for an op, a test says so.
 
 Covered: LayerNormalization with its Mean and InvStdDev outputs, RMSNormalization, fp16 and bf16 Attention,
+Attention with a KV cache, per-batch KV lengths, windows, a softcap and each QK output, TensorScatter,
 BitShift (out-of-range and negative shift counts as ONNX defines them), BitwiseAnd/Or/Xor/Not, BitCast, CumSum and
 CumProd (exclusive, reverse), arithmetic on unsigned integers wider than ATen's uint8, the classification losses
 (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss; torch's nll_loss and cross_entropy against PyTorch),
@@ -44,7 +45,7 @@ def _model(
         for name, x in inputs.items()
     ]
     initializers = [numpy_helper.from_array(x, name) for name, x in (constants or {}).items()]
-    outputs = [helper.make_empty_tensor_value_info(name) for name in node.output]
+    outputs = [helper.make_empty_tensor_value_info(name) for name in node.output if name]
     graph = helper.make_graph([node], "g", values, outputs, initializers)
     model = onnx.shape_inference.infer_shapes(
         helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), strict_mode=True
@@ -125,6 +126,116 @@ def test_half_precision_attention_rounds_once(tmp_path: Path, causal: int, dtype
     assert got.dtype == dtype
     half_ulp = 2.0 ** -(np.finfo(dtype).nmant + 1)
     np.testing.assert_allclose(got.astype(np.float64), exact, rtol=half_ulp, atol=2**-25)
+
+
+def _normal(shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    return {name: RNG.standard_normal(shape).astype(np.float32) for name, shape in shapes.items()}
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+@pytest.mark.parametrize("rank", [3, 4])
+def test_attention_with_a_kv_cache(tmp_path: Path, rank: int, causal: int) -> None:
+    """past_key / past_value come before K and V (the present key and value); the causal mask is offset by the
+    past's length; 4 query heads share 2 KV heads; the QK output after the bias (mode 2)."""
+    batch, queries, past = 2, 3, 5
+    if rank == 4:
+        shapes = {"q": (batch, 4, queries, 8), "k": (batch, 2, queries, 8), "v": (batch, 2, queries, 6)}
+        heads = {}
+    else:
+        shapes = {"q": (batch, queries, 32), "k": (batch, queries, 16), "v": (batch, queries, 12)}
+        heads = {"q_num_heads": 4, "kv_num_heads": 2}
+    shapes |= {"mask": (queries, past + queries), "past_k": (batch, 2, past, 8), "past_v": (batch, 2, past, 6)}
+    inputs = _normal(shapes)
+    node = helper.make_node(
+        "Attention",
+        ["q", "k", "v", "mask", "past_k", "past_v"],
+        ["y", "present_k", "present_v", "qk"],
+        is_causal=causal,
+        qk_matmul_output_mode=2,
+        **heads,
+    )
+    _check(_model(tmp_path / "attention.onnx", node, inputs), inputs)
+
+
+@pytest.mark.parametrize("mode", [1, 2, 3])
+def test_attention_softcap_and_qk_output(tmp_path: Path, mode: int) -> None:
+    """The softcap before the mask; query row 1 attends no key: zeros in Y and in the probabilities (mode 3)."""
+    inputs: dict[str, np.ndarray] = _normal({"q": (2, 2, 3, 8), "k": (2, 2, 5, 8), "v": (2, 2, 5, 4)})
+    inputs["mask"] = RNG.random((3, 5)) < 0.7
+    inputs["mask"][0, 0], inputs["mask"][1] = True, False
+    node = helper.make_node(
+        "Attention", ["q", "k", "v", "mask"], ["y", "", "", "qk"], softcap=1.5, qk_matmul_output_mode=mode
+    )
+    _check(_model(tmp_path / "attention.onnx", node, inputs), inputs)
+
+
+def test_attention_qk_output_mode_0_is_the_raw_scores(tmp_path: Path) -> None:
+    """Mode 0 gives q kᵀ · scale before the softcap, as ONNX's spec and function body say (onnx.reference's
+    Attention returns the softcapped scores when there is a softcap)."""
+    inputs = _normal({"q": (1, 2, 3, 8), "k": (1, 2, 4, 8), "v": (1, 2, 4, 8)})
+    node = helper.make_node("Attention", ["q", "k", "v"], ["y", "", "", "qk"], softcap=1.5, scale=0.25)
+    path = _model(tmp_path / "attention.onnx", node, inputs)
+    _, qk = gnomon.compile(path).run(list(inputs.values()))
+    np.testing.assert_allclose(qk, inputs["q"] @ inputs["k"].swapaxes(-1, -2) * 0.25, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("causal", "left", "right"), [(1, -1, -1), (1, 1, -1), (0, 2, 1)])
+def test_attention_with_per_batch_kv_lengths(tmp_path: Path, causal: int, left: int, right: int) -> None:
+    """nonpad_kv_seqlen, a run-time input, masks each batch's padding keys and offsets its causal mask and window
+    by its length minus the queries': batch 1 has fewer keys than queries, so its first query attends none."""
+    inputs = _normal({"q": (2, 2, 3, 8), "k": (2, 2, 6, 8), "v": (2, 2, 6, 4), "mask": (2, 3, 6)})
+    inputs["lengths"] = np.array([6, 2], np.int64)
+    node = helper.make_node(
+        "Attention",
+        ["q", "k", "v", "mask", "", "", "lengths"],
+        ["y"],
+        is_causal=causal,
+        left_window_size=left,
+        right_window_size=right,
+    )
+    _check(_model(tmp_path / "attention.onnx", node, inputs, opset=25), inputs)
+
+
+def test_attention_window_after_a_kv_cache_with_a_short_mask(tmp_path: Path) -> None:
+    """A window around each query's position after the cache; a boolean mask over fewer keys than the past and
+    the new ones, padded with False."""
+    inputs: dict[str, np.ndarray] = _normal(
+        {"q": (1, 2, 3, 4), "k": (1, 2, 3, 4), "v": (1, 2, 3, 4), "past_k": (1, 2, 2, 4), "past_v": (1, 2, 2, 4)}
+    )
+    inputs["mask"] = RNG.random((1, 1, 3, 4)) < 0.8
+    node = helper.make_node(
+        "Attention",
+        ["q", "k", "v", "mask", "past_k", "past_v"],
+        ["y", "present_k", "present_v"],
+        left_window_size=1,
+        right_window_size=1,
+    )
+    _check(_model(tmp_path / "attention.onnx", node, inputs, opset=25), inputs)
+
+
+@pytest.mark.parametrize(
+    ("mode", "cache", "update", "axis", "starts"),
+    [
+        ("linear", (2, 3, 6, 4), (2, 3, 2, 4), -2, [1, 4]),
+        ("circular", (2, 3, 6, 4), (2, 3, 3, 4), -2, [5, 2]),
+        ("linear", (2, 6, 3), (2, 3, 3), 1, None),
+        ("circular", (2, 4, 5), (2, 4, 3), -1, [3, 0]),
+    ],
+)
+def test_tensor_scatter(
+    tmp_path: Path,
+    mode: str,
+    cache: tuple[int, ...],
+    update: tuple[int, ...],
+    axis: int,
+    starts: list[int] | None,
+) -> None:
+    """The update written from each batch's write index on (0 without write_indices), wrapping in mode circular."""
+    inputs = _normal({"cache": cache, "update": update})
+    if starts is not None:
+        inputs["starts"] = np.array(starts, np.int64)
+    node = helper.make_node("TensorScatter", list(inputs), ["present"], mode=mode, axis=axis)
+    _check(_model(tmp_path / "scatter.onnx", node, inputs, opset=24), inputs)
 
 
 # ---- bit shifts and bitwise ops ----

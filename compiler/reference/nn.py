@@ -222,4 +222,7 @@ class GraphNNFunctions(InterpreterFunctions):
         if op.is_causal.value.data:
             rows, columns = scores.shape[-2:]
             scores = np.where(np.tril(np.ones((rows, columns), np.bool_)), scores, -np.inf)
-        return (typed(op.result, _softmax(scores, -1) @ value),)
+        # A row that attends no key gives zeros (as PyTorch's and ONNX's attention do), not softmax's 0/0.
+        masked = np.isneginf(scores).all(-1, keepdims=True)
+        weights = np.where(masked, 0.0, _softmax(np.where(masked, 0.0, scores), -1))
+        return (typed(op.result, weights @ value),)

@@ -533,7 +533,8 @@ class AttentionOp(GraphOperation):
     """Scaled dot-product attention: softmax(q kᵀ · scale + mask) v, over the last two dims.
 
     q is (..., L, E), k (..., S, E), v (..., S, Ev); the optional mask broadcasts to (..., L, S)
-    and is added (float) or selects (i1). `is_causal` masks positions j > i.
+    and is added (float) or selects (i1). `is_causal` masks positions j > i. A query row with every
+    key masked gives zeros.
 
     `%o = graph.attention %q, %k, %v {scale = 0.125 : f64, is_causal = false}
          : (tensor<2x4x16x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x16x64xf32>) -> tensor<2x4x16x64xf32>`

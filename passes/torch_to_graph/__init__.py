@@ -45,6 +45,7 @@ from gnomon.dialects.torch import PrimTupleConstructOp, ValueTensorLiteralOp, Va
 from gnomon.errors import UnsupportedOp, UnsupportedOpsError
 from gnomon.locations import location_name
 from gnomon.passes.torch_to_graph import (
+    attention,
     creation,
     elementwise,
     embedding,
@@ -61,7 +62,9 @@ from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, torch_op
 from gnomon.passes.torch_to_graph.registry import CONVERTERS
 
 # The converter modules register themselves on import.
-_CONVERTER_MODULES = (creation, elementwise, embedding, indexing, linalg, loss, nn, quantize, reduce, resize, shape)
+_CONVERTER_MODULES = (
+    attention, creation, elementwise, embedding, indexing, linalg, loss, nn, quantize, reduce, resize, shape
+)
 
 SOURCE_ATTR = "gnomon.source"
 """Module attribute naming the model file, so that errors can say where an op came from."""

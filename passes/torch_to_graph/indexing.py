@@ -1,17 +1,19 @@
 """Converters that join or select parts of tensors: concat, stack and split, slices, flips, gathers,
-advanced indexing and padding."""
+advanced indexing, padding and ONNX's KV-cache scatter."""
 
 from __future__ import annotations
 
 import math
 
-from xdsl.dialects.builtin import IntegerType, TensorType, i64
+import numpy as np
+from xdsl.dialects.builtin import IntegerType, TensorType, i1, i64
 from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import DYN, broadcast_shapes, f64_attr, i64_array, i64_attr, str_attr
 from gnomon.dialects.graph.tensor import (
     ConcatOp,
+    ExpandOp,
     GatherElementsOp,
     GatherOp,
     PadOp,
@@ -324,3 +326,51 @@ def reflection_pad(a: AtenArgs) -> SSAValue:
 )
 def replication_pad(a: AtenArgs) -> SSAValue:
     return _pad(a, a.ints("padding"), "replicate", 0.0)
+
+
+@converts("onnx.TensorScatter", args="past_cache update write_indices?")
+def onnx_tensor_scatter(a: AtenArgs) -> SSAValue:
+    """ONNX TensorScatter, the KV-cache update: `update` written into `past_cache` along `axis` from each batch's
+    write index on, wrapping around the axis in mode "circular". Each cache position reads the update at its
+    distance from the write index where that lies inside the update, and keeps its value elsewhere: a gather of
+    the update and a select."""
+    mode = a.onnx_str("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise NotConvertible(f"TensorScatter mode {mode!r}")
+    cache, update = a.tensor("past_cache"), a.tensor("update")
+    shape, update_shape = tensor_type(cache).get_shape(), tensor_type(update).get_shape()
+    if DYN in (*shape, *update_shape):
+        raise NotConvertible("TensorScatter with a dynamic shape")
+    rank = len(shape)
+    axis = a.onnx_int("axis", -2)
+    if rank < 2 or not -rank < axis < rank or axis % rank == 0:
+        raise NotConvertible(f"TensorScatter along axis {axis} of a rank-{rank} cache (not the batch axis)")
+    axis %= rank
+    length, steps = shape[axis], update_shape[axis]
+    others = [d for i, d in enumerate(shape) if i != axis]
+    if len(update_shape) != rank or [d for i, d in enumerate(update_shape) if i != axis] != others or steps > length:
+        raise NotConvertible(f"TensorScatter of an update {list(update_shape)} into a cache {list(shape)}")
+    positions = [1] * rank
+    positions[axis] = length
+    distance = a.constant(np.arange(length).reshape(positions), i64)
+    if not a.is_none("write_indices"):
+        starts = TensorType(i64, [shape[0], *[1] * (rank - 1)])
+        start = a.value(ReshapeOp.build(operands=[a.tensor_as("write_indices", i64)], result_types=[starts]))
+        distance = _index_binary(a, ew.SubOp, distance, start)
+    if mode == "circular":
+        distance = _index_binary(a, ew.RemOp, distance, a.scalar_tensor(length, i64))
+    distance_shape = tensor_type(distance).get_shape()
+    flags = TensorType(i1, distance_shape)
+    after = a.value(ew.GeOp.build(operands=[distance, a.scalar_tensor(0, i64)], result_types=[flags]))
+    before = a.value(ew.LtOp.build(operands=[distance, a.scalar_tensor(steps, i64)], result_types=[flags]))
+    inside = a.value(ew.AndOp.build(operands=[after, before], result_types=[flags]))
+    index = a.value(
+        ew.WhereOp.build(
+            operands=[inside, distance, a.scalar_tensor(0, i64)], result_types=[TensorType(i64, distance_shape)]
+        )
+    )
+    index = a.value(ExpandOp.build(operands=[index], result_types=[TensorType(i64, shape)]))
+    written = a.value(
+        GatherElementsOp.build(operands=[update, index], properties={"axis": i64_attr(axis)}, result_types=[cache.type])
+    )
+    return a.value(ew.WhereOp.build(operands=[inside, written, cache], result_types=[cache.type]))

@@ -7,7 +7,7 @@ import math
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, TensorType, f32
 from xdsl.ir import SSAValue
 
-from gnomon.dialects.graph.base import DYN, bool_attr, f64_attr, i64_array, i64_attr, multiply_dims
+from gnomon.dialects.graph.base import bool_attr, f64_attr, i64_array, i64_attr
 from gnomon.dialects.graph.elementwise import AddOp, MulOp, RsqrtOp, SubOp
 from gnomon.dialects.graph.nn import (
     AdaptiveAvgPoolOp,
@@ -27,7 +27,6 @@ from gnomon.dialects.graph.nn import (
     SoftmaxOp,
 )
 from gnomon.dialects.graph.reduce import ReduceMeanOp
-from gnomon.dialects.graph.tensor import ExpandOp, ReshapeOp, TransposeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
 from gnomon.passes.torch_to_graph.registry import converts
 
@@ -492,102 +491,3 @@ def _last_dim(value: SSAValue) -> int:
     if dim < 1:
         raise NotConvertible("attention with a dynamic embedding size and no explicit scale")
     return dim
-
-
-_ATTENTION_ATTRIBUTES = {"is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode", "scale", "softcap",
-                         "softmax_precision"}  # fmt: skip
-"""The attributes of ONNX Attention-23 (softmax_precision only asks for a precision, which is not lowered)."""
-
-
-@converts("onnx.Attention", args="Q K V attn_mask? past_key? past_value? nonpad_kv_seqlen?")
-def onnx_attention(a: AtenArgs) -> list[SSAValue]:
-    """ONNX Attention (opset 23) without a KV cache: 4-d (batch, heads, seq, head_dim) operands, or 3-d
-    (batch, seq, heads * head_dim) ones split into `q_num_heads` / `kv_num_heads`; grouped KV heads
-    are repeated to the query heads (query head h reads KV head h // group)."""
-    unknown = sorted(set(a.onnx_attributes()) - _ATTENTION_ATTRIBUTES)
-    if unknown:
-        raise NotConvertible(f"attention with {', '.join(unknown)}")
-    if not (a.is_none("past_key") and a.is_none("past_value") and a.is_none("nonpad_kv_seqlen")):
-        raise NotConvertible("attention with a KV cache or padded KV lengths")
-    if any(result.uses for result in a.op.results[1:]):
-        raise NotConvertible("attention's present key/value or QK outputs are used")
-    if a.onnx_float("softcap", 0.0) != 0.0:
-        raise NotConvertible("attention with a softcap")
-    q, k, v = a.tensor("Q"), a.tensor("K"), a.tensor("V")
-    q_heads, kv_heads = a.onnx_int("q_num_heads", 0), a.onnx_int("kv_num_heads", 0)
-    three_d = len(tensor_type(q).get_shape()) == 3
-    if three_d:
-        if q_heads < 1 or kv_heads < 1:
-            raise NotConvertible("3-d attention without q_num_heads and kv_num_heads")
-        q, k, v = (_split_heads(a, x, h) for x, h in ((q, q_heads), (k, kv_heads), (v, kv_heads)))
-    q_heads, kv_heads = tensor_type(q).get_shape()[1], tensor_type(k).get_shape()[1]
-    if DYN in (q_heads, kv_heads) or q_heads % kv_heads:
-        raise NotConvertible(f"{q_heads} query heads do not group over {kv_heads} key/value heads")
-    k, v = (_repeat_heads(a, x, q_heads // kv_heads) for x in (k, v))
-    mask = a.optional_tensor("attn_mask")
-    # Half-precision attention is computed in f32 and rounded once, as ONNX's expected outputs are: fp16 scores
-    # and sums are off by several ulps (tests/test_ops_coverage.py).
-    element = tensor_type(q).get_element_type()
-    if isinstance(element, Float16Type | BFloat16Type):
-        q, k, v = (a.cast(x, f32) for x in (q, k, v))
-        if mask is not None and tensor_type(mask).get_element_type() == element:
-            mask = a.cast(mask, f32)
-    scale = a.onnx_float("scale", 0.0) or 1.0 / math.sqrt(_last_dim(q))
-    q_shape, v_shape = tensor_type(q).get_shape(), tensor_type(v).get_shape()
-    out_type = TensorType(tensor_type(q).get_element_type(), [*q_shape[:-1], v_shape[-1]])
-    y = a.value(
-        AttentionOp.build(
-            operands=[q, k, v, [mask] if mask is not None else []],
-            properties={"scale": f64_attr(scale), "is_causal": bool_attr(bool(a.onnx_int("is_causal", 0)))},
-            result_types=[out_type],
-        )
-    )
-    if three_d:
-        y = _merge_heads(a, y)
-    y = a.cast(y, element)
-    return [y] * len(a.op.results)
-
-
-def _split_heads(a: AtenArgs, x: SSAValue, heads: int) -> SSAValue:
-    """(B, S, H * E) -> (B, H, S, E)."""
-    x_type = tensor_type(x)
-    batch, seq, hidden = x_type.get_shape()
-    if hidden == DYN or hidden % heads:
-        raise NotConvertible(f"hidden size {hidden} does not split into {heads} heads")
-    element = x_type.get_element_type()
-    split = a.value(
-        ReshapeOp.build(operands=[x], result_types=[TensorType(element, [batch, seq, heads, hidden // heads])])
-    )
-    return _permute(a, split, [0, 2, 1, 3])
-
-
-def _merge_heads(a: AtenArgs, y: SSAValue) -> SSAValue:
-    """(B, H, L, E) -> (B, L, H * E)."""
-    moved = _permute(a, y, [0, 2, 1, 3])
-    batch, seq, heads, dim = tensor_type(moved).get_shape()
-    merged = TensorType(tensor_type(y).get_element_type(), [batch, seq, multiply_dims([heads, dim])])
-    return a.value(ReshapeOp.build(operands=[moved], result_types=[merged]))
-
-
-def _repeat_heads(a: AtenArgs, x: SSAValue, group: int) -> SSAValue:
-    """(B, H, S, E) -> (B, H * group, S, E), each head repeated `group` times in a row."""
-    if group == 1:
-        return x
-    x_type = tensor_type(x)
-    batch, heads, seq, dim = x_type.get_shape()
-    element = x_type.get_element_type()
-    unit = a.value(ReshapeOp.build(operands=[x], result_types=[TensorType(element, [batch, heads, 1, seq, dim])]))
-    repeated = a.value(
-        ExpandOp.build(operands=[unit], result_types=[TensorType(element, [batch, heads, group, seq, dim])])
-    )
-    return a.value(
-        ReshapeOp.build(operands=[repeated], result_types=[TensorType(element, [batch, heads * group, seq, dim])])
-    )
-
-
-def _permute(a: AtenArgs, x: SSAValue, permutation: list[int]) -> SSAValue:
-    x_type = tensor_type(x)
-    moved = TensorType(x_type.get_element_type(), [x_type.get_shape()[p] for p in permutation])
-    return a.value(
-        TransposeOp.build(operands=[x], properties={"permutation": i64_array(permutation)}, result_types=[moved])
-    )
