@@ -361,6 +361,16 @@ OP_CASES = [
     OpCase("gather_scalar_index", "graph.gather {axis = 0 : i64}", ["4x3xf32", "i32"], ["3xf32"], ints=(-4, 4)),
     OpCase("gather_elements", "graph.gather_elements {axis = 1 : i64}", ["2x4xf32", "2x3xi64"], ["2x3xf32"],
            ints=(-4, 4)),
+    OpCase("scatter_elements_repeated", 'graph.scatter_elements {axis = 1 : i64, reduction = "none"}',
+           ["3x4xf32", "3x6xi64", "3x6xf32"], ["3x4xf32"], ints=(-4, 4)),
+    OpCase("scatter_elements_add", 'graph.scatter_elements {axis = 0 : i64, reduction = "add"}',
+           ["4x3xf32", "5x3xi32", "5x3xf32"], ["4x3xf32"], ints=(-4, 4)),
+    OpCase("scatter_elements_mul", 'graph.scatter_elements {axis = 1 : i64, reduction = "mul"}',
+           ["3x4xi64", "3x5xi64", "3x5xi64"], ["3x4xi64"], ints=(-4, 4)),
+    *(OpCase(f"scatter_elements_{r}", f'graph.scatter_elements {{axis = -1 : i64, reduction = "{r}"}}',
+             ["4x5xf32", "2x3xi64", "2x3xf32"], ["4x5xf32"], ints=(-5, 5)) for r in ("max", "min")),
+    OpCase("slice_scatter", "graph.slice_scatter {starts = array<i64: 0, 1>, ends = array<i64: 3, 8>,"
+           " steps = array<i64: 1, 3>}", ["3x8xf32", "3x3xf32"], ["3x8xf32"]),
     OpCase("pad_constant", 'graph.pad {pads = array<i64: 0, 1, -1, 0, 2, 1>, mode = "constant", value = 1.5 : f64}',
            ["2x3x4xf32"], ["2x6x4xf32"]),
     OpCase("pad_lowest", 'graph.pad {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 0>, mode = "constant",'

@@ -9,8 +9,8 @@ FLOPs (one FLOP is one scalar arithmetic operation), by op family:
 - reductions of n values: n - 1 per result (a mean adds its division: n); arg-reductions n - 1 compares.
 - pooling: each window's reduction; softmax and the normalizations: the operations of their formulas, as each
   function counts them.
-- data movement (transpose, concat, split, slice, gather, pad, expand, tile), views and embedding lookups: 0;
-  an embedding bag counts its pooling.
+- data movement (transpose, concat, split, slice, gather, scatter, pad, expand, tile), views and embedding lookups:
+  0; an embedding bag counts its pooling, a scatter with a reduction one operation per update.
 
 Bytes are the least a kernel must move: each operand read once and each result written once, at the element
 type's size. Ops that touch only part of an operand count that part: a slice or gather reads what it returns, an
@@ -135,7 +135,9 @@ from gnomon.dialects.graph.tensor import (
     GatherOp,
     PadOp,
     ReshapeOp,
+    ScatterElementsOp,
     SliceOp,
+    SliceScatterOp,
     SplitOp,
     TileOp,
     TransposeOp,
@@ -358,7 +360,9 @@ def op_work(op: GraphOperation) -> OpWork:
             return _embedding_work(op)
         case SliceOp() | GatherOp() | GatherElementsOp():
             return _partial_read(op)
-        case TransposeOp() | ConcatOp() | SplitOp() | PadOp() | ExpandOp() | TileOp() | BitcastOp():
+        case ScatterElementsOp():  # the input copied whole into the result, then one reduction per update
+            return _whole(op, 0 if op.reduction.data == "none" else elements(op.updates), _vector_key(op))
+        case TransposeOp() | ConcatOp() | SplitOp() | PadOp() | ExpandOp() | TileOp() | BitcastOp() | SliceScatterOp():
             return _whole(op, 0, "fp32")
         case _:
             raise CostModelError(f"cost model: no model for {describe(op)}")

@@ -9,9 +9,9 @@ with torch-mlir's `onnx_importer`; lower `onnx.*` ops to `torch.aten.*` and cano
 which folds constant shape arithmetic (ConstantOfShape becomes a splat literal) without
 decomposing conv, batch norm or pooling. ONNX ops torch-mlir has no lowering for stay
 `torch.operator {name = "onnx.Foo"}` (`com.example.Foo` for a custom domain's), for the
-torch-to-graph conversion to report; so do the quantization ops of `HELD_BACK`, which it converts
-itself. Import and lowering run in a forked child (`isolation`): a torch-mlir crash is an error that
-names the node, found by bisection when the lowering crashed.
+torch-to-graph conversion to convert or report; so do the ops gnomon converts itself (`OWN_LOWERINGS`), which
+are held back from the lowering. Import and lowering run in a forked child (`isolation`):
+a torch-mlir crash is an error that names the node, found by bisection when the lowering crashed.
 """
 
 # torch-mlir's MLIR bindings are a C extension without type stubs: pyright cannot see their names.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import onnx
@@ -45,24 +45,27 @@ MIN_OPSET = 17
 
 PIPELINE = "builtin.module(func.func(convert-torch-onnx-to-torch), canonicalize)"
 
+OWN_LOWERINGS = frozenset({
+    # Lowered only in part (ScatterElements without max and min, 2-D Col2Im with symmetric pads, MaxUnpool without
+    # output_shape, whose indices torch-mlir takes per channel where ONNX's count across the tensor), failing the
+    # whole import on the rest.
+    "onnx.Col2Im", "onnx.MaxUnpool", "onnx.ScatterElements",
+    # Lowered to torch's quantized tensors (`quantize_per_tensor`, `int_repr`...), which gnomon has no type for;
+    # torch-mlir crashes on some (a uint16 QuantizeLinear) and subtracts MatMulInteger's per-row zero point along
+    # the wrong axis.
+    "onnx.ConvInteger", "onnx.DequantizeLinear", "onnx.DynamicQuantizeLinear", "onnx.MatMulInteger",
+    "onnx.QLinearConv", "onnx.QLinearMatMul", "onnx.QuantizeLinear",
+})  # fmt: skip
+"""ONNX ops held back from torch-mlir's lowering: torch-to-graph converts them all, with ONNX's semantics."""
+
+_HELD = "gnomon.held."
+"""The prefix that hides an op of `OWN_LOWERINGS` from torch-mlir's lowering while it runs."""
+
 _LOWERING = "lowering the ONNX ops to torch ops"
 """The child's progress step for `PIPELINE`: a crash in it is bisected to a node."""
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 """ONNX's own domain, by its two spellings; any other is a custom domain."""
-
-HELD_BACK = (
-    "ConvInteger", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "QLinearConv", "QLinearMatMul",
-    "QuantizeLinear",
-)  # fmt: skip
-"""ONNX ops torch-mlir's lowering is kept from: it lowers them to torch's quantized tensors (`quantize_per_tensor`,
-`int_repr`...), which gnomon has no type for, crashes on some (a uint16 QuantizeLinear), and subtracts
-MatMulInteger's per-row zero point along the wrong axis. They stay `onnx.Op` for torch-to-graph's converters,
-which follow ONNX's reference instead."""
-
-_HOLD = {f"onnx.{op}": f"gnomon.held.{op}" for op in HELD_BACK}
-"""Names the lowering has no pattern for, worn by the held-back ops while it runs."""
-
 
 def import_onnx(path: Path, input_shapes: Mapping[str, Sequence[int]] | None = None) -> ImportedModel:
     """Imports an ONNX model; `input_shapes` replaces the shapes of the named inputs."""
@@ -234,7 +237,7 @@ def _import_text(path: Path, model: onnx.ModelProto, upgrade_error: str | None, 
         progress(_LOWERING)
         with module.context:
             PassManager.parse(PIPELINE).run(module.operation)
-        _rename_operators(module, {held: name for name, held in _HOLD.items()})
+        _rename_operators(module, lambda name: name.removeprefix(_HELD))
     except ir.MLIRError as e:
         diagnostic = e.error_diagnostics[0] if e.error_diagnostics else None
         if diagnostic is not None and (unsupported := _unlowered(path, model, diagnostic)) is not None:
@@ -264,7 +267,7 @@ def _imported(model: onnx.ModelProto, progress: Progress) -> ir.Module:
     custom = _custom_ops(model)
     if custom:
         _rename_custom_ops(module, custom)
-    _rename_operators(module, _HOLD)
+    _rename_operators(module, lambda name: _HELD + name if name in OWN_LOWERINGS else name)
     return module
 
 
@@ -335,23 +338,25 @@ def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
 _NAME_LOC = re.compile(r'^loc\("(?P<name>[^"]*)"\)$')
 
 
+def _rename_operators(module: ir.Module, rename: Callable[[str], str]) -> None:
+    """Give each `torch.operator` the name `rename` makes of its own."""
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "torch.operator":
+            name = ir.StringAttr(op.attributes["name"]).value
+            if rename(name) != name:
+                op.attributes["name"] = ir.StringAttr.get(rename(name), context=module.context)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+
+
 def _rename_custom_ops(module: ir.Module, custom: Mapping[tuple[str, str], str]) -> None:
     def rename(op: ir.Operation) -> ir.WalkResult:
         if op.name == "torch.operator" and (located := _NAME_LOC.match(str(op.location))) is not None:
             qualified = custom.get((located["name"], ir.StringAttr(op.attributes["name"]).value))
             if qualified is not None:
                 op.attributes["name"] = ir.StringAttr.get(qualified, context=module.context)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(rename)
-
-
-def _rename_operators(module: ir.Module, names: Mapping[str, str]) -> None:
-    """Renames each `torch.operator` named in `names` to the name it maps to."""
-
-    def rename(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "torch.operator" and (name := names.get(ir.StringAttr(op.attributes["name"]).value)) is not None:
-            op.attributes["name"] = ir.StringAttr.get(name, context=module.context)
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(rename)

@@ -11,6 +11,9 @@ from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.constant_values import constant_to_numpy
 from gnomon.reference.base import Array, typed
 
+_SCATTER_REDUCTIONS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+"""The ufunc each reduction of graph.scatter_elements combines an element and an update with."""
+
 
 def constant_value(op: tensor.ConstantOp) -> Array:
     """A constant's value as a writable array (a compact splat is materialized)."""
@@ -59,6 +62,35 @@ class GraphTensorFunctions(InterpreterFunctions):
         self, interpreter: Interpreter, op: tensor.GatherElementsOp, args: PythonValues
     ) -> PythonValues:
         return (np.take_along_axis(args[0], args[1], axis=op.axis.value.data),)
+
+    @impl(tensor.ScatterElementsOp)
+    def run_scatter_elements(
+        self, interpreter: Interpreter, op: tensor.ScatterElementsOp, args: PythonValues
+    ) -> PythonValues:
+        x, indices, updates = np.asarray(args[0]), np.asarray(args[1]), np.asarray(args[2])
+        axis, out = op.scatter_axis(), np.array(x, order="C")
+        # Each update's flat position in the output: its own coordinates, with its index along the axis.
+        where: list[Array] = list(np.indices(indices.shape, sparse=True))
+        where[axis] = np.where(indices < 0, indices + x.shape[axis], indices)
+        positions, values = np.ravel_multi_index(tuple(where), x.shape).reshape(-1), updates.reshape(-1)
+        reduction = op.reduction.data
+        if reduction != "none":
+            _SCATTER_REDUCTIONS[reduction].at(out.reshape(-1), positions, values)
+            return (out,)
+        # NumPy leaves the order of repeated assignments open: keep each position's last update explicitly.
+        _, from_end = np.unique(positions[::-1], return_index=True)
+        last = len(positions) - 1 - from_end
+        out.reshape(-1)[positions[last]] = values[last]
+        return (out,)
+
+    @impl(tensor.SliceScatterOp)
+    def run_slice_scatter(
+        self, interpreter: Interpreter, op: tensor.SliceScatterOp, args: PythonValues
+    ) -> PythonValues:
+        out = np.array(args[0])
+        index = tuple(slice(*bounds) for bounds in zip(ints(op.starts), ints(op.ends), ints(op.steps), strict=True))
+        out[index] = args[1]
+        return (out,)
 
     @impl(tensor.PadOp)
     def run_pad(self, interpreter: Interpreter, op: tensor.PadOp, args: PythonValues) -> PythonValues:

@@ -1,4 +1,4 @@
-"""Data-movement graph ops: constants, reshape, transpose, concat, split, slice, gather, pad, expand, tile."""
+"""Data-movement graph ops: constants, reshape, transpose, concat, split, slice, gather, scatter, pad, expand, tile."""
 
 from __future__ import annotations
 
@@ -287,6 +287,48 @@ class SliceOp(GraphOperation):
         return [tensor_of(dtype_of(self.input, "input"), out)]
 
 
+@irdl_op_definition
+class SliceScatterOp(GraphOperation):
+    """The input with its strided slice `range(starts[i], ends[i], steps[i])` along each dim replaced by `update`
+    (torch's slice_scatter, the functional form of `x[:, 1:3] = y`). Steps are positive; bounds are clamped.
+
+    `%y = graph.slice_scatter %x, %u {starts = array<i64: 0, 1>, ends = array<i64: 4, 8>, steps = array<i64: 1, 2>}
+         : (tensor<4x8xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>`
+    """
+
+    name = "graph.slice_scatter"
+    input = operand_def(TensorType)
+    update = operand_def(TensorType)
+    starts = prop_def(DenseArrayBase)
+    ends = prop_def(DenseArrayBase)
+    steps = prop_def(DenseArrayBase)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x, u = shape_of(self.input, "graph.slice_scatter input"), shape_of(self.update, "graph.slice_scatter update")
+        starts, ends, steps = ints(self.starts), ints(self.ends), ints(self.steps)
+        if not len(starts) == len(ends) == len(steps) == len(x) == len(u):
+            raise VerifyException(
+                f"graph.slice_scatter: starts, ends, steps and update need {len(x)} entries each (the input rank)"
+            )
+        if any(step < 1 for step in steps):
+            raise VerifyException(f"graph.slice_scatter: steps {list(steps)} must be positive")
+        window = [
+            DYN if d == DYN else _slice_length(s, e, st) for d, s, e, st in zip(x, starts, ends, steps, strict=True)
+        ]
+        if not all(dims_compatible(w, d) for w, d in zip(window, u, strict=True)):
+            raise VerifyException(
+                f"graph.slice_scatter: update {shape_str(u)} does not match the slice {shape_str(window)}"
+            )
+        if dtype_of(self.update, "update") != dtype_of(self.input, "input"):
+            raise VerifyException(
+                f"graph.slice_scatter: update element type {dtype_of(self.update, 'update')}"
+                f" differs from input {dtype_of(self.input, 'input')}"
+            )
+        return [tensor_type(self.input, "input")]
+
+
 def _check_indices(op: str, value: SSAValue) -> None:
     dtype = dtype_of(value, f"{op} indices")
     if not isinstance(dtype, IntegerType) or dtype.width.data not in (32, 64):
@@ -339,6 +381,61 @@ class GatherElementsOp(GraphOperation):
             )
         normalize_axis(self.axis.value.data, len(x), self.name)
         return [tensor_of(dtype_of(self.input, "input"), idx)]
+
+
+@irdl_op_definition
+class ScatterElementsOp(GraphOperation):
+    """The input with out[i][index[i][j]] = updates[i][j] along `axis` (ONNX ScatterElements, torch scatter and
+    scatter_reduce), or combined with what is there by `reduction`: add, mul, max or min. Negative indices count
+    from the end. Where indices repeat with reduction none, the update last in row-major order wins, as in ONNX's
+    reference.
+
+    `%y = graph.scatter_elements %x, %i, %u {axis = 1 : i64, reduction = "add"}
+         : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x5xf32>`
+    """
+
+    name = "graph.scatter_elements"
+    input = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    updates = operand_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    reduction = prop_def(StringAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    REDUCTIONS: ClassVar[tuple[str, ...]] = ("none", "add", "mul", "max", "min")
+
+    def scatter_axis(self) -> int:
+        return normalize_axis(self.axis.value.data, len(shape_of(self.input, f"{self.name} input")), self.name)
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x, idx = shape_of(self.input, "graph.scatter_elements input"), shape_of(self.indices, "indices")
+        updates = shape_of(self.updates, "updates")
+        _check_indices(self.name, self.indices)
+        if self.reduction.data not in self.REDUCTIONS:
+            raise VerifyException(
+                "graph.scatter_elements: reduction must be one of none, add, mul, max, min,"
+                f" got {self.reduction.data!r}"
+            )
+        if not x:
+            raise VerifyException("graph.scatter_elements: input must have rank >= 1")
+        if len(x) != len(idx):
+            raise VerifyException(f"graph.scatter_elements: indices rank {len(idx)} differs from input rank {len(x)}")
+        if len(updates) != len(idx) or not all(dims_compatible(a, b) for a, b in zip(updates, idx, strict=True)):
+            raise VerifyException(
+                f"graph.scatter_elements: updates {shape_str(updates)} differ from indices {shape_str(idx)}"
+            )
+        axis = self.scatter_axis()
+        if any(i != DYN and d != DYN and i > d for a, (i, d) in enumerate(zip(idx, x, strict=True)) if a != axis):
+            raise VerifyException(
+                f"graph.scatter_elements: indices {shape_str(idx)} exceed input {shape_str(x)} off axis {axis}"
+            )
+        if dtype_of(self.updates, "updates") != dtype_of(self.input, "input"):
+            raise VerifyException(
+                f"graph.scatter_elements: updates element type {dtype_of(self.updates, 'updates')}"
+                f" differs from input {dtype_of(self.input, 'input')}"
+            )
+        return [tensor_type(self.input, "input")]
 
 
 @irdl_op_definition
@@ -429,5 +526,6 @@ class TileOp(GraphOperation):
 
 
 TENSOR_OPS = [
-    ConcatOp, ConstantOp, ExpandOp, GatherElementsOp, GatherOp, PadOp, ReshapeOp, SliceOp, SplitOp, TileOp, TransposeOp,
+    ConcatOp, ConstantOp, ExpandOp, GatherElementsOp, GatherOp, PadOp, ReshapeOp, ScatterElementsOp, SliceOp,
+    SliceScatterOp, SplitOp, TileOp, TransposeOp,
 ]  # fmt: skip

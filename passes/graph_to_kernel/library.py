@@ -142,6 +142,8 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     tensor.SliceOp: "aten.slice",
     tensor.GatherOp: "aten.index_select",
     tensor.GatherElementsOp: "aten.gather",
+    tensor.ScatterElementsOp: "aten.scatter",
+    tensor.SliceScatterOp: "aten.slice_scatter",
     tensor.PadOp: "aten.constant_pad_nd",
     tensor.ExpandOp: "aten.expand",
     tensor.TileOp: "aten.repeat",

@@ -56,6 +56,7 @@ from gnomon.passes.torch_to_graph import (
     quantize,
     reduce,
     resize,
+    scatter,
     shape,
 )
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, torch_op_name
@@ -63,7 +64,7 @@ from gnomon.passes.torch_to_graph.registry import CONVERTERS
 
 # The converter modules register themselves on import.
 _CONVERTER_MODULES = (
-    attention, creation, elementwise, embedding, indexing, linalg, loss, nn, quantize, reduce, resize, shape
+    attention, creation, elementwise, embedding, indexing, linalg, loss, nn, quantize, reduce, resize, scatter, shape
 )
 
 SOURCE_ATTR = "gnomon.source"

@@ -226,16 +226,7 @@ def index_tensor(a: AtenArgs) -> SSAValue:
     """
     x = a.tensor("self")
     shape = list(tensor_type(x).get_shape())
-    indexed: dict[int, SSAValue] = {}
-    for dim, value in enumerate(a.list("indices")):
-        if isinstance(value.type, NoneType):
-            continue
-        a.values[f"indices#{dim}"] = value
-        index = a.tensor(f"indices#{dim}")
-        dtype = tensor_type(index).get_element_type()
-        if not isinstance(dtype, IntegerType) or dtype.width.data == 1:
-            raise NotConvertible("indexing with a boolean mask (a data-dependent shape)")
-        indexed[dim] = index
+    indexed = index_tensors(a, "indices")
     dims = sorted(indexed)
     if not dims:
         return x
@@ -251,7 +242,7 @@ def index_tensor(a: AtenArgs) -> SSAValue:
         )
         indexed = {i: indexed[d] for i, d in enumerate(dims)}
         dims = list(range(len(dims)))
-    linear = _linear_index(a, [indexed[d] for d in dims], [shape[d] for d in dims])
+    linear = linear_index(a, [indexed[d] for d in dims], [shape[d] for d in dims])
     first, last = dims[0], dims[-1]
     if len(dims) > 1:
         flat = [*shape[:first], math.prod(shape[first : last + 1]), *shape[last + 1 :]]
@@ -261,7 +252,22 @@ def index_tensor(a: AtenArgs) -> SSAValue:
     )
 
 
-def _linear_index(a: AtenArgs, indices: list[SSAValue], sizes: list[int]) -> SSAValue:
+def index_tensors(a: AtenArgs, name: str) -> dict[int, SSAValue]:
+    """The index tensors of an advanced index (`x[:, i, j]`), by the dim each indexes; None entries index nothing."""
+    indexed: dict[int, SSAValue] = {}
+    for dim, value in enumerate(a.list(name)):
+        if isinstance(value.type, NoneType):
+            continue
+        a.values[f"{name}#{dim}"] = value
+        index = a.tensor(f"{name}#{dim}")
+        dtype = tensor_type(index).get_element_type()
+        if not isinstance(dtype, IntegerType) or dtype.width.data == 1:
+            raise NotConvertible("indexing with a boolean mask (a data-dependent shape)")
+        indexed[dim] = index
+    return indexed
+
+
+def linear_index(a: AtenArgs, indices: list[SSAValue], sizes: list[int]) -> SSAValue:
     """sum(wrap(index_k) * stride_k) over the indexed dims, row-major; wrap maps -1 to size - 1."""
     linear: SSAValue | None = None
     stride = 1
@@ -291,13 +297,15 @@ def _torch_pads_to_graph(pads: list[int], rank: int) -> list[int]:
 
 def _pad(a: AtenArgs, pads: list[int], mode: str, value: float) -> SSAValue:
     x = a.tensor("self")
-    rank = len(tensor_type(x).get_shape())
-    props = {
-        "pads": i64_array(_torch_pads_to_graph(pads, rank)),
-        "mode": str_attr(mode),
-        "value": f64_attr(value),
-    }
-    return a.value(PadOp.build(operands=[x], properties=props, result_types=[a.result_type()]))
+    shape = tensor_type(x).get_shape()
+    graph_pads = _torch_pads_to_graph(pads, len(shape))
+    props = {"pads": i64_array(graph_pads), "mode": str_attr(mode), "value": f64_attr(value)}
+    out = a.result_type()
+    if DYN in out.get_shape() and DYN not in shape:
+        # torch-mlir types a pad dynamic when its pads were shape arithmetic (ONNX's CenterCropPad): they are constants.
+        padded = [d + graph_pads[i] + graph_pads[i + len(shape)] for i, d in enumerate(shape)]
+        out = TensorType(out.get_element_type(), padded)
+    return a.value(PadOp.build(operands=[x], properties=props, result_types=[out]))
 
 
 @converts("torch.aten.constant_pad_nd", args="self pad value")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-from xdsl.dialects.builtin import TensorType
+import numpy as np
+from xdsl.dialects.builtin import TensorType, i64
 from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph.base import DYN, i64_array
@@ -113,6 +114,15 @@ def view_as(a: AtenArgs) -> SSAValue:
     if torch_op_name(a.op) == "torch.aten.expand_as":
         return a.value(ExpandOp.build(operands=[x], result_types=[out]))
     return _reshape(a)
+
+
+@converts("torch.aten._shape_as_tensor", args="self")
+def shape_as_tensor(a: AtenArgs) -> SSAValue:
+    """ONNX's Shape of a tensor torch-mlir typed dynamic, whose shape its converter has made static: a constant."""
+    shape = tensor_type(a.tensor("self")).get_shape()
+    if DYN in shape:
+        raise NotConvertible("the shape of a tensor with dynamic dims")
+    return a.constant(np.array(shape, np.int64), i64)
 
 
 @converts("torch.aten.clone", "torch.aten.contiguous", args="self memory_format")

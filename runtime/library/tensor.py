@@ -2,7 +2,7 @@
 
 Functionally most are views (reshape, transpose, slice, expand), as in eager PyTorch. Bound into a
 preallocated output, each is one copy from a view of the input set up at bind time, or an ATen
-kernel with out= (cat, index_select, gather).
+kernel with out= (cat, index_select, gather, scatter).
 """
 
 from __future__ import annotations
@@ -175,6 +175,55 @@ def gather_elements(op: tensor.GatherElementsOp) -> TorchImpl:
 
         def launch() -> None:
             torch.gather(x, axis, wrapped(indices, size), out=out)
+
+        return launch
+
+    return TorchImpl(run, into)
+
+
+_SCATTER_REDUCE = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}
+"""ATen's name of each reduction of graph.scatter_elements (the inputs' own values always take part)."""
+
+
+@torch_impl(tensor.ScatterElementsOp)
+def scatter_elements(op: tensor.ScatterElementsOp) -> TorchImpl:
+    """ATen's CPU scatter walks the indices along the axis in order for each position off it, so where indices
+    repeat with reduction none the last update wins, as the op defines."""
+    axis, reduction = op.scatter_axis(), op.reduction.data
+
+    def scatter(
+        x: torch.Tensor, indices: torch.Tensor, updates: torch.Tensor, out: torch.Tensor | None
+    ) -> torch.Tensor:
+        index = wrapped(indices, x.shape[axis]).to(torch.int64)
+        if reduction == "none":
+            return torch.scatter(x, axis, index, updates, out=out)
+        return torch.scatter_reduce(x, axis, index, updates, _SCATTER_REDUCE[reduction], out=out)
+
+    def run(x: torch.Tensor, indices: torch.Tensor, updates: torch.Tensor) -> torch.Tensor:
+        return scatter(x, indices, updates, None)
+
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        return partial(scatter, *args, results[0])
+
+    return TorchImpl(run, into)
+
+
+@torch_impl(tensor.SliceScatterOp)
+def slice_scatter(op: tensor.SliceScatterOp) -> TorchImpl:
+    index = tuple(slice(*bounds) for bounds in zip(ints(op.starts), ints(op.ends), ints(op.steps), strict=True))
+
+    def run(x: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
+        out = x.clone()
+        out[index] = update
+        return out
+
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        (x, update), out = args, results[0]
+        window = out[index]
+
+        def launch() -> None:
+            out.copy_(x)
+            window.copy_(update)
 
         return launch
 

@@ -515,6 +515,22 @@ func.func @slice_step(%x: tensor<4x8xf32>) {
 
 // -----
 
+func.func @slice_scatter_update(%x: tensor<4x8xf32>, %u: tensor<4x3xf32>) {
+  // CHECK: graph.slice_scatter: update [4, 3] does not match the slice [4, 4]
+  %0 = graph.slice_scatter %x, %u {starts = array<i64: 0, 0>, ends = array<i64: 4, 8>, steps = array<i64: 1, 2>} : (tensor<4x8xf32>, tensor<4x3xf32>) -> tensor<4x8xf32>
+  func.return
+}
+
+// -----
+
+func.func @slice_scatter_steps(%x: tensor<4x8xf32>, %u: tensor<4x8xf32>) {
+  // CHECK: graph.slice_scatter: steps [1, -1] must be positive
+  %0 = graph.slice_scatter %x, %u {starts = array<i64: 0, 7>, ends = array<i64: 4, -1>, steps = array<i64: 1, -1>} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return
+}
+
+// -----
+
 func.func @gather_indices(%x: tensor<10x4xf32>, %i: tensor<3xi16>) {
   // CHECK: graph.gather: indices must be i32 or i64, got i16
   %0 = graph.gather %x, %i {axis = 0 : i64} : (tensor<10x4xf32>, tensor<3xi16>) -> tensor<3x4xf32>
@@ -526,6 +542,30 @@ func.func @gather_indices(%x: tensor<10x4xf32>, %i: tensor<3xi16>) {
 func.func @gather_elements_rank(%x: tensor<2x5xf32>, %i: tensor<3xi64>) {
   // CHECK: graph.gather_elements: indices rank 1 differs from input rank 2
   %0 = graph.gather_elements %x, %i {axis = 1 : i64} : (tensor<2x5xf32>, tensor<3xi64>) -> tensor<3xf32>
+  func.return
+}
+
+// -----
+
+func.func @scatter_elements_reduction(%x: tensor<2x5xf32>, %i: tensor<2x3xi64>, %u: tensor<2x3xf32>) {
+  // CHECK: graph.scatter_elements: reduction must be one of none, add, mul, max, min, got 'mean'
+  %0 = graph.scatter_elements %x, %i, %u {axis = 1 : i64, reduction = "mean"} : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x5xf32>
+  func.return
+}
+
+// -----
+
+func.func @scatter_elements_updates(%x: tensor<2x5xf32>, %i: tensor<2x3xi64>, %u: tensor<2x2xf32>) {
+  // CHECK: graph.scatter_elements: updates [2, 2] differ from indices [2, 3]
+  %0 = graph.scatter_elements %x, %i, %u {axis = 1 : i64, reduction = "none"} : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x2xf32>) -> tensor<2x5xf32>
+  func.return
+}
+
+// -----
+
+func.func @scatter_elements_off_axis(%x: tensor<2x5xf32>, %i: tensor<3x3xi64>, %u: tensor<3x3xf32>) {
+  // CHECK: graph.scatter_elements: indices [3, 3] exceed input [2, 5] off axis 1
+  %0 = graph.scatter_elements %x, %i, %u {axis = 1 : i64, reduction = "add"} : (tensor<2x5xf32>, tensor<3x3xi64>, tensor<3x3xf32>) -> tensor<2x5xf32>
   func.return
 }
 

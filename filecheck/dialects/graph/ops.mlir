@@ -267,7 +267,7 @@ func.func @reduce(%x: tensor<2x?x8xf32>) {
   // CHECK-NEXT: func.return
 }
 
-func.func @tensor(%x: tensor<4x8xf32>, %y: tensor<4x?xf32>, %i: tensor<3xi64>, %j: tensor<4x2xi32>, %img: tensor<1x3x4x4xf32>, %row: tensor<1x8xf32>) {
+func.func @tensor(%x: tensor<4x8xf32>, %y: tensor<4x?xf32>, %i: tensor<3xi64>, %j: tensor<4x2xi32>, %img: tensor<1x3x4x4xf32>, %row: tensor<1x8xf32>, %u: tensor<4x2xf32>) {
   // CHECK-LABEL: func.func @tensor(
   %constant = graph.constant {value = dense<[1, 2, 3]> : tensor<3xi64>} : () -> tensor<3xi64>
   // CHECK-NEXT: %{{.*}} = graph.constant {value = dense<[1, 2, 3]> : tensor<3xi64>} : () -> tensor<3xi64>
@@ -293,10 +293,14 @@ func.func @tensor(%x: tensor<4x8xf32>, %y: tensor<4x?xf32>, %i: tensor<3xi64>, %
   // CHECK-NEXT: %{{.*}} = graph.slice %{{.*}} {starts = array<i64: 0, 1>, ends = array<i64: 4, 8>, steps = array<i64: 1, 2>} : (tensor<4x8xf32>) -> tensor<4x4xf32>
   %slice_reverse = graph.slice %x {starts = array<i64: 3, 0>, ends = array<i64: -1, 8>, steps = array<i64: -1, 1>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   // CHECK-NEXT: %{{.*}} = graph.slice %{{.*}} {starts = array<i64: 3, 0>, ends = array<i64: -1, 8>, steps = array<i64: -1, 1>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %slice_scatter = graph.slice_scatter %y, %u {starts = array<i64: 0, 1>, ends = array<i64: 4, 5>, steps = array<i64: 1, 2>} : (tensor<4x?xf32>, tensor<4x2xf32>) -> tensor<4x?xf32>
+  // CHECK-NEXT: %{{.*}} = graph.slice_scatter %{{.*}}, %{{.*}} {starts = array<i64: 0, 1>, ends = array<i64: 4, 5>, steps = array<i64: 1, 2>} : (tensor<4x?xf32>, tensor<4x2xf32>) -> tensor<4x?xf32>
   %gather = graph.gather %x, %i {axis = 0 : i64} : (tensor<4x8xf32>, tensor<3xi64>) -> tensor<3x8xf32>
   // CHECK-NEXT: %{{.*}} = graph.gather %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<4x8xf32>, tensor<3xi64>) -> tensor<3x8xf32>
   %gather_elements = graph.gather_elements %x, %j {axis = 1 : i64} : (tensor<4x8xf32>, tensor<4x2xi32>) -> tensor<4x2xf32>
   // CHECK-NEXT: %{{.*}} = graph.gather_elements %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<4x8xf32>, tensor<4x2xi32>) -> tensor<4x2xf32>
+  %scatter_elements = graph.scatter_elements %x, %j, %u {axis = -1 : i64, reduction = "max"} : (tensor<4x8xf32>, tensor<4x2xi32>, tensor<4x2xf32>) -> tensor<4x8xf32>
+  // CHECK-NEXT: %{{.*}} = graph.scatter_elements %{{.*}}, %{{.*}}, %{{.*}} {axis = -1 : i64, reduction = "max"} : (tensor<4x8xf32>, tensor<4x2xi32>, tensor<4x2xf32>) -> tensor<4x8xf32>
   %pad = graph.pad %img {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, mode = "constant", value = 0.0 : f64} : (tensor<1x3x4x4xf32>) -> tensor<1x3x6x6xf32>
   // CHECK-NEXT: %{{.*}} = graph.pad %{{.*}} {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, mode = "constant", value = 0.000000e+00 : f64} : (tensor<1x3x4x4xf32>) -> tensor<1x3x6x6xf32>
   %pad_reflect = graph.pad %y {pads = array<i64: 1, 0, 1, 0>, mode = "reflect", value = 0.0 : f64} : (tensor<4x?xf32>) -> tensor<6x?xf32>
