@@ -2,14 +2,8 @@
 compiled natively (and interpreted by the reference backend) and checked against ONNX's own reference
 implementation (`onnx.reference`); where gnomon generates code for an op, a test says so.
 
-Covered: LayerNormalization with its Mean and InvStdDev outputs, RMSNormalization, fp16 and bf16 Attention,
-Attention with a KV cache, per-batch KV lengths, windows, a softcap and each QK output, TensorScatter,
-BitShift (out-of-range and negative shift counts as ONNX defines them), BitwiseAnd/Or/Xor/Not, BitCast, CumSum and
-CumProd (exclusive, reverse), arithmetic on unsigned integers wider than ATen's uint8, the classification losses
-(NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss; torch's nll_loss and cross_entropy against PyTorch),
-Resize (nearest, linear and cubic, by every coordinate mode torch-mlir passes on), TopK (ties in index order), and
-quantization: QuantizeLinear and DequantizeLinear (8 and 16-bit, per tensor, axis and block), DynamicQuantizeLinear,
-MatMulInteger, QLinearMatMul, ConvInteger and QLinearConv.
+Each `# ---- ... ----` section covers one op family; torch converters of the same ops are checked against PyTorch
+beside them.
 """
 
 from __future__ import annotations
@@ -625,3 +619,165 @@ def test_top_k_larger_than_its_axis_is_a_verifier_error() -> None:
     module = Parser(gnomon_context(), text).parse_module()
     with pytest.raises(Exception, match=r"graph.topk: k 4 is outside 0..3, the size of axis 1"):
         module.verify()
+
+
+# ---- scatters ----
+
+
+@pytest.mark.parametrize("backend", ["native", "reference"])
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+@pytest.mark.parametrize("axis", [0, -1])
+def test_scatter_elements(tmp_path: Path, backend: str, reduction: str, axis: int) -> None:
+    """Repeated indices (the last update wins without a reduction, as in ONNX's reference) and negative ones."""
+    data = RNG.standard_normal((4, 5)).astype(np.float32)
+    shape = (6, 5) if axis == 0 else (4, 7)
+    indices = RNG.integers(-data.shape[axis], data.shape[axis], shape).astype(np.int64)
+    updates = RNG.standard_normal(shape).astype(np.float32)
+    node = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=axis, reduction=reduction)
+    inputs = {"x": data, "i": indices, "u": updates}
+    _check(_model(tmp_path / "scatter.onnx", node, inputs), inputs, backend)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+@pytest.mark.parametrize("depth", [1, 2])
+def test_scatter_nd(tmp_path: Path, reduction: str, depth: int) -> None:
+    data = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+    # Negative indices; the last two rows name one place twice.
+    indices = np.array([[-1, 2], [0, 3], [2, -4], [0, 3]], np.int64)[:, :depth]
+    updates = RNG.standard_normal((4, *data.shape[depth:])).astype(np.float32)
+    node = helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction=reduction)
+    inputs = {"x": data, "i": indices, "u": updates}
+    _check(_model(tmp_path / "scatter_nd.onnx", node, inputs), inputs)
+
+
+@pytest.mark.parametrize("output_shape", [None, [2, 3, 7, 6]])
+def test_max_unpool_indices_count_across_the_tensor(tmp_path: Path, output_shape: list[int] | None) -> None:
+    """ONNX's MaxPool indices (and so MaxUnpool's) count across batch and channels, not within each plane; a
+    larger output_shape pads the unpooled tensor at the end of each dim."""
+    x = RNG.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    attributes = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    pool = _model(tmp_path / "pool.onnx", helper.make_node("MaxPool", ["x"], ["y", "i"], **attributes), {"x": x})
+    pooled, indices = ReferenceEvaluator(onnx.load(pool)).run(None, {"x": x})
+    inputs = {"y": pooled, "i": indices}
+    if output_shape is None:
+        node = helper.make_node("MaxUnpool", ["y", "i"], ["z"], **attributes)
+        _check(_model(tmp_path / "unpool.onnx", node, inputs), inputs)
+        return
+    node = helper.make_node("MaxUnpool", ["y", "i", "shape"], ["z"], **attributes)
+    _check(_model(tmp_path / "unpool.onnx", node, inputs, {"shape": np.array(output_shape, np.int64)}), inputs)
+
+
+@pytest.mark.parametrize(
+    ("image", "block", "attributes"),
+    [
+        ([5, 6], [2, 3], {"pads": [1, 0, 0, 2], "strides": [2, 1], "dilations": [1, 2]}),
+        ([3, 4, 5], [2, 1, 3], {"strides": [1, 2, 1]}),
+    ],
+)
+def test_col2im(tmp_path: Path, image: list[int], block: list[int], attributes: dict[str, list[int]]) -> None:
+    """Asymmetric pads and 3-d images, which torch-mlir's lowering refuses."""
+    n = len(image)
+    pads = attributes.get("pads", [0] * 2 * n)
+    strides, dilations = attributes.get("strides", [1] * n), attributes.get("dilations", [1] * n)
+    positions = [
+        (d + pads[i] + pads[n + i] - dilations[i] * (block[i] - 1) - 1) // strides[i] + 1 for i, d in enumerate(image)
+    ]
+    x = RNG.standard_normal((2, 3 * int(np.prod(block)), int(np.prod(positions)))).astype(np.float32)
+    node = helper.make_node("Col2Im", ["x", "image", "block"], ["y"], **attributes)
+    constants = {"image": np.array(image, np.int64), "block": np.array(block, np.int64)}
+    _check(_model(tmp_path / "col2im.onnx", node, {"x": x}, constants), {"x": x})
+
+
+def _torch_scatters() -> dict[str, Any]:
+    """Each a function of x (4, 6), an index i (3, 4) valid along either dim with repeats, s (5, 5) larger than the
+    index (torch scatters its corner), j (3) and k (3) distinct pairs of indices and v (3, 6) values."""
+    import torch
+
+    def put_separated(x: torch.Tensor, j: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        y = x.reshape(2, 2, 6).clone()
+        y[j % 2, :, k] = v[:, :2]  # separated index tensors: the indexed dims go first
+        return y
+
+    def put_after_a_slice(x: torch.Tensor, j: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        y = x.reshape(2, 2, 6).clone()
+        y[:, j % 2, k] = v[:2, :3]
+        return y
+
+    def slice_assigned(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        y[1:4, 1::2] = v[:, :3]
+        return y
+
+    return {
+        "scatter": lambda x, i, s: x.scatter(1, i, s),
+        "scatter_value": lambda x, i, s: x.scatter(0, i, 2.5),
+        "scatter_add": lambda x, i, s: x.scatter_add(0, i, s),
+        "scatter_reduce_prod": lambda x, i, s: x.scatter_reduce(1, i, s, "prod"),
+        "scatter_reduce_amax_alone": lambda x, i, s: x.scatter_reduce(0, i, s, "amax", include_self=False),
+        "scatter_reduce_amin_alone": lambda x, i, s: x.scatter_reduce(1, i, s, "amin", include_self=False),
+        "scatter_reduce_sum_alone": lambda x, i, s: x.scatter_reduce(1, i, s, "sum", include_self=False),
+        "index_put_accumulate": lambda x, j, k, v: x.index_put((j % 2,), v[0], accumulate=True),
+        "index_put_pairs": lambda x, j, k, v: x.index_put((j, k), v[:, 0]),
+        "index_put_separated": put_separated,
+        "index_put_after_a_slice": put_after_a_slice,
+        "index_add": lambda x, j, k, v: x.index_add(0, j % 2, v, alpha=2.0),
+        "slice_scatter": lambda x, j, k, v: slice_assigned(x, v),
+    }
+
+
+@pytest.mark.parametrize("case", list(_torch_scatters()))
+def test_torch_scatters_match_pytorch(case: str) -> None:
+    import torch
+
+    function = _torch_scatters()[case]
+
+    class Scatter(torch.nn.Module):
+        def forward(self, *args: torch.Tensor) -> torch.Tensor:
+            return function(*args)
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 6, generator=generator)
+    if case.startswith("scatter"):
+        inputs = (x, torch.randint(0, 4, (3, 4), generator=generator), torch.randn(5, 5, generator=generator))
+    else:
+        inputs = (x, torch.tensor([3, 0, 1]), torch.tensor([5, 2, 2]), torch.randn(3, 6, generator=generator))
+    (got,) = gnomon.compile(Scatter(), example_inputs=inputs).run([t.numpy() for t in inputs])
+    np.testing.assert_allclose(got, function(*inputs).numpy(), rtol=1e-6)
+
+
+def test_torch_max_unpool_and_fold_match_pytorch() -> None:
+    """torch's unpooling indices count within each (n, c) plane; fold (col2im) sums overlapping blocks."""
+    import torch
+
+    class UnpoolFold(torch.nn.Module):
+        def forward(
+            self, pooled: torch.Tensor, indices: torch.Tensor, columns: torch.Tensor
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            unpooled = torch.nn.functional.max_unpool2d(pooled, indices, 2, output_size=[7, 6])
+            folded = torch.nn.functional.fold(columns, (5, 6), (2, 3), dilation=(2, 1), padding=1, stride=(1, 2))
+            return unpooled, folded
+
+    # gnomon's max pooling returns no indices: they come from torch's.
+    pooled, indices = torch.nn.functional.max_pool2d(torch.randn(2, 3, 7, 6), 2, return_indices=True)
+    inputs = (pooled, indices, torch.randn(2, 4 * 6, 15))
+    model = UnpoolFold()
+    got = gnomon.compile(model, example_inputs=inputs).run([t.numpy() for t in inputs])
+    for g, e in zip(got, model(*inputs), strict=True):
+        np.testing.assert_allclose(g, e.numpy(), rtol=1e-6)
+
+
+def test_torch_scatter_mean_is_refused() -> None:
+    import torch
+
+    from gnomon.errors import UnsupportedOpsError
+
+    class Mean(torch.nn.Module):
+        def forward(self, x: torch.Tensor, i: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+            return x.scatter_reduce(0, i, s, "mean")
+
+    inputs = (torch.randn(4, 3), torch.randint(0, 4, (2, 3)), torch.randn(2, 3))
+    with pytest.raises(UnsupportedOpsError) as error:
+        gnomon.load(Mean(), example_inputs=inputs)
+    assert str(error.value) == (
+        "unsupported op aten.scatter_reduce.two at node 'scatter_reduce' in Mean (scatter reduction 'mean')"
+    )
