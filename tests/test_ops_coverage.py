@@ -708,6 +708,11 @@ def _torch_scatters() -> dict[str, Any]:
         y[1:4, 1::2] = v[:, :3]
         return y
 
+    def select_assigned(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        y[:, -2] = v[0, :4]
+        return y
+
     return {
         "scatter": lambda x, i, s: x.scatter(1, i, s),
         "scatter_value": lambda x, i, s: x.scatter(0, i, 2.5),
@@ -716,12 +721,16 @@ def _torch_scatters() -> dict[str, Any]:
         "scatter_reduce_amax_alone": lambda x, i, s: x.scatter_reduce(0, i, s, "amax", include_self=False),
         "scatter_reduce_amin_alone": lambda x, i, s: x.scatter_reduce(1, i, s, "amin", include_self=False),
         "scatter_reduce_sum_alone": lambda x, i, s: x.scatter_reduce(1, i, s, "sum", include_self=False),
+        "scatter_reduce_amin_alone_i64": lambda x, i, s: (
+            (x * 9).long().scatter_reduce(1, i, (s * 9).long(), "amin", include_self=False)
+        ),
         "index_put_accumulate": lambda x, j, k, v: x.index_put((j % 2,), v[0], accumulate=True),
         "index_put_pairs": lambda x, j, k, v: x.index_put((j, k), v[:, 0]),
         "index_put_separated": put_separated,
         "index_put_after_a_slice": put_after_a_slice,
         "index_add": lambda x, j, k, v: x.index_add(0, j % 2, v, alpha=2.0),
         "slice_scatter": lambda x, j, k, v: slice_assigned(x, v),
+        "select_scatter": lambda x, j, k, v: select_assigned(x, v),
     }
 
 

@@ -1,6 +1,6 @@
 """Converters that write into parts of tensors: torch's scatter family, index_put and index_add, ONNX's
-ScatterElements (all as `graph.scatter_elements`), slice_scatter, and the ops that are scatters into zeros
-(MaxUnpool, Col2Im)."""
+ScatterElements (all as `graph.scatter_elements`), slice_scatter and select_scatter, and the ops that are
+scatters into zeros (MaxUnpool, Col2Im)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerType, TensorType, i64
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, i64
 from xdsl.ir import Attribute, SSAValue
 
 from gnomon.dialects.graph import elementwise as ew
@@ -135,11 +135,11 @@ def _identity(reduction: str, element: Attribute) -> float:
     if reduction in ("add", "mul"):
         return float(reduction == "mul")
     dtype = numpy_dtype(element)
-    if isinstance(element, IntegerType) and dtype is not None and dtype != np.bool_:
-        limits = np.iinfo(dtype)
-        return float(limits.min if reduction == "max" else limits.max)
     if dtype == np.bool_:
         return float(reduction == "min")
+    if dtype is not None and np.issubdtype(dtype, np.integer):
+        limits = np.iinfo(dtype)
+        return int(limits.min if reduction == "max" else limits.max)
     return -math.inf if reduction == "max" else math.inf
 
 
@@ -237,14 +237,33 @@ def _splat_value(x: SSAValue) -> float | None:
 
 @converts("torch.aten.slice_scatter", args="self src dim start end step")
 def slice_scatter(a: AtenArgs) -> SSAValue:
-    """`x[start:end:step] = src` along `dim`; into a splat (CenterCropPad's zeros), a unit-step slice is a pad."""
+    """`x[start:end:step] = src` along `dim`."""
+    if a.int("step") < 1:
+        raise NotConvertible("slice_scatter with a step below 1")
+    return _slice_scatter(
+        a, a.tensor("src"), a.int("dim"), a.optional_int("start"), a.optional_int("end"), a.int("step")
+    )
+
+
+@converts("torch.aten.select_scatter", args="self src dim index")
+def select_scatter(a: AtenArgs) -> SSAValue:
+    """`x[index] = src` along `dim`: a slice of one, src with the dim restored."""
+    shape = _static_shape(a.tensor("self"), "select_scatter")
+    dim, index = a.int("dim") % len(shape), a.int("index") % shape[a.int("dim") % len(shape)]
+    src = a.tensor("src")
+    unit = [*tensor_type(src).get_shape()[:dim], 1, *tensor_type(src).get_shape()[dim:]]
+    return _slice_scatter(a, _reshape(a, src, unit), dim, index, index + 1, 1)
+
+
+def _slice_scatter(a: AtenArgs, src: SSAValue, dim: int, start: int | None, end: int | None, step: int) -> SSAValue:
+    """`self` with its slice along `dim` replaced by `src`; into a splat (CenterCropPad's zeros), a unit-step slice
+    is a pad of src."""
     x = a.tensor("self")
     x_type = tensor_type(x)
     shape = _static_shape(x, "slice_scatter")
-    src = a.cast(a.tensor("src"), x_type.get_element_type())
-    dim = a.int("dim") % len(shape)
-    start, end = a.optional_int("start"), a.optional_int("end")
-    start, end, step = slice(start, end, a.int("step")).indices(shape[dim])
+    src = a.cast(src, x_type.get_element_type())
+    dim %= len(shape)
+    start, end, step = slice(start, end, step).indices(shape[dim])
     window = [len(range(start, end, step)) if d == dim else n for d, n in enumerate(shape)]
     if tensor_type(src).get_shape() != tuple(window):
         raise NotConvertible(f"slice_scatter of {list(tensor_type(src).get_shape())} into a slice of {window}")
