@@ -31,6 +31,10 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
   `vector` of the vector peak, or their bytes, at the bandwidth of the innermost
   level that holds the op's working set between kernels (on a GPU, L2 or HBM: per-SM memory does not keep data
   from one kernel to the next), plus the per-kernel launch.
+- recurrent layers (lstm, gru, rnn): the input projection of every step is one GEMM; the steps then run one after
+  another, each a small GEMM by the recurrent weights (read from the level that holds them, once per step) and
+  its gate arithmetic (`RECURRENT_CELL_INSTRUCTIONS` per hidden unit) at `vector` of the vector peak, and each
+  a launch of its own (a GPU's kernels per step, a CPU library's dispatches);
 - embedding lookups and bags: each distinct row is fetched once from wherever the table lives, in whole access
   granules (cache lines, DRAM sectors); repeated lookups of a row hit in cache, as do indices and the result; each
   lookup also costs `lookup_s` of index handling (bounds checks, finding its bag).
@@ -85,6 +89,7 @@ from gnomon.dialects.graph.nn import (
     MaxPoolOp,
     SoftmaxOp,
 )
+from gnomon.dialects.graph.recurrent import GruOp, LstmOp, Recurrent, RnnOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp, TransposeOp
 
 
@@ -104,7 +109,7 @@ class OpCost:
     launch_s: float
     """The runtime's overhead to launch its kernel; 0 for a view."""
     model: str
-    """Which model priced it: gemm, conv, depthwise-conv, attention, embedding, stream, view or fused."""
+    """Which model priced it: gemm, conv, depthwise-conv, attention, recurrent, embedding, stream, view or fused."""
 
     @property
     def intensity(self) -> float:
@@ -341,6 +346,8 @@ def _family_kernel(
             return kernel
         case EmbeddingOp() | EmbeddingBagOp():
             return _embedding(op, work, device, eff, weights_in_dram)
+        case LstmOp() | GruOp() | RnnOp():
+            return _recurrent(op, work, device, eff)
         case TransposeOp():
             bandwidth = _sustained(device, eff, _resident_index(device, work.bytes)) * eff.transpose
             return _Kernel("transpose", work.flops / (device.peak(work.peak_key) * eff.vector), work.bytes / bandwidth)
@@ -499,6 +506,33 @@ def _attention(op: AttentionOp, work: OpWork, device: Device, eff: Efficiency) -
     # A causal mask skips the query-key blocks above the diagonal: (b + 1) / 2b of b x b blocks remain.
     blocks = math.ceil(gemm_shapes(op)[0].m / eff.gemm_tile_m)
     return replace(kernel, compute_s=kernel.compute_s * (blocks + 1) / (2 * blocks))
+
+
+RECURRENT_CELL_INSTRUCTIONS: dict[type[GraphOperation], int] = {
+    LstmOp: 3 * 17 + 2 * 14 + 6,  # three sigmoids, two tanh, the gate adds and products
+    GruOp: 2 * 17 + 14 + 7,  # two sigmoids, a tanh, the gate adds and products
+    RnnOp: 14 + 2,  # a tanh (a relu is cheaper, not by enough to matter), the add
+}
+"""Vector instructions per hidden unit per step of a recurrent op's gate arithmetic."""
+
+
+def _recurrent(op: Recurrent, work: OpWork, device: Device, eff: Efficiency) -> _Kernel:
+    """The input projection as one GEMM, then the steps in sequence: a GEMM and the gate arithmetic each."""
+    projection, recurrence = gemm_shapes(op)
+    size = element_bytes(op.input)
+    gates = projection.m * projection.n * size
+    projected = _gemm(
+        "recurrent", (projection,), _Traffic(nbytes(op.input), nbytes(op.weight_ih), gates, size), work, device, eff
+    )
+    state = recurrence.m * recurrence.k * size
+    step_traffic = _Traffic(state, nbytes(op.weight_hh), recurrence.m * recurrence.n * size, size)
+    step = _gemm("recurrent", (replace(recurrence, batch=1),), step_traffic, work, device, eff)
+    cell = RECURRENT_CELL_INSTRUCTIONS[type(op)] * recurrence.m * recurrence.k
+    cell_s = cell / (device.peak(work.peak_key) * eff.vector)
+    steps = recurrence.batch
+    compute_s = projected.compute_s + steps * (step.compute_s + cell_s + device.launch_overhead_s)
+    memory_s = projected.memory_s + steps * step.memory_s
+    return _Kernel("recurrent", compute_s, memory_s, projected.reuse_s + steps * step.reuse_s)
 
 
 def _embedding(

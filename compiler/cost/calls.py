@@ -144,11 +144,11 @@ def library_calls(kernel_func: kernel.FuncOp) -> list[Call]:
     return calls
 
 
-LIBRARY_MODELS = frozenset({"conv", "depthwise-conv", "gemm", "pool", "embedding", "attention"})
+LIBRARY_MODELS = frozenset({"conv", "depthwise-conv", "gemm", "pool", "embedding", "attention", "recurrent"})
 """The cost models of the ops whose eager ATen call is a library call, as gnomon's runtime makes it (oneDNN's and
-BLAS's primitives, ATen's pooling and embedding-bag kernels), so it pays `library_call_s()`; eager's elementwise
-ops, copies and norms are thin wrappers around their loops: warm, they pay the dispatch that the calibration
-measures on tiny ops, cold, also the misses of any call (`cold_call_s`)."""
+BLAS's primitives, ATen's pooling, embedding-bag and recurrent kernels), so it pays `library_call_s()`; eager's
+elementwise ops, copies and norms are thin wrappers around their loops: warm, they pay the dispatch that the
+calibration measures on tiny ops, cold, also the misses of any call (`cold_call_s`)."""
 
 
 def libm_calls(ops: Sequence[GraphOperation]) -> int:

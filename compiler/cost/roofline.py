@@ -4,6 +4,8 @@ FLOPs (one FLOP is one scalar arithmetic operation), by op family:
 - matrix products (matmul, linear, conv, conv_transpose, attention): a multiply-add is 2 FLOPs; bias additions and
   attention's softmax are not counted. These are `torch.utils.flop_counter.FlopCounterMode`'s formulas for
   mm/addmm/bmm/convolution/scaled_dot_product_attention, so a model's totals compare with it exactly.
+- recurrent layers (lstm, gru, rnn): their gate matrix products, each step's input and recurrent product, times
+  the steps (FlopCounterMode's count of the addmms ATen's GRU and RNN run); the gate arithmetic is not counted.
 - elementwise: `ELEMENTWISE_FLOPS[op class]` per result element, the operations of the op's formula, where every
   arithmetic or transcendental function counts 1 (sigmoid 1 / (1 + e^-x) is neg, exp, add, div: 4); cast 0.
 - reductions of n values: n - 1 per result (a mean adds its division: n); arg-reductions n - 1 compares.
@@ -126,6 +128,7 @@ from gnomon.dialects.graph.nn import (
     MaxPoolOp,
     SoftmaxOp,
 )  # fmt: skip
+from gnomon.dialects.graph.recurrent import GruOp, LstmOp, RnnOp
 from gnomon.dialects.graph.reduce import ArgReduceOp, ReduceMeanOp, ReduceOp, ScanOp, TopKOp
 from gnomon.dialects.graph.tensor import (
     ConcatOp,
@@ -337,7 +340,7 @@ def op_work(op: GraphOperation) -> OpWork:
     match op:
         case ConstantOp() | DropoutOp() | ReshapeOp():
             return OpWork(0, {}, {}, "fp32")
-        case MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp() | AttentionOp():
+        case MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp() | AttentionOp() | LstmOp() | GruOp() | RnnOp():
             flops = sum(shape.flops for shape in gemm_shapes(op))
             return _whole(op, flops, peak_key(element_type(op.operands[0])))
         case UnaryOp() | BinaryOp() | WhereOp() | CastOp():
@@ -374,7 +377,9 @@ def _whole(op: GraphOperation, flops: int, peak: str) -> OpWork:
     return OpWork(flops, reads, {r: nbytes(r) for r in op.results}, peak)
 
 
-def gemm_shapes(op: MatmulOp | LinearOp | ConvOp | ConvTransposeOp | AttentionOp) -> tuple[GemmShape, ...]:
+def gemm_shapes(
+    op: MatmulOp | LinearOp | ConvOp | ConvTransposeOp | AttentionOp | LstmOp | GruOp | RnnOp,
+) -> tuple[GemmShape, ...]:
     """The matrix products an op performs; their FLOPs are FlopCounterMode's for the matching aten op."""
     match op:
         case MatmulOp():
@@ -400,6 +405,10 @@ def gemm_shapes(op: MatmulOp | LinearOp | ConvOp | ConvTransposeOp | AttentionOp
             q, k, v = static_shape(op.query), static_shape(op.key), static_shape(op.value)
             batch, length, source = math.prod(q[:-2]), q[-2], k[-2]
             return (GemmShape(batch, length, source, q[-1]), GemmShape(batch, length, v[-1], source))
+        case LstmOp() | GruOp() | RnnOp():
+            # Every step's input projection in one product, then one recurrent product per step (the batch).
+            (steps, batch, features), rows = static_shape(op.input), static_shape(op.weight_hh)[0]
+            return (GemmShape(1, steps * batch, rows, features), GemmShape(steps, batch, rows, op.hidden_size()))
 
 
 def _reduction_flops(op: ReduceOp | ArgReduceOp) -> int:

@@ -55,6 +55,9 @@ OWN_LOWERINGS = frozenset({
     # the wrong axis.
     "onnx.ConvInteger", "onnx.DequantizeLinear", "onnx.DynamicQuantizeLinear", "onnx.MatMulInteger",
     "onnx.QLinearConv", "onnx.QLinearMatMul", "onnx.QuantizeLinear",
+    # Lowered to a `prim.Loop` over the steps (and not at all in reverse or both directions), where gnomon has one
+    # graph op per layer and direction.
+    "onnx.GRU", "onnx.LSTM", "onnx.RNN",
 })  # fmt: skip
 """ONNX ops held back from torch-mlir's lowering: torch-to-graph converts them all, with ONNX's semantics."""
 

@@ -1,6 +1,6 @@
 """Reference semantics of the graph dialect: an xDSL `Interpreter` over NumPy arrays.
 
-One `@register_impls` class per op family (elementwise, embedding, linalg, nn, reduce, tensor),
+One `@register_impls` class per op family (elementwise, embedding, linalg, nn, recurrent, reduce, tensor),
 one `@impl` per op; `run_reference` runs a module's `func.func` on NumPy inputs. The oracle
 favours obviousness over speed: it is what gnomon's compiled code is checked against.
 """
@@ -21,6 +21,7 @@ from gnomon.reference.elementwise import GraphElementwiseFunctions
 from gnomon.reference.embedding import GraphEmbeddingFunctions
 from gnomon.reference.linalg import GraphLinalgFunctions
 from gnomon.reference.nn import GraphNNFunctions
+from gnomon.reference.recurrent import GraphRecurrentFunctions
 from gnomon.reference.reduce import GraphReduceFunctions
 from gnomon.reference.tensor import GraphTensorFunctions
 
@@ -37,6 +38,7 @@ _FUNCTIONS = (
     GraphEmbeddingFunctions,
     GraphLinalgFunctions,
     GraphNNFunctions,
+    GraphRecurrentFunctions,
     GraphReduceFunctions,
     GraphTensorFunctions,
 )

@@ -37,7 +37,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import IsTerminator
 
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph import embedding, linalg, nn, tensor
+from gnomon.dialects.graph import embedding, linalg, nn, recurrent, tensor
 from gnomon.dialects.graph import reduce as red
 from gnomon.dialects.graph.base import ints
 from gnomon.dialects.kernel import LibraryCall
@@ -122,6 +122,10 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     nn.SoftmaxOp: "aten._softmax",
     nn.LogSoftmaxOp: "aten._log_softmax",
     nn.AttentionOp: "aten.scaled_dot_product_attention",
+    # recurrent
+    recurrent.LstmOp: "aten.lstm",
+    recurrent.GruOp: "aten.gru",
+    recurrent.RnnOp: "aten.rnn_tanh",
     # reduce
     red.ReduceSumOp: "aten.sum",
     red.ReduceMeanOp: "aten.mean",

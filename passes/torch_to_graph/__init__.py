@@ -54,6 +54,7 @@ from gnomon.passes.torch_to_graph import (
     loss,
     nn,
     quantize,
+    recurrent,
     reduce,
     resize,
     scatter,
@@ -64,8 +65,21 @@ from gnomon.passes.torch_to_graph.registry import CONVERTERS
 
 # The converter modules register themselves on import.
 _CONVERTER_MODULES = (
-    attention, creation, elementwise, embedding, indexing, linalg, loss, nn, quantize, reduce, resize, scatter, shape
-)
+    attention,
+    creation,
+    elementwise,
+    embedding,
+    indexing,
+    linalg,
+    loss,
+    nn,
+    quantize,
+    recurrent,
+    reduce,
+    resize,
+    scatter,
+    shape,
+)  # fmt: skip
 
 SOURCE_ATTR = "gnomon.source"
 """Module attribute naming the model file, so that errors can say where an op came from."""

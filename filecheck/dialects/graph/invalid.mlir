@@ -1,7 +1,7 @@
 // RUN: gnomon-opt %s --split-input-file --verify-diagnostics | filecheck %s
 
 // One case per message of the graph ops' verifiers and shape rules, in the order of the modules
-// that raise them (base, elementwise, embedding, linalg, nn, reduce, tensor).
+// that raise them (base, elementwise, embedding, linalg, nn, recurrent, reduce, tensor).
 
 // ---- base: the shared textual form and the result check ----
 
@@ -413,6 +413,56 @@ func.func @attention_embedding(%q: tensor<2x16x64xf32>, %k: tensor<2x16x32xf32>)
 func.func @attention_length(%q: tensor<2x16x64xf32>, %v: tensor<2x8x64xf32>) {
   // CHECK: graph.attention: key length 16 differs from value length 8
   %0 = graph.attention %q, %q, %v {scale = 0.125 : f64, is_causal = false} : (tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<2x8x64xf32>) -> tensor<2x16x64xf32>
+  func.return
+}
+
+// -----
+
+// ---- recurrent ----
+
+func.func @recurrent_gate_rows(%x: tensor<5x2x16xf32>, %w: tensor<96x16xf32>, %r: tensor<96x32xf32>, %b: tensor<96xf32>, %h: tensor<2x32xf32>) {
+  // CHECK: graph.lstm: weight_ih [96, 16] and weight_hh [96, 32] need 4 x hidden 32 rows
+  %0:3 = graph.lstm %x, %w, %r, %b, %b, %h, %h {reverse = false, input_forget = false} : (tensor<5x2x16xf32>, tensor<96x16xf32>, tensor<96x32xf32>, tensor<96xf32>, tensor<96xf32>, tensor<2x32xf32>, tensor<2x32xf32>) -> (tensor<5x2x32xf32>, tensor<2x32xf32>, tensor<2x32xf32>)
+  func.return
+}
+
+// -----
+
+func.func @recurrent_input_size(%x: tensor<5x2x8xf32>, %w: tensor<96x16xf32>, %r: tensor<96x32xf32>, %b: tensor<96xf32>, %h: tensor<2x32xf32>) {
+  // CHECK: graph.gru: weight_ih [96, 16] does not take input size 8
+  %0:2 = graph.gru %x, %w, %r, %b, %b, %h {reverse = false, linear_before_reset = true} : (tensor<5x2x8xf32>, tensor<96x16xf32>, tensor<96x32xf32>, tensor<96xf32>, tensor<96xf32>, tensor<2x32xf32>) -> (tensor<5x2x32xf32>, tensor<2x32xf32>)
+  func.return
+}
+
+// -----
+
+func.func @recurrent_state(%x: tensor<5x2x16xf32>, %w: tensor<32x16xf32>, %r: tensor<32x32xf32>, %b: tensor<32xf32>, %h: tensor<3x32xf32>) {
+  // CHECK: graph.rnn: h0 [3, 32] is not (batch, hidden) [2, 32]
+  %0:2 = graph.rnn %x, %w, %r, %b, %b, %h {reverse = false, nonlinearity = "tanh"} : (tensor<5x2x16xf32>, tensor<32x16xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<3x32xf32>) -> (tensor<5x2x32xf32>, tensor<2x32xf32>)
+  func.return
+}
+
+// -----
+
+func.func @recurrent_nonlinearity(%x: tensor<5x2x16xf32>, %w: tensor<32x16xf32>, %r: tensor<32x32xf32>, %b: tensor<32xf32>, %h: tensor<2x32xf32>) {
+  // CHECK: graph.rnn: nonlinearity must be one of tanh, relu, got 'sigmoid'
+  %0:2 = graph.rnn %x, %w, %r, %b, %b, %h {reverse = false, nonlinearity = "sigmoid"} : (tensor<5x2x16xf32>, tensor<32x16xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<2x32xf32>) -> (tensor<5x2x32xf32>, tensor<2x32xf32>)
+  func.return
+}
+
+// -----
+
+func.func @recurrent_peepholes(%x: tensor<5x2x16xf32>, %w: tensor<128x16xf32>, %r: tensor<128x32xf32>, %b: tensor<128xf32>, %h: tensor<2x32xf32>) {
+  // CHECK: graph.lstm: peepholes [128] are not (3 x hidden 32)
+  %0:3 = graph.lstm %x, %w, %r, %b, %b, %h, %h, %b {reverse = false, input_forget = false} : (tensor<5x2x16xf32>, tensor<128x16xf32>, tensor<128x32xf32>, tensor<128xf32>, tensor<128xf32>, tensor<2x32xf32>, tensor<2x32xf32>, tensor<128xf32>) -> (tensor<5x2x32xf32>, tensor<2x32xf32>, tensor<2x32xf32>)
+  func.return
+}
+
+// -----
+
+func.func @recurrent_clip(%x: tensor<5x2x16xf32>, %w: tensor<32x16xf32>, %r: tensor<32x32xf32>, %b: tensor<32xf32>, %h: tensor<2x32xf32>) {
+  // CHECK: graph.rnn: clip 0.0 is not positive
+  %0:2 = graph.rnn %x, %w, %r, %b, %b, %h {reverse = false, clip = 0.0 : f64, nonlinearity = "tanh"} : (tensor<5x2x16xf32>, tensor<32x16xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<2x32xf32>) -> (tensor<5x2x32xf32>, tensor<2x32xf32>)
   func.return
 }
 

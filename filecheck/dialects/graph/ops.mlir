@@ -313,6 +313,20 @@ func.func @tensor(%x: tensor<4x8xf32>, %y: tensor<4x?xf32>, %i: tensor<3xi64>, %
   // CHECK-NEXT: func.return
 }
 
+func.func @recurrent(%x: tensor<?x2x16xf32>, %w4: tensor<128x16xf32>, %r4: tensor<128x32xf32>, %b4: tensor<128xf32>, %w3: tensor<96x16xf32>, %r3: tensor<96x32xf32>, %b3: tensor<96xf32>, %w1: tensor<32x16xf32>, %r1: tensor<32x32xf32>, %b1: tensor<32xf32>, %h: tensor<2x32xf32>, %p: tensor<96xf32>) {
+  // CHECK-LABEL: func.func @recurrent(
+  %lstm:3 = graph.lstm %x, %w4, %r4, %b4, %b4, %h, %h {reverse = false, input_forget = false} : (tensor<?x2x16xf32>, tensor<128x16xf32>, tensor<128x32xf32>, tensor<128xf32>, tensor<128xf32>, tensor<2x32xf32>, tensor<2x32xf32>) -> (tensor<?x2x32xf32>, tensor<2x32xf32>, tensor<2x32xf32>)
+  // CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = graph.lstm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {reverse = false, input_forget = false} : (tensor<?x2x16xf32>, tensor<128x16xf32>, tensor<128x32xf32>, tensor<128xf32>, tensor<128xf32>, tensor<2x32xf32>, tensor<2x32xf32>) -> (tensor<?x2x32xf32>, tensor<2x32xf32>, tensor<2x32xf32>)
+  %peephole:3 = graph.lstm %x, %w4, %r4, %b4, %b4, %h, %h, %p {reverse = true, clip = 3.0 : f64, input_forget = true} : (tensor<?x2x16xf32>, tensor<128x16xf32>, tensor<128x32xf32>, tensor<128xf32>, tensor<128xf32>, tensor<2x32xf32>, tensor<2x32xf32>, tensor<96xf32>) -> (tensor<?x2x32xf32>, tensor<2x32xf32>, tensor<2x32xf32>)
+  // CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = graph.lstm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {reverse = true, clip = 3.000000e+00 : f64, input_forget = true} : (tensor<?x2x16xf32>, tensor<128x16xf32>, tensor<128x32xf32>, tensor<128xf32>, tensor<128xf32>, tensor<2x32xf32>, tensor<2x32xf32>, tensor<96xf32>) -> (tensor<?x2x32xf32>, tensor<2x32xf32>, tensor<2x32xf32>)
+  %gru:2 = graph.gru %x, %w3, %r3, %b3, %b3, %h {reverse = true, linear_before_reset = false} : (tensor<?x2x16xf32>, tensor<96x16xf32>, tensor<96x32xf32>, tensor<96xf32>, tensor<96xf32>, tensor<2x32xf32>) -> (tensor<?x2x32xf32>, tensor<2x32xf32>)
+  // CHECK-NEXT: %{{.*}}, %{{.*}} = graph.gru %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {reverse = true, linear_before_reset = false} : (tensor<?x2x16xf32>, tensor<96x16xf32>, tensor<96x32xf32>, tensor<96xf32>, tensor<96xf32>, tensor<2x32xf32>) -> (tensor<?x2x32xf32>, tensor<2x32xf32>)
+  %rnn:2 = graph.rnn %x, %w1, %r1, %b1, %b1, %h {reverse = false, clip = 1.5 : f64, nonlinearity = "relu"} : (tensor<?x2x16xf32>, tensor<32x16xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<2x32xf32>) -> (tensor<?x2x32xf32>, tensor<2x32xf32>)
+  // CHECK-NEXT: %{{.*}}, %{{.*}} = graph.rnn %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {reverse = false, clip = 1.500000e+00 : f64, nonlinearity = "relu"} : (tensor<?x2x16xf32>, tensor<32x16xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<2x32xf32>) -> (tensor<?x2x32xf32>, tensor<2x32xf32>)
+  func.return
+  // CHECK-NEXT: func.return
+}
+
 func.func @embedding(%table: tensor<1000x64xf32>, %ids: tensor<2x16xi64>, %flat: tensor<640xi64>, %offsets: tensor<32xi32>, %weights: tensor<640xf32>) {
   // CHECK-LABEL: func.func @embedding(
   %embedding = graph.embedding %table, %ids : (tensor<1000x64xf32>, tensor<2x16xi64>) -> tensor<2x16x64xf32>
