@@ -38,6 +38,7 @@ from gnomon.passes.graph_roofline import annotate_roofline
 
 REPO = Path(__file__).resolve().parents[1]
 MATRIX_OPS = ("graph.conv", "graph.conv_transpose", "graph.matmul", "graph.linear", "graph.attention")
+RECURRENT_OPS = ("graph.lstm", "graph.gru", "graph.rnn")
 
 
 def parse(text: str) -> ModuleOp:
@@ -81,6 +82,22 @@ def test_transposed_and_grouped_conv_flops_equal_flop_counter() -> None:
         model(x)
     module = gnomon.load(model, example_inputs=(x,))
     assert sum(op_work(op).flops for op in graph_ops(module) if op.name in MATRIX_OPS) == counter.get_total_flops()
+
+
+def test_recurrent_flops_are_the_gate_products() -> None:
+    """GRU and RNN: FlopCounterMode's count of the addmms ATen runs for them; LSTM (oneDNN's kernel on CPU, which
+    FlopCounterMode does not see): the same formula, 2 x steps x batch x gates x hidden x (input + hidden)."""
+    x = torch.randn(7, 2, 16)
+    for layer in (torch.nn.GRU(16, 32, num_layers=2), torch.nn.RNN(16, 32, bidirectional=True)):
+        with FlopCounterMode(display=False) as counter:
+            layer(x)
+        module = gnomon.load(layer.eval(), example_inputs=(x,))
+        assert counter.get_total_flops() > 0
+        ours = sum(op_work(op).flops for op in graph_ops(module) if op.name in RECURRENT_OPS)
+        assert ours == counter.get_total_flops()
+    lstm = only(gnomon.load(torch.nn.LSTM(16, 32).eval(), example_inputs=(x,)), "graph.lstm")
+    assert op_work(lstm).flops == 2 * 7 * 2 * 4 * 32 * (16 + 32)
+    assert op_cost(lstm, load_device("generic-cpu")).model == "recurrent"
 
 
 def test_every_graph_op_has_a_cost() -> None:

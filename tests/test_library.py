@@ -381,6 +381,21 @@ OP_CASES = [
            ["2x3x4xf32"], ["5x5x8xf32"]),
     OpCase("expand", "graph.expand", ["3x1xf32"], ["2x3x4xf32"]),
     OpCase("tile", "graph.tile {repeats = array<i64: 2, 1, 3>}", ["2x3x4xf32"], ["4x3x12xf32"]),
+    # ---- recurrent layers: ATen's kernels, and a step loop for ONNX's extras ----
+    OpCase("lstm", "graph.lstm {reverse = false, input_forget = false}",
+           ["5x2x4xf32", "12x4xf32", "12x3xf32", "12xf32", "12xf32", "2x3xf32", "2x3xf32"],
+           ["5x2x3xf32", "2x3xf32", "2x3xf32"]),
+    OpCase("lstm_reverse_peepholes_clip_coupled", "graph.lstm {reverse = true, clip = 0.5 : f64, input_forget = true}",
+           ["5x2x4xf32", "12x4xf32", "12x3xf32", "12xf32", "12xf32", "2x3xf32", "2x3xf32", "9xf32"],
+           ["5x2x3xf32", "2x3xf32", "2x3xf32"]),
+    *(OpCase(f"gru_{'after' if after else 'before'}_reset",
+             f"graph.gru {{reverse = {str(after).lower()}, linear_before_reset = {str(after).lower()}}}",
+             ["5x2x4xf64", "9x4xf64", "9x3xf64", "9xf64", "9xf64", "2x3xf64"], ["5x2x3xf64", "2x3xf64"])
+      for after in (False, True)),
+    *(OpCase(f"rnn_{nonlinearity}{'_clip' if clip else ''}",
+             f'graph.rnn {{reverse = true, {clip}nonlinearity = "{nonlinearity}"}}',
+             ["5x2x4xf32", "3x4xf32", "3x3xf32", "3xf32", "3xf32", "2x3xf32"], ["5x2x3xf32", "2x3xf32"])
+      for nonlinearity, clip in (("tanh", ""), ("relu", "clip = 0.7 : f64, "))),
     # ---- lookups ----
     OpCase("embedding", "graph.embedding", ["10x4xf32", "2x3xi64"], ["2x3x4xf32"], ints=(-10, 10)),
     *(OpCase(f"embedding_bag_{mode}", f'graph.embedding_bag {{mode = "{mode}", include_last_offset = false}}',

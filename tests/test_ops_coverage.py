@@ -16,11 +16,12 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
+from conftest import relative_l2
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import gnomon
-from gnomon.errors import GnomonError
+from gnomon.errors import GnomonError, ModelLoadError, UnsupportedOpsError
 
 RNG = np.random.default_rng(0)
 
@@ -790,3 +791,229 @@ def test_torch_scatter_mean_is_refused() -> None:
     assert str(error.value) == (
         "unsupported op aten.scatter_reduce.two at node 'scatter_reduce' in Mean (scatter reduction 'mean')"
     )
+# ---- recurrent layers ----
+
+_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+
+
+def _recurrent_model(
+    tmp_path: Path, op: str, direction: str, layout: int, peepholes: bool = False, **attributes: Any
+) -> tuple[Path, dict[str, np.ndarray]]:
+    """A one-node LSTM, GRU or RNN of hidden size 5 over 4 steps of 3 sequences of 2 features, its weights, biases
+    (and peepholes) as initializers; the input and the initial states (scaled to keep the gates off saturation) are
+    graph inputs, batch first under layout 1."""
+    directions, hidden, gates = 2 if direction == "bidirectional" else 1, 5, _GATES[op]
+    steps, batch = 4, 3
+    x = RNG.standard_normal((batch, steps, 2) if layout else (steps, batch, 2)).astype(np.float32)
+    state_shape = (batch, directions, hidden) if layout else (directions, batch, hidden)
+    inputs = {"X": x, "initial_h": (0.5 * RNG.standard_normal(state_shape)).astype(np.float32)}
+    constants = {
+        "W": (0.5 * RNG.standard_normal((directions, gates * hidden, 2))).astype(np.float32),
+        "R": (0.5 * RNG.standard_normal((directions, gates * hidden, hidden))).astype(np.float32),
+        "B": (0.5 * RNG.standard_normal((directions, 2 * gates * hidden))).astype(np.float32),
+    }
+    names = ["X", "W", "R", "B", "", "initial_h"]
+    outputs = ["Y", "Y_h"]
+    if op == "LSTM":
+        inputs["initial_c"] = (0.5 * RNG.standard_normal(state_shape)).astype(np.float32)
+        names.append("initial_c")
+        outputs.append("Y_c")
+        if peepholes:
+            constants["P"] = (0.5 * RNG.standard_normal((directions, 3 * hidden))).astype(np.float32)
+            names.append("P")
+    node = helper.make_node(op, names, outputs, hidden_size=hidden, direction=direction, layout=layout, **attributes)
+    return _model(tmp_path / f"{op.lower()}.onnx", node, inputs, constants, opset=22), inputs
+
+
+@pytest.mark.parametrize("backend", ["native", "reference"])
+@pytest.mark.parametrize(
+    ("op", "direction", "layout", "peepholes", "attributes"),
+    [
+        ("LSTM", "forward", 0, False, {}),
+        ("LSTM", "reverse", 1, True, {}),
+        ("LSTM", "bidirectional", 0, True, {}),
+        ("GRU", "bidirectional", 1, False, {}),  # the reset gate before the recurrent product: ONNX's default
+        ("GRU", "reverse", 0, False, {"linear_before_reset": 1}),  # after it: torch's GRU
+        ("RNN", "bidirectional", 0, False, {}),
+        ("RNN", "reverse", 1, False, {"activations": ["Tanh"]}),
+    ],
+    ids=["lstm", "lstm_reverse_batchwise_peepholes", "lstm_bidirectional_peepholes", "gru_bidirectional_batchwise",
+         "gru_reverse_linear_before_reset", "rnn_bidirectional", "rnn_reverse_batchwise"],
+)  # fmt: skip
+def test_recurrent_layers_match_onnx(
+    tmp_path: Path, backend: str, op: str, direction: str, layout: int, peepholes: bool, attributes: dict[str, Any]
+) -> None:
+    path, inputs = _recurrent_model(tmp_path, op, direction, layout, peepholes, **attributes)
+    _check(path, inputs, backend, atol=1e-5)
+
+
+def test_lstm_clip_and_coupled_forget_gate(tmp_path: Path) -> None:
+    """onnx.reference ignores clip and input_forget: the library's step loop and the NumPy reference, two
+    implementations of the op's equations, agree, and differ from the reference that ignores them."""
+    path, inputs = _recurrent_model(tmp_path, "LSTM", "bidirectional", 0, True, clip=0.5, input_forget=1)
+    native = gnomon.compile(path).run(list(inputs.values()))
+    reference = gnomon.compile(path, backend="reference").run(list(inputs.values()))
+    ignored: list[Any] = ReferenceEvaluator(onnx.load(path)).run(None, inputs)
+    for n, r, i in zip(native, reference, ignored, strict=True):
+        np.testing.assert_allclose(n, r, rtol=1e-5, atol=1e-6)
+        assert not np.allclose(n, i, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("attributes", "sequence_lens", "reason"),
+    [
+        ({"activations": ["Relu", "Tanh", "Tanh"]}, None,
+         "activations ['relu', 'tanh', 'tanh']: only sigmoid, tanh, tanh per direction are supported"),
+        ({}, [4, 2, 4], "sequence_lens [4, 2, 4] shorter than the 4 steps of X"),
+    ],
+    ids=["activations", "sequence_lens"],
+)  # fmt: skip
+def test_recurrent_variants_not_converted_are_refused(
+    tmp_path: Path, attributes: dict[str, Any], sequence_lens: list[int] | None, reason: str
+) -> None:
+    path, _ = _recurrent_model(tmp_path, "LSTM", "forward", 0, **attributes)
+    if sequence_lens is not None:
+        model = onnx.load(path)
+        model.graph.initializer.append(numpy_helper.from_array(np.array(sequence_lens, np.int32), "sequence_lens"))
+        model.graph.node[0].input[4] = "sequence_lens"
+        onnx.save(model, path)
+    with pytest.raises(UnsupportedOpsError) as raised:
+        gnomon.load(path)
+    assert str(raised.value) == f"unsupported op onnx.LSTM at node 'LSTM_0' in lstm.onnx ({reason})"
+
+
+def _recurrent_torch_models() -> dict[str, tuple[Any, tuple[Any, ...]]]:
+    """torch modules around nn.LSTM, GRU and RNN (scriptable, unlike the bare layers) and their example inputs."""
+    import torch
+    from torch import nn
+
+    class LanguageModel(nn.Module):
+        """Embedding, a 2-layer LSTM over batch-first token sequences, a linear head over the vocabulary."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.embedding = nn.Embedding(50, 16)
+            self.lstm = nn.LSTM(16, 32, 2, batch_first=True)
+            self.head = nn.Linear(32, 50)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            y, _ = self.lstm(self.embedding(ids))
+            return self.head(y)
+
+    class Layer(nn.Module):
+        def __init__(self, layer: nn.GRU | nn.RNN) -> None:
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.layer(x)
+
+    class LstmWithStates(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = nn.LSTM(8, 12, num_layers=2, bidirectional=True)
+
+        def forward(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            y, (h_n, c_n) = self.lstm(x, (h, c))
+            return y, h_n, c_n
+
+    torch.manual_seed(0)
+    sequence = torch.randn(5, 3, 8)
+    return {
+        "lstm_language_model": (LanguageModel(), (torch.randint(0, 50, (2, 7)),)),
+        "gru": (Layer(nn.GRU(8, 12)), (sequence,)),
+        "gru_bidirectional_batch_first": (
+            Layer(nn.GRU(8, 12, num_layers=2, bidirectional=True, batch_first=True)),
+            (sequence,),
+        ),
+        "lstm_bidirectional_with_states": (LstmWithStates(), (sequence, torch.randn(4, 3, 12), torch.randn(4, 3, 12))),
+        "rnn_relu_bidirectional_without_bias": (
+            Layer(nn.RNN(8, 12, nonlinearity="relu", bias=False, bidirectional=True)),
+            (sequence,),
+        ),
+    }
+
+
+def _through_door(door: str, model: Any, inputs: tuple[Any, ...], tmp_path: Path) -> Any:
+    """`gnomon.compile` of `model` through one door: the module itself (torch.export), a `.pt2` file, a traced or
+    scripted TorchScript file, or an ONNX file from torch's TorchScript-based or dynamo exporter."""
+    import torch
+
+    match door:
+        case "module":
+            return gnomon.compile(model, example_inputs=inputs)
+        case "pt2":
+            torch.export.save(torch.export.export(model, inputs), tmp_path / "model.pt2")
+            return gnomon.compile(tmp_path / "model.pt2")
+        case "traced" | "scripted":
+            script = torch.jit.trace(model, inputs) if door == "traced" else torch.jit.script(model)
+            torch.jit.save(script, str(tmp_path / "model.pt"))
+            return gnomon.compile(tmp_path / "model.pt", example_inputs=inputs)
+        case _:
+            if door == "onnx_dynamo":
+                pytest.importorskip("onnxscript")
+            torch.onnx.export(model, inputs, tmp_path / "model.onnx", dynamo=door == "onnx_dynamo")
+            return gnomon.compile(tmp_path / "model.onnx")
+
+
+_EVERY_DOOR = ("module", "pt2", "traced", "scripted", "onnx", "onnx_dynamo")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning", "ignore::FutureWarning")
+@pytest.mark.parametrize(
+    ("name", "door"),
+    [
+        *((name, door) for name in ("lstm_language_model", "gru") for door in _EVERY_DOOR),
+        *((name, door) for name in ("gru_bidirectional_batch_first", "lstm_bidirectional_with_states",
+                                    "rnn_relu_bidirectional_without_bias") for door in ("module", "onnx")),
+    ],
+)  # fmt: skip
+def test_recurrent_models_match_torch_through_every_door(tmp_path: Path, name: str, door: str) -> None:
+    import torch
+
+    model, inputs = _recurrent_torch_models()[name]
+    model.eval()
+    expected = [t.detach().numpy() for t in torch.utils._pytree.tree_leaves(model(*inputs))]
+    got = _through_door(door, model, inputs, tmp_path).run([x.numpy() for x in inputs])
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        assert g.shape == e.shape
+        assert relative_l2(g, e) <= 1e-4
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_scripted_bare_recurrent_layer_is_a_clear_error(tmp_path: Path) -> None:
+    """torch scripts nn.GRU into its overloads, forward_tensor and forward_packed, and no forward."""
+    import torch
+
+    torch.jit.save(torch.jit.script(torch.nn.GRU(8, 12)), str(tmp_path / "gru.pt"))
+    with pytest.raises(ModelLoadError) as raised:
+        gnomon.load(tmp_path / "gru.pt", input_shapes={"x": [5, 3, 8]})
+    assert str(raised.value) == (
+        f"{tmp_path / 'gru.pt'}: the TorchScript module has no forward method to import (script a module that calls it)"
+    )
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.parametrize("cell", ["LSTMCell", "GRUCell", "RNNCell"])
+def test_recurrent_cells_are_linear_and_elementwise_ops(cell: str) -> None:
+    import torch
+
+    class Step(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cell = getattr(torch.nn, cell)(8, 12)
+
+        def forward(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> Any:
+            return self.cell(x, (h, c)) if cell == "LSTMCell" else self.cell(x, h)
+
+    model = Step().eval()
+    inputs = (torch.randn(3, 8), torch.randn(3, 12), torch.randn(3, 12))
+    expected = [t.detach().numpy() for t in torch.utils._pytree.tree_leaves(model(*inputs))]
+    exe = gnomon.compile(model, example_inputs=inputs)
+    got = exe.run([x.numpy() for x in inputs])
+    for g, e in zip(got, expected, strict=True):
+        assert relative_l2(g, e) <= 1e-6
+    names = {op.name for op in gnomon.load(model, example_inputs=inputs).walk()}
+    assert "graph.linear" in names
+    assert not names & {"graph.lstm", "graph.gru", "graph.rnn"}

@@ -60,7 +60,10 @@ def import_torch(
     # A hook, unlike a wrapper module, keeps the module paths that locations are named after.
     hook = model.register_forward_hook(lambda _module, _args, outputs: _plain_outputs(outputs))
     try:
-        program = torch.export.export(model, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=False)
+        with warnings.catch_warnings():
+            # nn.LSTM, GRU and RNN refresh their list of weights on each call, which export warns about.
+            warnings.filterwarnings("ignore", "The tensor attributes .*_flat_weights", UserWarning)
+            program = torch.export.export(model, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # torch.export raises many exception types, all meaning "cannot export"
         raise ModelLoadError(f"torch.export cannot export {source}: {_reason(e)}") from e
     finally:
@@ -95,8 +98,14 @@ def import_torchscript(
         module = torch.jit.load(str(path), map_location="cpu")
     except (RuntimeError, ValueError) as e:
         raise ModelLoadError(f"{path} is not a loadable TorchScript file: {_reason(e)}") from e
+    try:
+        graph = module.graph
+    except RuntimeError as e:  # a scripted nn.LSTM, GRU or RNN has only its overloads (forward_tensor...)
+        raise ModelLoadError(
+            f"{path}: the TorchScript module has no forward method to import (script a module that calls it)"
+        ) from e
     # Graph inputs are named like `x.1`; the first is the module itself.
-    names = [value.debugName().split(".")[0] for value in module.graph.inputs()][1:]
+    names = [value.debugName().split(".")[0] for value in graph.inputs()][1:]
     if example_inputs is None:
         example_inputs = _random_inputs(path, names, input_shapes or {})
     try:
