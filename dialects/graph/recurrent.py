@@ -4,16 +4,20 @@ Each op is the whole recurrence of one layer and direction, not its cell: the st
 step is no unit to schedule or fuse across, while the op as a whole is torch's and ONNX's unit (`aten.lstm`,
 ONNX LSTM). Layers, both directions and batch-first layouts are the converters' transposes and concats around
 these ops. Cells alone (`nn.LSTMCell`) are no op here: they convert to linear and elementwise graph ops, which
-fuse like any others.
+fuse like any others. The ops run as library calls into ATen's own LSTM, GRU and RNN kernels
+(`gnomon.runtime.library.recurrent`): a recurrence is a loop over steps, which gnomon's kernel generator has no
+construct for, and ATen runs it in C++ with every step's input projection batched into one GEMM.
 
 The layout is torch's: `input` is (seq, batch, input_size); `weight_ih` is (gates * hidden, input_size),
 `weight_hh` is (gates * hidden, hidden), `bias_ih` and `bias_hh` are (gates * hidden), the gates stacked in
 torch's order (LSTM: input, forget, cell, output; GRU: reset, update, new); `h0` (and an LSTM's `c0`) is
-(batch, hidden). The results are every step's hidden state (seq, batch, hidden) and the last step's state (the
-first input step's when `reverse`, which runs the sequence from its end). ONNX's extras are properties: `clip`
-bounds every gate's input to [-clip, clip] (absent: no bound); an LSTM may have peepholes (3 * hidden: input,
-forget, output) and a forget gate coupled to the input gate (`input_forget`: f = 1 - i); a GRU applies its
-reset gate before the recurrent product (ONNX's default) or after it (`linear_before_reset`, torch's GRU).
+(batch, hidden). The results are every step's hidden state (seq, batch, hidden), in input order, and the final
+states, after the last step run (input step 0 when `reverse`, which runs the sequence from its end).
+
+ONNX's extras are properties: `clip` bounds every gate's input to [-clip, clip] (absent: no bound); an LSTM may
+have peepholes (3 * hidden: input, forget, output) and a forget gate coupled to the input gate (`input_forget`:
+f = 1 - i); a GRU applies its reset gate before the recurrent product (ONNX's default) or after it
+(`linear_before_reset`, torch's GRU).
 """
 
 from __future__ import annotations
@@ -53,9 +57,6 @@ class RecurrentOp(GraphOperation):
 
     def hidden_size(self) -> int:
         return shape_of(self.operands[2], f"{self.name} weight_hh")[-1]
-
-    def steps(self) -> int:
-        return shape_of(self._input(), f"{self.name} input")[0]
 
     def clip_value(self) -> float | None:
         clip = self.properties.get("clip")

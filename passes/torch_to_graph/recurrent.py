@@ -352,7 +352,7 @@ def _onnx(a: AtenArgs, op_type: RecurrentType, kind: dict[str, Attribute]) -> li
         x = _transpose(a, x, [1, 0, 2])
     (steps, batch, _), (directions, rows, hidden) = _shape(x), _shape(r)
     if DYN in (steps, batch, directions, rows, hidden):
-        raise NotConvertible("dynamic shapes")
+        raise NotConvertible("a dynamic sequence length, batch or hidden size")
     if directions != _DIRECTIONS[direction] or rows != op_type.GATES * hidden:
         raise NotConvertible(f"R {list(_shape(r))} for direction {direction} and {op_type.GATES} gates")
     if a.onnx_int("hidden_size", hidden) != hidden:
