@@ -20,7 +20,6 @@ from gnomon.dialects.graph.constant_values import resource_to_numpy as resource_
 from gnomon.errors import InputShapeError, ModelLoadError
 from gnomon.frontends import ImportedModel, import_model
 from gnomon.frontends.mlir_text import SPLAT_LIMIT, parse_torch_mlir
-from gnomon.passes.torch_to_graph.args import torch_op_name
 
 LIGHT_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 LIGHT_MODELS = sorted(LIGHT_DIR.glob("light_*.onnx"))
@@ -281,26 +280,6 @@ def test_dlrm_with_embedding_bags_and_a_non_persistent_buffer():
     assert counts["torch.aten.bmm"] == 1
     assert imported.input_names == ["dense", "indices", "offsets"]
     assert locations(imported.module, "torch.aten.embedding_bag.padding_idx") == [f"embeddings.{i}" for i in range(4)]
-
-
-def test_parameters_inside_a_list_argument():
-    """torch-mlir freezes parameters into literals everywhere but inside a list (a `cat` of a parameter, an LSTM's
-    weights), where it refused them as a heterogeneous list; each goes through an alias of its own (which torch-mlir's
-    canonicalization then folds into the literal)."""
-
-    class Prefix(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.prefix = torch.nn.Parameter(torch.ones(2, 4))
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.cat([self.prefix, x])
-
-    counts = op_counts(import_model(Prefix(), (torch.zeros(3, 4),)).module)
-    assert (counts["torch.aten.cat"], counts["torch.vtensor.literal"]) == (1, 1)
-    lstm = import_model(torch.nn.LSTM(4, 5, num_layers=2).eval(), (torch.zeros(3, 2, 4),)).module
-    assert [torch_op_name(op) for op in lstm.walk() if op_name(op) == "torch.operator"] == ["torch.aten.lstm.input"]
-    assert op_counts(lstm)["torch.vtensor.literal"] == 9  # 4 weights per layer, one zero state
 
 
 def test_structured_outputs_are_flattened_and_named():
