@@ -187,6 +187,37 @@ def test_a_batch_the_model_fixes_is_a_shape_error_not_an_internal_one(tmp_path: 
     )
 
 
+def mean_square_onnx(path: Path, batch: int | str) -> Path:
+    """The mean of x² over every axis after the first, whose axes come as ONNX's RMSNormalization function body
+    computes them: Range(1, Size(Shape(x)), 1)."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Size", ["shape"], ["rank"]),
+        helper.make_node("Range", ["one", "rank", "one"], ["axes"]),
+        helper.make_node("Mul", ["x", "x"], ["squares"]),
+        helper.make_node("ReduceMean", ["squares", "axes"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mean_square",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(1, np.int64), "one")],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    return path
+
+
+@pytest.mark.parametrize("batch", [2, "N"])
+def test_shape_arithmetic_is_folded_before_torch_mlir(tmp_path: Path, batch: int | str):
+    """torch-mlir leaves a ReduceMean whose axes are computed unlowered: they are folded to constants first, even
+    under a dynamic batch (the rank is known), and the Shape that only the folded Size read goes."""
+    imported = import_model(mean_square_onnx(tmp_path / "mean_square.onnx", batch))
+    counts = op_counts(imported.module)
+    assert counts["torch.aten.mean.dim"] == 1
+    assert counts["torch.operator"] == counts["torch.aten._shape_as_tensor"] == 0
+
+
 def test_file_errors(tmp_path: Path):
     missing = tmp_path / "missing.onnx"
     with pytest.raises(ModelLoadError) as error:

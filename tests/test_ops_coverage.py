@@ -1017,3 +1017,53 @@ def test_recurrent_cells_are_linear_and_elementwise_ops(cell: str) -> None:
     names = {op.name for op in gnomon.load(model, example_inputs=inputs).walk()}
     assert "graph.linear" in names
     assert not names & {"graph.lstm", "graph.gru", "graph.rnn"}
+# ---- rotary embedding, swish and Lp normalization ----
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("rotary_dim", [0, 4])
+@pytest.mark.parametrize("form", ["4d", "3d", "no_position_ids", "position_ids_of_one_row"])
+def test_rotary_embedding(tmp_path: Path, form: str, rotary_dim: int, interleaved: int) -> None:
+    """Whole and partial rotation, halves or interleaved pairs, (batch, heads, seq, head) or 3-d input split into
+    heads, caches indexed by position ids (one row of them broadcasting over the batch) or not."""
+    batch, heads, seq, head_size = 2, 3, 5, 8
+    half = (rotary_dim or head_size) // 2
+    shape = (batch, seq, heads * head_size) if form == "3d" else (batch, heads, seq, head_size)
+    inputs = {"x": RNG.standard_normal(shape).astype(np.float32)}
+    if form == "no_position_ids":
+        angles = RNG.uniform(0, 6, (batch, seq, half))
+    else:
+        angles = RNG.uniform(0, 6, (20, half))
+        rows = 1 if form == "position_ids_of_one_row" else batch
+        inputs["position_ids"] = RNG.integers(0, 20, (rows, seq)).astype(np.int64)
+    inputs = {"x": inputs["x"], "cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32)} | {
+        name: value for name, value in inputs.items() if name == "position_ids"
+    }
+    attributes = {"interleaved": interleaved, "rotary_embedding_dim": rotary_dim}
+    if form == "3d":
+        attributes["num_heads"] = heads
+    node = helper.make_node("RotaryEmbedding", list(inputs), ["y"], **attributes)
+    _check(_model(tmp_path / "rotary.onnx", node, inputs), inputs)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1.7])
+@pytest.mark.parametrize("op", ["Swish", "SwiGLU"])
+def test_swish_and_swiglu(tmp_path: Path, op: str, alpha: float) -> None:
+    inputs = {"a": RNG.standard_normal((3, 7)).astype(np.float32)}
+    if op == "SwiGLU":
+        inputs["b"] = RNG.standard_normal((3, 7)).astype(np.float32)
+    node = helper.make_node(op, list(inputs), ["y"], alpha=alpha)
+    _check(_model(tmp_path / "swish.onnx", node, inputs, opset=28), inputs)
+
+
+@pytest.mark.parametrize("axis", [0, -1])
+@pytest.mark.parametrize("p", [1, 2])
+def test_lp_normalization_leaves_zero_vectors_zero(tmp_path: Path, p: int, axis: int) -> None:
+    """x / norm(x), and 0 where the norm is 0 (ONNX's reference). Checked against NumPy: onnx.reference sums x, not
+    |x|, for the 1-norm."""
+    x = RNG.standard_normal((3, 4)).astype(np.float32)
+    x[:, 1] = x[2, :] = 0
+    node = helper.make_node("LpNormalization", ["x"], ["y"], p=p, axis=axis)
+    (got,) = gnomon.compile(_model(tmp_path / "lp.onnx", node, {"x": x})).run([x])
+    norm = np.linalg.norm(x, ord=p, axis=axis, keepdims=True)
+    np.testing.assert_allclose(got, np.where(norm == 0, 0, x / np.where(norm == 0, 1, norm)), rtol=1e-6)

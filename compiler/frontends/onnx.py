@@ -4,7 +4,8 @@ Stages: load and validate (an opset newer than onnx knows is refused); name anon
 are node names); apply
 `--input-shape` overrides (`_follow_batch`: reshapes that spell out a batch of 1 follow a new batch
 size); upgrade old opsets (torch-mlir's ONNX lowerings reject e.g.
-opset-9 MaxPool and BatchNormalization); infer shapes with data propagation; import
+opset-9 MaxPool and BatchNormalization); infer shapes with data propagation; fold shape arithmetic over
+static shapes to constants (`onnx_folding`: torch-mlir reads only literals); import
 with torch-mlir's `onnx_importer`; lower `onnx.*` ops to `torch.aten.*` and canonicalize,
 which folds constant shape arithmetic (ConstantOfShape becomes a splat literal) without
 decomposing conv, batch norm or pooling. ONNX ops torch-mlir has no lowering for stay
@@ -39,6 +40,7 @@ from gnomon.errors import ImporterCrashError, InputShapeError, ModelLoadError, U
 from gnomon.frontends.imported import ImportedModel
 from gnomon.frontends.isolation import Progress, run_isolated
 from gnomon.frontends.mlir_text import parse_torch_mlir, to_text
+from gnomon.frontends.onnx_folding import fold_shape_arithmetic
 
 MIN_OPSET = 17
 """Older default-domain opsets are upgraded to this one before import."""
@@ -58,6 +60,11 @@ OWN_LOWERINGS = frozenset({
     # Lowered to a `prim.Loop` over the steps (and not at all in reverse or both directions), where gnomon has one
     # graph op per layer and direction.
     "onnx.GRU", "onnx.LSTM", "onnx.RNN",
+    # Lowered against ONNX's semantics: LpNormalization divides a zero vector by its zero norm (ONNX gives zeros);
+    # RotaryEmbedding by the pattern of com.microsoft's op (the importer names both `onnx.RotaryEmbedding`), whose
+    # inputs come in another order (the cos cache is read as the position ids) and which needs position ids.
+    # Custom-domain ops are renamed before these are held back, so only the default domain's are.
+    "onnx.LpNormalization", "onnx.RotaryEmbedding",
 })  # fmt: skip
 """ONNX ops held back from torch-mlir's lowering: torch-to-graph converts them all, with ONNX's semantics."""
 
@@ -82,10 +89,10 @@ def import_onnx(path: Path, input_shapes: Mapping[str, Sequence[int]] | None = N
         _override_shapes(path, model.graph, inputs, input_shapes)
     model, upgrade_error = _upgrade(model)
     _check_ignored_attributes(path, model)
-    try:
-        model = shape_inference.infer_shapes(model, data_prop=True)
-    except (onnx.shape_inference.InferenceError, ValueError) as e:
-        raise ModelLoadError(f"{path}: ONNX shape inference failed: {_first_line(e)}") from e
+    model = _inferred(path, model)
+    # Each round's constants may complete shapes that the next round's Shape nodes read.
+    while fold_shape_arithmetic(model):
+        model = _inferred(path, model)
     return ImportedModel(
         module=_import(path, model, upgrade_error),
         source=path.name,
@@ -94,6 +101,13 @@ def import_onnx(path: Path, input_shapes: Mapping[str, Sequence[int]] | None = N
         kind="onnx",
         input_dim_names=[_dim_params(value) for value in inputs],
     )
+
+
+def _inferred(path: Path, model: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return shape_inference.infer_shapes(model, data_prop=True)
+    except (onnx.shape_inference.InferenceError, ValueError) as e:
+        raise ModelLoadError(f"{path}: ONNX shape inference failed: {_first_line(e)}") from e
 
 
 def _dim_params(value: onnx.ValueInfoProto) -> tuple[str, ...]:
@@ -255,7 +269,8 @@ def _import_text(path: Path, model: onnx.ModelProto, upgrade_error: str | None, 
 
 def _imported(model: onnx.ModelProto, progress: Progress) -> ir.Module:
     """torch-mlir's import of the model, reporting each node before importing it; custom-domain ops are
-    renamed `domain.Op` (the importer names every op `onnx.Op`, so `com.example.Relu` would pass for a Relu)."""
+    renamed `domain.Op` (the importer names every op `onnx.Op`, so `com.example.Relu` would pass for a Relu), and
+    the ops of `OWN_LOWERINGS` held back from the lowering."""
     context = ir.Context()
     context.enable_multithreading(False)  # no thread pool to start in a forked child: one function needs none
     torch_d.register_dialect(context)

@@ -57,6 +57,7 @@ from gnomon.passes.torch_to_graph import (
     recurrent,
     reduce,
     resize,
+    rotary,
     scatter,
     shape,
 )
@@ -77,6 +78,7 @@ _CONVERTER_MODULES = (
     recurrent,
     reduce,
     resize,
+    rotary,
     scatter,
     shape,
 )  # fmt: skip

@@ -505,3 +505,25 @@ def type_as(a: AtenArgs) -> SSAValue:
 @converts("onnx.BitCast", args="input")
 def onnx_bitcast(a: AtenArgs) -> SSAValue:
     return a.value(ew.BitcastOp.build(operands=[a.tensor("input")], result_types=[a.result_type()]))
+
+
+def _swish(a: AtenArgs, x: SSAValue, alpha: float) -> SSAValue:
+    """x * sigmoid(alpha * x): silu when alpha is 1."""
+    if alpha == 1.0:
+        return _emit(a, ew.SiluOp, x)
+    scaled = _emit(a, ew.MulOp, x, a.scalar_tensor(alpha, tensor_type(x).get_element_type()))
+    return _emit(a, ew.MulOp, x, _emit(a, ew.SigmoidOp, scaled))
+
+
+@converts("onnx.Swish", args="X")
+def onnx_swish(a: AtenArgs) -> SSAValue:
+    return _swish(a, a.tensor("X"), a.onnx_float("alpha", 1.0))
+
+
+@converts("onnx.SwiGLU", args="A B")
+def onnx_swiglu(a: AtenArgs) -> SSAValue:
+    """swish(A) * B, of one shape: ONNX does not broadcast them."""
+    x, gate = a.tensor("A"), a.tensor("B")
+    if tensor_type(x) != tensor_type(gate):
+        raise NotConvertible(f"SwiGLU of {tensor_type(x)} and {tensor_type(gate)}, which differ")
+    return _emit(a, ew.MulOp, _swish(a, x, a.onnx_float("alpha", 1.0)), gate)

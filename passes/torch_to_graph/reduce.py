@@ -4,7 +4,7 @@ statistics built from them (variance, standard deviation, logsumexp, vector norm
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import TensorType, i64
+from xdsl.dialects.builtin import TensorType, i1, i64
 from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph import elementwise as ew
@@ -163,20 +163,36 @@ def logsumexp(a: AtenArgs) -> SSAValue:
 
 @converts("torch.aten.linalg_vector_norm", args="self ord dim keepdim dtype")
 def vector_norm(a: AtenArgs) -> SSAValue:
-    return _norm(a, a.float("ord"), a.optional_ints("dim") or [], a.bool("keepdim"))
+    x = a.tensor_as("self", a.result_dtype())
+    return _norm(a, x, a.float("ord"), a.optional_ints("dim") or [], a.bool("keepdim"))
 
 
 @converts("torch.aten.norm.ScalarOpt_dim", args="self p dim keepdim")
 def norm_dim(a: AtenArgs) -> SSAValue:
     order = a.optional_float("p")
-    return _norm(a, 2.0 if order is None else order, a.optional_ints("dim") or [], a.bool("keepdim"))
+    x = a.tensor_as("self", a.result_dtype())
+    return _norm(a, x, 2.0 if order is None else order, a.optional_ints("dim") or [], a.bool("keepdim"))
 
 
-def _norm(a: AtenArgs, order: float, axes: list[int], keepdim: bool) -> SSAValue:
+@converts("onnx.LpNormalization", args="input")
+def onnx_lp_normalization(a: AtenArgs) -> SSAValue:
+    """x / norm(x) along `axis`, and 0 where the norm is 0, as ONNX's reference gives (torch-mlir's lowering
+    divides by it, so the frontend hides the op from it)."""
+    x = a.tensor("input")
+    x_type = tensor_type(x)
+    norm = _norm(a, x, float(a.onnx_int("p", 2)), [a.onnx_int("axis", -1)], True)
+    zero = a.scalar_tensor(0.0, x_type.get_element_type())
+    vanishes = a.value(
+        ew.EqOp.build(operands=[norm, zero], result_types=[TensorType(i1, tensor_type(norm).get_shape())])
+    )
+    quotient = a.value(ew.DivOp.build(operands=[x, norm], result_types=[x_type]))
+    return a.value(ew.WhereOp.build(operands=[vanishes, zero, quotient], result_types=[x_type]))
+
+
+def _norm(a: AtenArgs, x: SSAValue, order: float, axes: list[int], keepdim: bool) -> SSAValue:
     """The 1-norm (sum of |x|) or the 2-norm (root of the sum of squares)."""
     if order not in (1.0, 2.0):
         raise NotConvertible(f"vector norm of order {order}")
-    x = a.tensor_as("self", a.result_dtype())
     if order == 1.0:
         magnitude = a.value(ew.AbsOp.build(operands=[x], result_types=[tensor_type(x)]))
         return a.value(_reduce_value(magnitude, ReduceSumOp, axes, keepdim))
