@@ -163,7 +163,7 @@ def test_a_pow_pays_a_libm_call_per_element() -> None:
     module = lower(Parser(gnomon_context(), text).parse_module())
     (pow_kernel,) = [op for op in module.ops if isinstance(op, kernel.FuncOp)]
     ops = [op for op in pow_kernel.body.block.ops if isinstance(op, GraphOperation)]
-    assert libm_calls(ops) == 8 * 64 * 64
+    assert libm_calls(ops, generated=True) == 8 * 64 * 64
     cpu = load_device("generic-cpu")
     threads = generated_threads(pow_kernel, cpu)
     libm_s = 8 * 64 * 64 * efficiency(cpu).libm_call_s / threads
@@ -174,6 +174,36 @@ def test_a_pow_pays_a_libm_call_per_element() -> None:
     assert eager_pow.cost is not None
     expected = op_cost(ops[0], cpu).compute_s + 8 * 64 * 64 * efficiency(cpu).libm_call_s / cpu.cores
     assert eager_pow.cost.compute_s == pytest.approx(expected)
+
+
+def test_an_inverse_sine_pays_libm_calls_in_a_generated_kernel_only() -> None:
+    from xdsl.parser import Parser
+
+    from gnomon.context import gnomon_context
+    from gnomon.cost import efficiency, op_cost
+    from gnomon.cost.calls import libm_calls
+    from gnomon.cost.eager import eager_steps
+    from gnomon.cost.program import kernel_cost
+    from gnomon.cost.threads import generated_threads, library_threads
+    from gnomon.dialects import kernel
+    from gnomon.dialects.graph.base import GraphOperation
+
+    t = "tensor<16x1024xf64>"
+    text = f"func.func @main(%x: {t}) -> {t} {{\n  %y = graph.asin %x : ({t}) -> {t}\n  func.return %y : {t}\n}}"
+    module = lower(Parser(gnomon_context(), text).parse_module())
+    (asin_kernel,) = [op for op in module.ops if isinstance(op, kernel.FuncOp)]
+    assert asin_kernel.is_generated
+    ops = [op for op in asin_kernel.body.block.ops if isinstance(op, GraphOperation)]
+    assert (libm_calls(ops, generated=True), libm_calls(ops, generated=False)) == (16 * 1024, 0)
+    cpu = load_device("generic-cpu")
+    threads = generated_threads(asin_kernel, cpu)
+    expected = op_cost(ops[0], cpu, cores=threads).compute_s + 16 * 1024 * efficiency(cpu).libm_call_s / threads
+    assert kernel_cost(asin_kernel, cpu).compute_s == pytest.approx(expected)
+    # ATen computes it with SLEEF's vector functions: no libm calls.
+    (eager_asin,) = eager_steps(Parser(gnomon_context(), text).parse_module(), cpu)
+    assert eager_asin.cost is not None
+    eager_cores = library_threads(ops, cpu)
+    assert eager_asin.cost.compute_s == pytest.approx(op_cost(ops[0], cpu, cores=eager_cores).compute_s)
 
 
 def test_call_distances_count_the_bytes_since_the_same_function_last_ran_wrapping_around_the_run() -> None:

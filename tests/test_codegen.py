@@ -114,6 +114,7 @@ def floats(dtype: type[np.floating], count: int = 1500) -> np.ndarray:
 UNARY = [
     "abs", "ceil", "cos", "erf", "exp", "floor", "hard_swish", "log", "neg", "reciprocal", "relu", "round", "rsqrt",
     "selu", "sigmoid", "sign", "silu", "sin", "softsign", "sqrt", "tanh",
+    "acos", "acosh", "asin", "asinh", "atan", "atanh", "sinh",
     'gelu {approximate = "none"}', 'gelu {approximate = "tanh"}', "elu {alpha = 1.0 : f64}",
     "leaky_relu {alpha = 0.01 : f64}", "softplus {beta = 1.0 : f64, threshold = 20.0 : f64}",
     "softplus {beta = 2.0 : f64, threshold = 10.0 : f64}", "hard_sigmoid {alpha = 0.2 : f64, beta = 0.5 : f64}",
@@ -134,7 +135,7 @@ def test_unary_float_ops_match_reference(dtype: str, np_dtype: type[np.floating]
     check(text, [x], UNARY, rtol=2e-6 if dtype == "f32" else 1e-12, atol=1e-6 if dtype == "f32" else 1e-12)
 
 
-BINARY = ["add", "sub", "mul", "div", "max", "min", "pow", "rem", "prelu"]
+BINARY = ["add", "sub", "mul", "div", "max", "min", "pow", "rem", "fmod", "prelu"]
 COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
 BROADCASTS = [((3, 4, 5), (3, 4, 5)), ((3, 4, 5), (5,)), ((3, 1, 5), (4, 1)), ((), (3,)), ((2, 1, 1, 4), (1, 3, 5, 1))]
 

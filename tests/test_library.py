@@ -199,11 +199,16 @@ def binary(
 
 
 NAN_SIGNS: list[object] = [[[math.nan, -2.0, 0.0, 3.0]]]
+INSIDE_UNIT: list[object] = [[-0.99, -0.7, -0.5, -0.1], [0.0, 0.3, 0.8, 0.999]]
+"""Arguments inside the domain of acos, asin and atanh."""
 
 OP_CASES = [
     *(unary(n) for n in ("abs", "ceil", "cos", "erf", "exp", "floor", "hard_swish", "neg", "reciprocal", "relu",
                          "round", "selu", "sigmoid", "sign", "silu", "sin", "softsign", "tanh")),
     *(unary(n, positive=True) for n in ("log", "rsqrt", "sqrt")),
+    *(unary(n) for n in ("asinh", "atan", "sinh")),
+    *(OpCase(n, f"graph.{n}", ["2x4xf32"], ["2x4xf32"], fixed={0: INSIDE_UNIT}) for n in ("acos", "asin", "atanh")),
+    OpCase("acosh", "graph.acosh", ["2x4xf32"], ["2x4xf32"], fixed={0: [[1.0, 1.01, 1.5, 2.0], [3.0, 10.0, 1e3, 1e6]]}),
     OpCase("sign_nan", "graph.sign", ["1x1x4xf32"], ["1x1x4xf32"], fixed={0: NAN_SIGNS}),
     unary("gelu", '{approximate = "none"}', "none"),
     unary("gelu", '{approximate = "tanh"}', "tanh"),
@@ -225,6 +230,8 @@ OP_CASES = [
     *(binary(n, "i64", ints=(-5, 6)) for n in ("add", "mul", "max", "sub")),
     binary("div", "i64", ints=(-9, 10), divisors=[-3, 2, 5, -1]),
     binary("rem", "i64", ints=(-9, 10), divisors=[-3, 2, 5, -1]),
+    binary("fmod", divisors=[-1.5, 0.7, 2.0, -0.3]),
+    binary("fmod", "i64", ints=(-9, 10), divisors=[-3, 2, 5, -1]),
     *(binary(n, "i1") for n in ("and", "or")),
     *(binary(n, "i32", ints=(-50, 50)) for n in ("bitwise_and", "bitwise_or", "bitwise_xor")),
     OpCase("bitwise_not_i64", "graph.bitwise_not", ["2x3xi64"], ["2x3xi64"], ints=(-9, 10)),
@@ -244,6 +251,9 @@ OP_CASES = [
     OpCase("matmul_batch_broadcast", "graph.matmul", ["1x3x5xf32", "2x5x4xf32"], ["2x3x4xf32"]),
     OpCase("matmul_vector", "graph.matmul", ["5xf32", "2x5x4xf32"], ["2x4xf32"]),
     OpCase("matmul_matrix_vector", "graph.matmul", ["3x5xf32", "5xf32"], ["3xf32"]),
+    OpCase("det", "graph.det", ["2x3x3xf32"], ["2xf32"]),
+    OpCase("det_f64", "graph.det", ["4x4xf64"], ["f64"]),
+    OpCase("det_f16", "graph.det", ["3x2x2xf16"], ["3xf16"]),
     OpCase("linear", "graph.linear", ["2x3x5xf32", "4x5xf32", "4xf32"], ["2x3x4xf32"]),
     OpCase("linear_no_bias_1d", "graph.linear", ["5xf32", "4x5xf32"], ["4xf32"]),
     # ---- nn ----
@@ -379,6 +389,8 @@ OP_CASES = [
            ["2x3x4xf32"], ["2x6x9xf32"]),
     OpCase("pad_replicate", 'graph.pad {pads = array<i64: 1, 0, -1, 2, 2, 5>, mode = "replicate", value = 0.0 : f64}',
            ["2x3x4xf32"], ["5x5x8xf32"]),
+    OpCase("pad_wrap", 'graph.pad {pads = array<i64: 0, 7, -1, 2, 1, 3>, mode = "wrap", value = 0.0 : f64}',
+           ["2x3x4xf32"], ["4x11x6xf32"]),
     OpCase("expand", "graph.expand", ["3x1xf32"], ["2x3x4xf32"]),
     OpCase("tile", "graph.tile {repeats = array<i64: 2, 1, 3>}", ["2x3x4xf32"], ["4x3x12xf32"]),
     # ---- recurrent layers: ATen's kernels, and a step loop for ONNX's extras ----

@@ -28,20 +28,22 @@ RNG = np.random.default_rng(0)
 
 def _model(
     path: Path,
-    node: onnx.NodeProto,
+    node: onnx.NodeProto | list[onnx.NodeProto],
     inputs: dict[str, np.ndarray],
     constants: dict[str, np.ndarray] | None = None,
     opset: int = 23,
 ) -> Path:
-    """A one-node model: `inputs` are graph inputs, `constants` initializers (ONNX's tests pass axes and
-    shift counts as inputs; gnomon needs them known at compile time)."""
+    """A one-node model (or one of independent nodes, each output a graph output): `inputs` are graph inputs,
+    `constants` initializers (ONNX's tests pass axes and shift counts as inputs; gnomon needs them known at compile
+    time)."""
+    nodes = node if isinstance(node, list) else [node]
     values = [
         helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
         for name, x in inputs.items()
     ]
     initializers = [numpy_helper.from_array(x, name) for name, x in (constants or {}).items()]
-    outputs = [helper.make_empty_tensor_value_info(name) for name in node.output if name]
-    graph = helper.make_graph([node], "g", values, outputs, initializers)
+    outputs = [helper.make_empty_tensor_value_info(name) for n in nodes for name in n.output if name]
+    graph = helper.make_graph(nodes, "g", values, outputs, initializers)
     model = onnx.shape_inference.infer_shapes(
         helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), strict_mode=True
     )
@@ -1067,3 +1069,165 @@ def test_lp_normalization_leaves_zero_vectors_zero(tmp_path: Path, p: int, axis:
     (got,) = gnomon.compile(_model(tmp_path / "lp.onnx", node, {"x": x})).run([x])
     norm = np.linalg.norm(x, ord=p, axis=axis, keepdims=True)
     np.testing.assert_allclose(got, np.where(norm == 0, 0, x / np.where(norm == 0, 1, norm)), rtol=1e-6)
+# ---- inverse trigonometric and hyperbolic functions, IsInf, Mod with fmod ----
+
+TRIGONOMETRIC = ["Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Sinh"]
+
+
+@pytest.mark.parametrize(("dtype", "kind"), [(np.float32, "generated"), (np.float64, "generated"),
+                                              (np.float16, "library")])  # fmt: skip
+def test_inverse_trigonometric_and_hyperbolic_functions(tmp_path: Path, dtype: type[Any], kind: str) -> None:
+    # Acosh takes [1, inf); the others take (-1, 1) (asinh, atan and sinh take more: large arguments too).
+    x = np.concatenate([RNG.uniform(-0.999, 0.999, 40), [0.0, -0.0]]).astype(dtype)
+    big = np.concatenate([RNG.uniform(1, 60, 40), [1.0, 65000.0]]).astype(dtype)
+    nodes = [helper.make_node(op, ["big" if op in ("Acosh", "Asinh", "Atan") else "x"], [op]) for op in TRIGONOMETRIC]
+    path = _model(tmp_path / "trigonometric.onnx", nodes, {"x": x, "big": big})
+    # float16 rounds each result once on both sides, but from float32 values that may differ in their last bit.
+    _check(path, {"x": x, "big": big}, atol=1e-3 if dtype == np.float16 else 1e-6)
+    assert set(_kernels(path).values()) == {kind}  # generated: libm's functions; float16: ATen's
+
+
+@pytest.mark.parametrize(("positive", "negative"), [(1, 1), (1, 0), (0, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_is_inf_detects_either_sign(tmp_path: Path, positive: int, negative: int, dtype: type[Any]) -> None:
+    x = np.array([-np.inf, -1.5, 0.0, np.nan, np.inf, 6e4, -6e4], dtype)
+    node = helper.make_node("IsInf", ["x"], ["y"], detect_positive=positive, detect_negative=negative)
+    _check(_model(tmp_path / "isinf.onnx", node, {"x": x}), {"x": x})
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int8, np.int32, np.int64])
+def test_mod_with_fmod_takes_the_sign_of_the_dividend(tmp_path: Path, dtype: type[Any]) -> None:
+    if np.dtype(dtype).kind == "f":
+        x = (RNG.standard_normal((3, 8)) * 10).astype(dtype)
+        y = np.array([1.5, -1.5, 0.7, -0.3, 4.0, -4.0, 2.5, 100.0], dtype)
+    else:
+        x = RNG.integers(-50, 50, (3, 8)).astype(dtype)
+        y = np.array([3, -3, 7, -7, 1, -1, 50, 2], dtype)
+    node = helper.make_node("Mod", ["x", "y"], ["z"], fmod=1)
+    _check(_model(tmp_path / "fmod.onnx", node, {"x": x, "y": y}), {"x": x, "y": y})
+
+
+def test_torch_inverse_trigonometric_fmod_isinf_det_and_circular_pad_match_pytorch() -> None:
+    import torch
+    import torch.nn.functional as F
+
+    class Ops(torch.nn.Module):
+        def forward(self, x: torch.Tensor, n: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            u = torch.tanh(x)  # inside (-1, 1)
+            functions = (torch.acos(u), torch.arcsin(u), torch.atan(x), torch.asinh(x), torch.acosh(1 + x.abs()))
+            return (
+                *functions, torch.atanh(u), torch.sinh(x), torch.fmod(x, 0.7), torch.fmod(n, torch.tensor([3, -3, 2])),
+                torch.isinf(x / u.round()), torch.isinf(n), torch.linalg.det(m), torch.det(m),
+                F.pad(x.reshape(1, 4, 3), (2, 3), mode="circular"),
+            )  # fmt: skip
+
+    inputs = (torch.randn(4, 3) * 3, torch.randint(-20, 20, (4, 3)), torch.randn(2, 3, 3))
+    got = gnomon.compile(Ops(), example_inputs=inputs).run([t.numpy() for t in inputs])
+    expected = Ops()(*inputs)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == e.numpy().dtype
+        np.testing.assert_allclose(g, e.numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ---- einsum ----
+
+EINSUMS = [
+    ("ij->ji", [(3, 4)]),
+    ("...ii->...i", [(3, 5, 5)]),
+    ("i,i", [(5,)] * 2),
+    ("->", [()]),
+    ("bij,bjk->bik", [(5, 2, 3), (5, 3, 4)]),
+    ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+    ("ii", [(4, 4)]),
+    ("iij->j", [(3, 3, 2)]),
+    ("ba,ab", [(3, 2), (2, 3)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("...ij,...jk", [(2, 1, 3, 4), (1, 5, 4, 2)]),
+    ("abc,cd,de->eba", [(2, 3, 4), (4, 5), (5, 6)]),
+    ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]),
+]
+
+
+@pytest.mark.parametrize(("equation", "shapes"), EINSUMS, ids=[e for e, _ in EINSUMS])
+def test_einsum(tmp_path: Path, equation: str, shapes: list[tuple[int, ...]]) -> None:
+    inputs = {f"x{i}": RNG.standard_normal(shape).astype(np.float32) for i, shape in enumerate(shapes)}
+    node = helper.make_node("Einsum", list(inputs), ["y"], equation=equation)
+    _check(_model(tmp_path / "einsum.onnx", node, inputs), inputs, atol=1e-5)
+
+
+TORCH_EINSUMS = [
+    ("ij,ij->i", [(1, 4), (3, 4)]),  # subscripts broadcast
+    ("ij,kj", [(2, 1), (3, 4)]),  # a contracted subscript broadcast: sum(x) * sum(y)
+    ("...j,...j->...", [(2, 1, 4), (3, 4)]),
+    ("...i->i", [(2, 3, 4)]),  # ellipsis dims the output lacks are summed
+    ("bi,bi,b->b", [(1, 3), (1, 3), (5,)]),
+    ("Bi,iB->", [(3, 2), (2, 3)]),
+    ("iji->j", [(3, 4, 3)]),
+]
+
+
+@pytest.mark.parametrize(("equation", "shapes"), TORCH_EINSUMS, ids=[e for e, _ in TORCH_EINSUMS])
+def test_torch_einsum_matches_pytorch(equation: str, shapes: list[tuple[int, ...]]) -> None:
+    import torch
+
+    class Einsum(torch.nn.Module):
+        def forward(self, *xs: torch.Tensor) -> torch.Tensor:
+            return torch.einsum(equation, *xs)
+
+    xs = tuple(torch.randn(shape, dtype=torch.float64) for shape in shapes)
+    (got,) = gnomon.compile(Einsum(), example_inputs=xs).run([x.numpy() for x in xs])
+    np.testing.assert_allclose(got, Einsum()(*xs).numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_einsum_of_unequal_sizes_of_a_subscript_is_refused(tmp_path: Path) -> None:
+    x = np.zeros((3, 4), np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Einsum", ["x"], ["y"], equation="ii->i", name="diag")],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]), tmp_path / "diag.onnx")
+    with pytest.raises(UnsupportedOpsError) as error:
+        gnomon.compile(tmp_path / "diag.onnx")
+    assert str(error.value) == (
+        "unsupported op aten.einsum at node 'diag' in diag.onnx"
+        " (einsum subscript 'i' has sizes 3 and 4)"
+    )
+
+
+# ---- determinants, ranges of float16, wrap padding ----
+
+
+@pytest.mark.parametrize(("shape", "dtype"), [((3, 3), np.float32), ((2, 4, 5, 5), np.float64)])
+def test_det(tmp_path: Path, shape: tuple[int, ...], dtype: type[Any]) -> None:
+    x = RNG.standard_normal(shape).astype(dtype)
+    _check(_model(tmp_path / "det.onnx", helper.make_node("Det", ["x"], ["y"]), {"x": x}), {"x": x})
+
+
+@pytest.mark.parametrize("opset", [23, 27])  # opset 27 computes in float32 (stash_type), 23 in Python floats
+@pytest.mark.parametrize(("start", "limit", "delta"), [(1.1, 30.7, 0.35), (10.0, -3.0, -0.7)])
+def test_range_of_float16(tmp_path: Path, opset: int, start: float, limit: float, delta: float) -> None:
+    bounds = {name: np.array(v, np.float16) for name, v in (("start", start), ("limit", limit), ("delta", delta))}
+    node = helper.make_node("Range", list(bounds), ["y"])
+    _check(_model(tmp_path / "range.onnx", node, {}, bounds, opset=opset), {})
+
+
+def test_range_of_float16_needs_constant_bounds(tmp_path: Path) -> None:
+    bounds = {name: np.array(1, np.float16) for name in ("start", "limit", "delta")}
+    path = _model(tmp_path / "range.onnx", helper.make_node("Range", list(bounds), ["y"], name="range"), bounds)
+    with pytest.raises(UnsupportedOpsError) as error:
+        gnomon.compile(path)
+    assert str(error.value) == (
+        "unsupported op onnx.Range at node 'range' in range.onnx"
+        " (Range with bounds that are not constants (a data-dependent shape))"
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_wrap_pad_repeats_the_input_past_its_size(tmp_path: Path, dtype: type[Any]) -> None:
+    x = RNG.integers(-9, 9, (2, 3, 4)).astype(dtype)
+    pads = {"pads": np.array([0, 4, 1, 1, 7, 0], np.int64)}
+    node = helper.make_node("Pad", ["x", "pads"], ["y"], mode="wrap")
+    _check(_model(tmp_path / "pad.onnx", node, {"x": x}, pads), {"x": x})

@@ -382,6 +382,9 @@ as much for it as for their elements."""
 
 VECTOR_INSTRUCTIONS: dict[type[GraphOperation], int] = {
     ew.ExpOp: 12, ew.LogOp: 14, ew.ErfOp: 16, ew.TanhOp: 14, ew.SinOp: 16, ew.CosOp: 16,
+    ew.SinhOp: 16,  # exp's 12, its reciprocal and the halving
+    ew.AtanOp: 20, ew.AsinOp: 22, ew.AcosOp: 22,  # a reduction of the argument, a polynomial (and a root)
+    ew.AsinhOp: 22, ew.AcoshOp: 22, ew.AtanhOp: 18,  # log's 14 of an argument built with a root or a division
     ew.PowOp: 28,  # exp(y log x)
     ew.SigmoidOp: 17, ew.SiluOp: 18, ew.EluOp: 15, ew.SeluOp: 16, ew.SoftplusOp: 30,
     ew.GeluOp: 20,  # erf's 16, or tanh's 14 and the cubic: about the same

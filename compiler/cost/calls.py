@@ -16,7 +16,7 @@ from gnomon.cost.devices import Device
 from gnomon.cost.roofline import nbytes, op_work
 from gnomon.dialects import kernel
 from gnomon.dialects.graph.base import GraphOperation
-from gnomon.dialects.graph.elementwise import PowOp
+from gnomon.dialects.graph.elementwise import AcoshOp, AcosOp, AsinhOp, AsinOp, AtanhOp, AtanOp, PowOp, SinhOp
 from gnomon.dialects.graph.tensor import SplitOp
 
 
@@ -151,21 +151,32 @@ elementwise ops, copies and norms are thin wrappers around their loops: warm, th
 calibration measures on tiny ops, cold, also the misses of any call (`cold_call_s`)."""
 
 
-def libm_calls(ops: Sequence[GraphOperation]) -> int:
-    """The libm calls a CPU kernel of `ops` makes per call: one per result element of an f32 pow. gnomon's code
-    generator leaves it to libm's `powf` (its own exp, log, tanh and erf are vectorizable arith ops), and ATen's CPU
-    pow calls it per element too, each call costing tens of multiplies."""
+GENERATED_LIBM_OPS = (AcosOp, AcoshOp, AsinOp, AsinhOp, AtanOp, AtanhOp, SinhOp)
+"""Ops whose generated code calls libm per element, in f32 and f64 alike (MLIR's math-to-libm); ATen's CPU kernels
+compute them with SLEEF's vector functions instead."""
+
+
+def libm_calls(ops: Sequence[GraphOperation], *, generated: bool) -> int:
+    """The libm calls a CPU kernel of `ops` makes per call: one per result element of an f32 pow, and in a
+    `generated` kernel of each of `GENERATED_LIBM_OPS`. gnomon's code generator leaves pow to libm's `powf` (its
+    own exp, log, tanh and erf are vectorizable arith ops), and ATen's CPU pow calls it per element too, each call
+    costing tens of multiplies."""
     calls = 0
     for op in ops:
         result = op.results[0].type
-        if isinstance(op, PowOp) and isinstance(result, TensorType) and result.element_type == f32:
+        if not isinstance(result, TensorType):
+            continue
+        if (isinstance(op, PowOp) and result.element_type == f32) or (generated and isinstance(op, GENERATED_LIBM_OPS)):
             calls += math.prod(result.get_shape())
     return calls
 
 
-def with_libm_calls(cost: OpCost, ops: Sequence[GraphOperation], device: Device, cores: int | None) -> OpCost:
-    """`cost` with the libm calls of `ops` on a CPU, split over `cores` (default: all)."""
-    calls = libm_calls(ops) if device.kind == "cpu" else 0
+def with_libm_calls(
+    cost: OpCost, ops: Sequence[GraphOperation], device: Device, cores: int | None, *, generated: bool
+) -> OpCost:
+    """`cost` with the libm calls of `ops` on a CPU, split over `cores` (default: all); `generated` says whether
+    gnomon generated the kernel (else it is ATen's)."""
+    calls = libm_calls(ops, generated=generated) if device.kind == "cpu" else 0
     if calls == 0:
         return cost
     libm_s = calls * efficiency(device).libm_call_s / (cores or device.cores)

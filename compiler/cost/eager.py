@@ -46,7 +46,8 @@ def eager_op_cost(op: GraphOperation, device: Device, *, weights_in_dram: bool =
     """The kernel of one op as eager runs it, without its dispatch and call: the ATen kernel gnomon's runtime calls
     for it, on as many threads."""
     cores = library_threads([op], device) if device.kind == "cpu" else None
-    return with_libm_calls(op_cost(op, device, weights_in_dram=weights_in_dram, cores=cores), [op], device, cores)
+    cost = op_cost(op, device, weights_in_dram=weights_in_dram, cores=cores)
+    return with_libm_calls(cost, [op], device, cores, generated=False)
 
 
 def eager_steps(module: ModuleOp, device: Device) -> list[Step]:

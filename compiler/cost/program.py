@@ -104,7 +104,7 @@ def kernel_cost(
         distance = call_distances[0] if call_distances else None
         wake_s = efficiency(device).pool_wake_s if cores is not None and cores > 1 else 0.0
         cost = replace(cost, launch_s=cost.launch_s + cold_call_s(distance, device, thin=True) + wake_s)
-    return with_libm_calls(cost, ops, device, cores)
+    return with_libm_calls(cost, ops, device, cores, generated=not library)
 
 
 def launch_call_distances(module: ModuleOp) -> list[list[int | None]]:

@@ -6,6 +6,7 @@ FLOPs (one FLOP is one scalar arithmetic operation), by op family:
   mm/addmm/bmm/convolution/scaled_dot_product_attention, so a model's totals compare with it exactly.
 - recurrent layers (lstm, gru, rnn): their gate matrix products, each step's input and recurrent product, times
   the steps (FlopCounterMode's count of the addmms ATen's GRU and RNN run); the gate arithmetic is not counted.
+- determinants: an LU factorization per n x n matrix, 2n^3/3 FLOPs, and n for the product of its diagonal.
 - elementwise: `ELEMENTWISE_FLOPS[op class]` per result element, the operations of the op's formula, where every
   arithmetic or transcendental function counts 1 (sigmoid 1 / (1 + e^-x) is neg, exp, add, div: 4); cast 0.
 - reductions of n values: n - 1 per result (a mean adds its division: n); arg-reductions n - 1 compares.
@@ -49,8 +50,14 @@ from gnomon.dialects.graph.constant_values import dense_to_numpy, resource_to_nu
 from gnomon.dialects.graph.constant_values import element_bytes as element_size
 from gnomon.dialects.graph.elementwise import (
     AbsOp,
+    AcoshOp,
+    AcosOp,
     AddOp,
     AndOp,
+    AsinhOp,
+    AsinOp,
+    AtanhOp,
+    AtanOp,
     BinaryOp,
     BitcastOp,
     BitwiseAndOp,
@@ -68,6 +75,7 @@ from gnomon.dialects.graph.elementwise import (
     ErfOp,
     ExpOp,
     FloorOp,
+    FmodOp,
     GeluOp,
     GeOp,
     GtOp,
@@ -97,6 +105,7 @@ from gnomon.dialects.graph.elementwise import (
     SigmoidOp,
     SignOp,
     SiluOp,
+    SinhOp,
     SinOp,
     SoftplusOp,
     SoftsignOp,
@@ -107,7 +116,7 @@ from gnomon.dialects.graph.elementwise import (
     WhereOp,
 )  # fmt: skip
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
-from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
+from gnomon.dialects.graph.linalg import DetOp, LinearOp, MatmulOp
 from gnomon.dialects.graph.nn import (
     AdaptiveAvgPoolOp,
     AdaptivePoolOp,
@@ -154,9 +163,10 @@ VIEW_OPS: tuple[type[GraphOperation], ...] = (ConstantOp, DropoutOp, ReshapeOp)
 """Ops that move no data and launch no kernel."""
 
 _ONE_FLOP: tuple[type[GraphOperation], ...] = (
-    AbsOp, AddOp, AndOp, CeilOp, CosOp, DivOp, EqOp, ErfOp, ExpOp, FloorOp, GeOp, GtOp, LeOp, LogOp, LtOp, MaxOp,
-    MinOp, MulOp, NeOp, NegOp, NotOp, OrOp, PowOp, ReciprocalOp, ReluOp, RemOp, RoundOp, RsqrtOp, SignOp, SinOp,
-    SqrtOp, SubOp, TanhOp, WhereOp, BitwiseAndOp, BitwiseNotOp, BitwiseOrOp, BitwiseXorOp,
+    AbsOp, AcosOp, AcoshOp, AddOp, AndOp, AsinOp, AsinhOp, AtanOp, AtanhOp, CeilOp, CosOp, DivOp, EqOp, ErfOp, ExpOp,
+    FloorOp, FmodOp, GeOp, GtOp, LeOp, LogOp, LtOp, MaxOp, MinOp, MulOp, NeOp, NegOp, NotOp, OrOp, PowOp,
+    ReciprocalOp, ReluOp, RemOp, RoundOp, RsqrtOp, SignOp, SinOp, SinhOp, SqrtOp, SubOp, TanhOp, WhereOp,
+    BitwiseAndOp, BitwiseNotOp, BitwiseOrOp, BitwiseXorOp,
 )  # fmt: skip
 
 ELEMENTWISE_FLOPS: dict[type[GraphOperation], int] = {
@@ -350,6 +360,9 @@ def op_work(op: GraphOperation) -> OpWork:
             return _whole(op, _reduction_flops(op), _vector_key(op))
         case ScanOp():  # one add or multiply per element
             return _whole(op, elements(op.results[0]), _vector_key(op))
+        case DetOp():  # an LU factorization per matrix (n^3/3 multiply-adds), then the diagonal's product
+            n = static_shape(op.input)[-1]
+            return _whole(op, elements(op.result) * (2 * n**3 // 3 + n), _vector_key(op))
         case TopKOp():  # a sort along the axis: n log2 n comparisons
             n = static_shape(op.input)[op.topk_axis()]
             return _whole(op, round(elements(op.input) * math.log2(max(n, 2))), _vector_key(op))

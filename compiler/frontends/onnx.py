@@ -68,14 +68,24 @@ OWN_LOWERINGS = frozenset({
 })  # fmt: skip
 """ONNX ops held back from torch-mlir's lowering: torch-to-graph converts them all, with ONNX's semantics."""
 
+_HALF_RANGE = (",f16>", ",bf16>")
+"""The endings of the result types of a Range that torch-mlir's lowering rejects (and fails the import on): half
+floats, which torch-to-graph folds as ONNX's reference computes them. Range of other types is lowered."""
+
 _HELD = "gnomon.held."
-"""The prefix that hides an op of `OWN_LOWERINGS` from torch-mlir's lowering while it runs."""
+"""The prefix that hides an op of `OWN_LOWERINGS` (or a half-float Range) from torch-mlir's lowering while it runs."""
 
 _LOWERING = "lowering the ONNX ops to torch ops"
 """The child's progress step for `PIPELINE`: a crash in it is bisected to a node."""
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 """ONNX's own domain, by its two spellings; any other is a custom domain."""
+
+
+def _held_name(op: ir.Operation, name: str) -> str:
+    half_range = name == "onnx.Range" and len(op.results) == 1 and str(op.results[0].type).endswith(_HALF_RANGE)
+    return _HELD + name if name in OWN_LOWERINGS or half_range else name
+
 
 def import_onnx(path: Path, input_shapes: Mapping[str, Sequence[int]] | None = None) -> ImportedModel:
     """Imports an ONNX model; `input_shapes` replaces the shapes of the named inputs."""
@@ -254,7 +264,7 @@ def _import_text(path: Path, model: onnx.ModelProto, upgrade_error: str | None, 
         progress(_LOWERING)
         with module.context:
             PassManager.parse(PIPELINE).run(module.operation)
-        _rename_operators(module, lambda name: name.removeprefix(_HELD))
+        _rename_operators(module, lambda _, name: name.removeprefix(_HELD))
     except ir.MLIRError as e:
         diagnostic = e.error_diagnostics[0] if e.error_diagnostics else None
         if diagnostic is not None and (unsupported := _unlowered(path, model, diagnostic)) is not None:
@@ -285,7 +295,7 @@ def _imported(model: onnx.ModelProto, progress: Progress) -> ir.Module:
     custom = _custom_ops(model)
     if custom:
         _rename_custom_ops(module, custom)
-    _rename_operators(module, lambda name: _HELD + name if name in OWN_LOWERINGS else name)
+    _rename_operators(module, _held_name)
     return module
 
 
@@ -356,14 +366,14 @@ def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
 _NAME_LOC = re.compile(r'^loc\("(?P<name>[^"]*)"\)$')
 
 
-def _rename_operators(module: ir.Module, rename: Callable[[str], str]) -> None:
-    """Give each `torch.operator` the name `rename` makes of its own."""
+def _rename_operators(module: ir.Module, rename: Callable[[ir.Operation, str], str]) -> None:
+    """Give each `torch.operator` the name `rename` makes of it and its own."""
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name == "torch.operator":
             name = ir.StringAttr(op.attributes["name"]).value
-            if rename(name) != name:
-                op.attributes["name"] = ir.StringAttr.get(rename(name), context=module.context)
+            if (new := rename(op, name)) != name:
+                op.attributes["name"] = ir.StringAttr.get(new, context=module.context)
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)

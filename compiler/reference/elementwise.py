@@ -39,6 +39,30 @@ class GraphElementwiseFunctions(InterpreterFunctions):
     def run_abs(self, interpreter: Interpreter, op: ew.UnaryOp, args: PythonValues) -> PythonValues:
         return (typed(op.result, np.abs(args[0])),)
 
+    @impl(ew.AcosOp)
+    def run_acos(self, interpreter: Interpreter, op: ew.UnaryOp, args: PythonValues) -> PythonValues:
+        return (typed(op.result, np.arccos(args[0])),)
+
+    @impl(ew.AcoshOp)
+    def run_acosh(self, interpreter: Interpreter, op: ew.UnaryOp, args: PythonValues) -> PythonValues:
+        return (typed(op.result, np.arccosh(args[0])),)
+
+    @impl(ew.AsinOp)
+    def run_asin(self, interpreter: Interpreter, op: ew.UnaryOp, args: PythonValues) -> PythonValues:
+        return (typed(op.result, np.arcsin(args[0])),)
+
+    @impl(ew.AsinhOp)
+    def run_asinh(self, interpreter: Interpreter, op: ew.UnaryOp, args: PythonValues) -> PythonValues:
+        return (typed(op.result, np.arcsinh(args[0])),)
+
+    @impl(ew.AtanOp)
+    def run_atan(self, interpreter: Interpreter, op: ew.UnaryOp, args: PythonValues) -> PythonValues:
+        return (typed(op.result, np.arctan(args[0])),)
+
+    @impl(ew.AtanhOp)
+    def run_atanh(self, interpreter: Interpreter, op: ew.UnaryOp, args: PythonValues) -> PythonValues:
+        return (typed(op.result, np.arctanh(args[0])),)
+
     @impl(ew.CeilOp)
     def run_ceil(self, interpreter: Interpreter, op: ew.UnaryOp, args: PythonValues) -> PythonValues:
         return (typed(op.result, np.ceil(args[0])),)
@@ -117,6 +141,10 @@ class GraphElementwiseFunctions(InterpreterFunctions):
     @impl(ew.SinOp)
     def run_sin(self, interpreter: Interpreter, op: ew.UnaryOp, args: PythonValues) -> PythonValues:
         return (typed(op.result, np.sin(args[0])),)
+
+    @impl(ew.SinhOp)
+    def run_sinh(self, interpreter: Interpreter, op: ew.UnaryOp, args: PythonValues) -> PythonValues:
+        return (typed(op.result, np.sinh(args[0])),)
 
     @impl(ew.SoftsignOp)
     def run_softsign(self, interpreter: Interpreter, op: ew.UnaryOp, args: PythonValues) -> PythonValues:
@@ -218,6 +246,10 @@ class GraphElementwiseFunctions(InterpreterFunctions):
     @impl(ew.RemOp)
     def run_rem(self, interpreter: Interpreter, op: ew.BinaryOp, args: PythonValues) -> PythonValues:
         return (typed(op.result, np.mod(args[0], args[1])),)
+
+    @impl(ew.FmodOp)
+    def run_fmod(self, interpreter: Interpreter, op: ew.BinaryOp, args: PythonValues) -> PythonValues:
+        return (typed(op.result, np.fmod(args[0], args[1])),)
 
     @impl(ew.AndOp)
     def run_and(self, interpreter: Interpreter, op: ew.BinaryOp, args: PythonValues) -> PythonValues:

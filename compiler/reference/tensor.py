@@ -109,6 +109,8 @@ class GraphTensorFunctions(InterpreterFunctions):
             return (np.pad(x, widths, mode="reflect"),)
         if mode == "replicate":
             return (np.pad(x, widths, mode="edge"),)
+        if mode == "wrap":
+            return (np.pad(x, widths, mode="wrap"),)
         raise NotImplementedError(f"graph.pad: unknown mode {mode!r}")
 
     @impl(tensor.ExpandOp)

@@ -48,6 +48,12 @@ def _unary(op_name: str, doc: str, *traits: OpTrait) -> type[UnaryOp]:
 
 
 AbsOp = _unary("abs", "|x|.")
+AcosOp = _unary("acos", "arccos x, in [0, pi]; NaN outside [-1, 1].")
+AcoshOp = _unary("acosh", "The inverse hyperbolic cosine; NaN below 1.")
+AsinOp = _unary("asin", "arcsin x, in [-pi/2, pi/2]; NaN outside [-1, 1].")
+AsinhOp = _unary("asinh", "The inverse hyperbolic sine.")
+AtanOp = _unary("atan", "arctan x, in (-pi/2, pi/2).")
+AtanhOp = _unary("atanh", "The inverse hyperbolic tangent; ±inf at ±1, NaN outside [-1, 1].")
 CeilOp = _unary("ceil", "Round up to an integer value.")
 CosOp = _unary("cos", "cos(x).")
 ErfOp = _unary("erf", "The Gauss error function.")
@@ -66,6 +72,7 @@ SigmoidOp = _unary("sigmoid", "1 / (1 + e^-x).")
 SignOp = _unary("sign", "-1, 0 or 1 by the sign of x.")
 SiluOp = _unary("silu", "x * sigmoid(x) (swish).")
 SinOp = _unary("sin", "sin(x).")
+SinhOp = _unary("sinh", "The hyperbolic sine.")
 SoftsignOp = _unary("softsign", "x / (1 + |x|).")
 SqrtOp = _unary("sqrt", "Square root.")
 TanhOp = _unary("tanh", "Hyperbolic tangent.")
@@ -247,6 +254,7 @@ class CompareOp(BinaryOp):
 AddOp = _binary("add", "lhs + rhs.")
 AndOp = _binary("and", "Logical and of i1 tensors.")
 DivOp = _binary("div", "lhs / rhs (true division for floats, truncating for integers).")
+FmodOp = _binary("fmod", "Remainder with the sign of the dividend, as truncating division leaves it (C's fmod).")
 MaxOp = _binary("max", "Elementwise maximum.")
 MinOp = _binary("min", "Elementwise minimum.")
 MulOp = _binary("mul", "lhs * rhs.")
@@ -344,11 +352,11 @@ class WhereOp(GraphOperation):
 
 
 ELEMENTWISE_OPS = [
-    AbsOp, AddOp, AndOp, BitcastOp, BitwiseAndOp, BitwiseNotOp, BitwiseOrOp, BitwiseXorOp, CastOp, CeilOp, ClipOp,
-    CosOp, DivOp, DropoutOp, EluOp, EqOp, ErfOp, ExpOp, FloorOp, GeOp, GeluOp, GtOp, HardSigmoidOp, HardSwishOp, LeOp,
-    LeakyReluOp, LogOp, LtOp, MaxOp, MinOp, MulOp, NeOp, NegOp, NotOp, OrOp, PowOp, PreluOp, ReciprocalOp, ReluOp,
-    RemOp, RoundOp, RsqrtOp, SeluOp, ShiftLeftOp, ShiftRightOp, SigmoidOp, SignOp, SiluOp, SinOp, SoftplusOp,
-    SoftsignOp, SqrtOp, SubOp, TanhOp, WhereOp,
+    AbsOp, AcosOp, AcoshOp, AddOp, AndOp, AsinOp, AsinhOp, AtanOp, AtanhOp, BitcastOp, BitwiseAndOp, BitwiseNotOp,
+    BitwiseOrOp, BitwiseXorOp, CastOp, CeilOp, ClipOp, CosOp, DivOp, DropoutOp, EluOp, EqOp, ErfOp, ExpOp, FloorOp,
+    FmodOp, GeOp, GeluOp, GtOp, HardSigmoidOp, HardSwishOp, LeOp, LeakyReluOp, LogOp, LtOp, MaxOp, MinOp, MulOp, NeOp,
+    NegOp, NotOp, OrOp, PowOp, PreluOp, ReciprocalOp, ReluOp, RemOp, RoundOp, RsqrtOp, SeluOp, ShiftLeftOp,
+    ShiftRightOp, SigmoidOp, SignOp, SiluOp, SinOp, SinhOp, SoftplusOp, SoftsignOp, SqrtOp, SubOp, TanhOp, WhereOp,
 ]  # fmt: skip
 
 POINTWISE = (UnaryOp, BinaryOp, CastOp, WhereOp)

@@ -1,10 +1,10 @@
-"""Matrix products: NumPy-style (batched, broadcasting) matmul and linear layers."""
+"""Matrix products: NumPy-style (batched, broadcasting) matmul and linear layers; determinants."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import AnyFloat, TensorType
 from xdsl.irdl import irdl_op_definition, operand_def, opt_operand_def, result_def, traits_def
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
@@ -86,4 +86,26 @@ class LinearOp(GraphOperation):
         return [tensor_of(dtype_of(self.input, "input"), [*x[:-1], w[0]])]
 
 
-LINALG_OPS = [LinearOp, MatmulOp]
+@irdl_op_definition
+class DetOp(GraphOperation):
+    """The determinant of each square matrix in the last two dims (ONNX Det, torch.linalg.det); floats only.
+
+    `%d = graph.det %x : (tensor<3x4x4xf32>) -> tensor<3xf32>`
+    """
+
+    name = "graph.det"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x = shape_of(self.input, "graph.det input")
+        if len(x) < 2 or not dims_compatible(x[-2], x[-1]):
+            raise VerifyException(f"graph.det: input {shape_str(x)} is not a batch of square matrices")
+        element = dtype_of(self.input, "input")
+        if not isinstance(element, AnyFloat):
+            raise VerifyException(f"graph.det: input must be floats, got element type {element}")
+        return [tensor_of(element, x[:-2])]
+
+
+LINALG_OPS = [DetOp, LinearOp, MatmulOp]

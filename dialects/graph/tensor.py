@@ -440,7 +440,8 @@ class ScatterElementsOp(GraphOperation):
 
 @irdl_op_definition
 class PadOp(GraphOperation):
-    """Pad every dim by `pads` (all leading pads, then all trailing) in mode constant, reflect or replicate.
+    """Pad every dim by `pads` (all leading pads, then all trailing) in mode constant, reflect, replicate or wrap
+    (NumPy's: the input repeats periodically). Negative pads crop first.
 
     `%y = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, mode = "constant", value = 0.0 : f64}
          : (tensor<1x3x4x4xf32>) -> tensor<1x3x6x6xf32>`
@@ -454,14 +455,14 @@ class PadOp(GraphOperation):
     result = result_def(TensorType)
     traits = traits_def(Pure())
 
-    MODES: ClassVar[tuple[str, ...]] = ("constant", "reflect", "replicate")
+    MODES: ClassVar[tuple[str, ...]] = ("constant", "reflect", "replicate", "wrap")
 
     def infer_result_types(self) -> Sequence[TensorT]:
         x = shape_of(self.input, "graph.pad input")
         pads = ints(self.pads)
         if self.mode.data not in self.MODES:
             raise VerifyException(
-                f"graph.pad: mode must be one of constant, reflect, replicate, got {self.mode.data!r}"
+                f"graph.pad: mode must be one of {', '.join(self.MODES)}, got {self.mode.data!r}"
             )
         if len(pads) != 2 * len(x):
             raise VerifyException(

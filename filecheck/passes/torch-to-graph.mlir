@@ -56,6 +56,32 @@
 
 // -----
 
+// einsum composes graph ops: an attention score is a transpose and a batched matmul; a diagonal is a gather of
+// the flattened pair of dims at multiples of n + 1.
+
+"func.func"() <{function_type = (!torch.vtensor<[2,3,4,5],f32>, !torch.vtensor<[2,3,6,5],f32>, !torch.vtensor<[3,5,5],f64>) -> (!torch.vtensor<[2,3,4,6],f32>, !torch.vtensor<[3,5],f64>), sym_name = "einsum"}> ({
+^bb0(%arg0: !torch.vtensor<[2,3,4,5],f32>, %arg1: !torch.vtensor<[2,3,6,5],f32>, %arg2: !torch.vtensor<[3,5,5],f64>):
+  %0 = "torch.constant.str"() <{value = "bhqd,bhkd->bhqk"}> : () -> !torch.str loc("scores")
+  %1 = "torch.prim.ListConstruct"(%arg0, %arg1) : (!torch.vtensor<[2,3,4,5],f32>, !torch.vtensor<[2,3,6,5],f32>) -> !torch.list<vtensor> loc("scores")
+  %2 = "torch.constant.none"() : () -> !torch.none loc("scores")
+  %3 = "torch.aten.einsum"(%0, %1, %2) : (!torch.str, !torch.list<vtensor>, !torch.none) -> !torch.vtensor<[2,3,4,6],f32> loc("scores")
+  %4 = "torch.constant.str"() <{value = "...ii ->...i"}> : () -> !torch.str loc("diagonal")
+  %5 = "torch.prim.ListConstruct"(%arg2) : (!torch.vtensor<[3,5,5],f64>) -> !torch.list<vtensor> loc("diagonal")
+  %6 = "torch.aten.einsum"(%4, %5, %2) : (!torch.str, !torch.list<vtensor>, !torch.none) -> !torch.vtensor<[3,5],f64> loc("diagonal")
+  "func.return"(%3, %6) : (!torch.vtensor<[2,3,4,6],f32>, !torch.vtensor<[3,5],f64>) -> ()
+}) : () -> ()
+
+// CHECK-LABEL: func.func @einsum(
+// CHECK-SAME:      %[[Q:[^:]*]]: tensor<2x3x4x5xf32> loc(unknown), %[[K:[^:]*]]: tensor<2x3x6x5xf32> loc(unknown), %[[X:[^:]*]]: tensor<3x5x5xf64> loc(unknown))
+// CHECK-NEXT:    %[[KT:.*]] = graph.transpose %[[K]] {permutation = array<i64: 0, 1, 3, 2>} : (tensor<2x3x6x5xf32>) -> tensor<2x3x5x6xf32> loc("scores")
+// CHECK-NEXT:    %[[S:.*]] = graph.matmul %[[Q]], %[[KT]] : (tensor<2x3x4x5xf32>, tensor<2x3x5x6xf32>) -> tensor<2x3x4x6xf32> loc("scores")
+// CHECK-NEXT:    %[[FLAT:.*]] = graph.reshape %[[X]] : (tensor<3x5x5xf64>) -> tensor<3x25xf64> loc("diagonal")
+// CHECK-NEXT:    %[[AT:.*]] = graph.constant {value = dense<[0, 6, 12, 18, 24]> : tensor<5xi64>} : () -> tensor<5xi64> loc("diagonal")
+// CHECK-NEXT:    %[[D:.*]] = graph.gather %[[FLAT]], %[[AT]] {axis = 1 : i64} : (tensor<3x25xf64>, tensor<5xi64>) -> tensor<3x5xf64> loc("diagonal")
+// CHECK-NEXT:    func.return %[[S]], %[[D]] : tensor<2x3x4x6xf32>, tensor<3x5xf64>
+
+// -----
+
 // Ops without a converter are all reported, each with the node it came from, and nothing is printed.
 
 "func.func"() <{function_type = (!torch.vtensor<[2,3],f32>) -> !torch.vtensor<[2,3],f32>, sym_name = "unsupported"}> ({

@@ -45,6 +45,12 @@ from gnomon.dialects.kernel import LibraryCall
 LIBRARY_CALLS: Mapping[type[Operation], str] = {
     # elementwise
     ew.AbsOp: "aten.abs",
+    ew.AcosOp: "aten.acos",
+    ew.AcoshOp: "aten.acosh",
+    ew.AsinOp: "aten.asin",
+    ew.AsinhOp: "aten.asinh",
+    ew.AtanOp: "aten.atan",
+    ew.AtanhOp: "aten.atanh",
     ew.CeilOp: "aten.ceil",
     ew.CosOp: "aten.cos",
     ew.ErfOp: "aten.erf",
@@ -63,6 +69,7 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     ew.SignOp: "aten.sign",
     ew.SiluOp: "aten.silu",
     ew.SinOp: "aten.sin",
+    ew.SinhOp: "aten.sinh",
     ew.SoftsignOp: "aten.div",
     ew.SqrtOp: "aten.sqrt",
     ew.TanhOp: "aten.tanh",
@@ -91,6 +98,7 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     ew.PowOp: "aten.pow",
     ew.PreluOp: "aten.where",
     ew.RemOp: "aten.remainder",
+    ew.FmodOp: "aten.fmod",
     ew.SubOp: "aten.sub",
     ew.EqOp: "aten.eq",
     ew.GeOp: "aten.ge",
@@ -103,6 +111,7 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     embedding.EmbeddingOp: "aten.embedding",
     embedding.EmbeddingBagOp: "aten._embedding_bag",
     # linalg
+    linalg.DetOp: "aten.linalg_det",
     linalg.MatmulOp: "aten.matmul",
     linalg.LinearOp: "aten.linear",
     # nn

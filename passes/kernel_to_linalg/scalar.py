@@ -149,6 +149,12 @@ def _softplus(b: ScalarBuilder, x: SSAValue, op: Operation) -> SSAValue:
 
 
 UNARY: dict[type[Operation], Callable[[ScalarBuilder, SSAValue, Operation], SSAValue]] = {
+    ew.AcosOp: lambda b, x, op: b.emit(math.AcosOp(x)),
+    ew.AcoshOp: lambda b, x, op: b.emit(math.AcoshOp(x)),
+    ew.AsinOp: lambda b, x, op: b.emit(math.AsinOp(x)),
+    ew.AsinhOp: lambda b, x, op: b.emit(math.AsinhOp(x)),
+    ew.AtanOp: lambda b, x, op: b.emit(math.AtanOp(x)),
+    ew.AtanhOp: lambda b, x, op: b.emit(math.AtanhOp(x)),
     ew.CeilOp: lambda b, x, op: b.emit(math.CeilOp(x)),
     ew.CosOp: lambda b, x, op: b.emit(math.CosOp(x)),
     ew.EluOp: lambda b, x, op: b.select(
@@ -178,6 +184,7 @@ UNARY: dict[type[Operation], Callable[[ScalarBuilder, SSAValue, Operation], SSAV
     ew.SigmoidOp: lambda b, x, op: _sigmoid(b, x),
     ew.SiluOp: lambda b, x, op: b.mul(x, _sigmoid(b, x)),
     ew.SinOp: lambda b, x, op: b.emit(math.SinOp(x)),
+    ew.SinhOp: lambda b, x, op: b.emit(math.SinhOp(x)),
     ew.SoftplusOp: _softplus,
     ew.SoftsignOp: lambda b, x, op: b.div(x, b.add(b.like(1.0, x), b.emit(math.AbsFOp(x)))),
     ew.SqrtOp: lambda b, x, op: b.emit(math.SqrtOp(x)),
@@ -186,7 +193,8 @@ UNARY: dict[type[Operation], Callable[[ScalarBuilder, SSAValue, Operation], SSAV
         b.maximum(x, b.like(_float_attr(op, "min"), x)), b.like(_float_attr(op, "max"), x)
     ),
 }
-"""Unary maps defined on floats only."""
+"""Unary maps defined on floats only. The inverse trigonometric and hyperbolic functions are libm calls (MLIR's
+math-to-libm), correctly rounded or nearly, where a polynomial here would be a new approximation to validate."""
 
 
 # ---- casts ----
@@ -271,6 +279,15 @@ def _rem(b: ScalarBuilder, op: Operation, x: list[SSAValue]) -> SSAValue:
     differ = b.emit(arith.XOrIOp(b.cmpi("slt", r, zero), b.cmpi("slt", rhs, zero)))
     adjust = b.emit(arith.AndIOp(b.cmpi("ne", r, zero), differ))
     return b.select(adjust, b.emit(arith.AddiOp(r, rhs)), r)
+
+
+def _fmod(b: ScalarBuilder, op: Operation, x: list[SSAValue]) -> SSAValue:
+    """C's fmod (`arith.remf`) and C's integer %, both with the sign of the dividend."""
+    lhs, rhs = x
+    if is_float(lhs.type):
+        return b.emit(RemFOp(lhs, rhs))
+    divisor, _ = _safe_divisor(b, rhs)  # x % 1 and x % -1 are both 0, as NumPy's fmod by 0 is
+    return b.emit(arith.RemSIOp(lhs, divisor))
 
 
 def _prelu(b: ScalarBuilder, op: Operation, x: list[SSAValue]) -> SSAValue:
@@ -364,6 +381,7 @@ SCALAR_OPS: dict[type[Operation], ScalarOp] = {
     ew.MinOp: ScalarOp(_arith(arith.MinimumfOp, arith.MinSIOp), _numeric),
     ew.PowOp: ScalarOp(_pow, is_float),
     ew.RemOp: ScalarOp(_rem, _numeric),
+    ew.FmodOp: ScalarOp(_fmod, _numeric),
     ew.PreluOp: ScalarOp(_prelu, is_float),
     ew.AndOp: ScalarOp(_arith(arith.AndIOp, arith.AndIOp), is_bool),
     ew.OrOp: ScalarOp(_arith(arith.OrIOp, arith.OrIOp), is_bool),

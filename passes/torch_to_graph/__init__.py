@@ -47,6 +47,7 @@ from gnomon.locations import location_name
 from gnomon.passes.torch_to_graph import (
     attention,
     creation,
+    einsum,
     elementwise,
     embedding,
     indexing,
@@ -68,6 +69,7 @@ from gnomon.passes.torch_to_graph.registry import CONVERTERS
 _CONVERTER_MODULES = (
     attention,
     creation,
+    einsum,
     elementwise,
     embedding,
     indexing,

@@ -93,13 +93,23 @@ class AtenArgs:
         """Emit a single-result op and return its result."""
         return self.emit(op).results[0]
 
-    def from_onnx(self) -> bool:
-        """Whether the op comes from torch-mlir's ONNX lowering (its function carries `torch.onnx_meta.*`):
-        the few aten ops it uses with ONNX rather than torch semantics need to know."""
+    def _function_attributes(self) -> dict[str, Attribute]:
         function = self.op.parent_op()
         while function is not None and not isinstance(function, func.FuncOp):
             function = function.parent_op()
-        return function is not None and any(name.startswith("torch.onnx_meta.") for name in function.attributes)
+        return {} if function is None else function.attributes
+
+    def from_onnx(self) -> bool:
+        """Whether the op comes from torch-mlir's ONNX lowering (its function carries `torch.onnx_meta.*`):
+        the few aten ops it uses with ONNX rather than torch semantics need to know."""
+        return any(name.startswith("torch.onnx_meta.") for name in self._function_attributes())
+
+    def onnx_opset(self) -> int:
+        """The default-domain opset of the op's ONNX model, which decides the defaults of its attributes."""
+        opset = self._function_attributes().get("torch.onnx_meta.opset_version")
+        if not isinstance(opset, IntegerAttr):
+            raise NotConvertible("an ONNX op outside an imported ONNX model (no opset version)")
+        return opset.value.data
 
     # ---- tensors ----
 

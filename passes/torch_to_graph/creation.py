@@ -140,6 +140,25 @@ def arange_start_step(a: AtenArgs) -> SSAValue:
     return _arange(a, a.float("start"), a.float("end"), a.float("step"))
 
 
+_STASH_DTYPES: dict[int, type[np.floating]] = {1: np.float32, 11: np.float64}
+"""ONNX Range's `stash_type` (a TensorProto data type: FLOAT, DOUBLE) as the NumPy type it computes in."""
+
+
+@converts("onnx.Range", args="start limit delta")
+def onnx_range(a: AtenArgs) -> SSAValue:
+    """Range of half floats, which torch-mlir cannot lower (the ONNX frontend keeps it from its lowering), computed as
+    ONNX's reference does: in the stash type (float32 by default from opset 27) or, without one, in Python floats,
+    then rounded once. The bounds must be constants: they decide the result's length."""
+    bounds = [a.constant_scalar(name) for name in ("start", "limit", "delta")]
+    if any(bound is None for bound in bounds):
+        raise NotConvertible("Range with bounds that are not constants (a data-dependent shape)")
+    start, limit, delta = (float(bound) for bound in bounds if bound is not None)
+    if delta == 0:
+        raise NotConvertible("Range with a delta of 0")
+    stash = a.onnx_int("stash_type", 1 if a.onnx_opset() >= 27 else 0)
+    return a.constant(np.arange(start, limit, delta, dtype=_STASH_DTYPES.get(stash)), a.result_dtype())
+
+
 @converts("torch.aten.tril_indices", "torch.aten.triu_indices", args="row col offset dtype layout device pin_memory")
 def triangle_indices(a: AtenArgs) -> SSAValue:
     """The (2, N) coordinates of the lower or upper triangle, row by row: a constant, as DLRM's interaction

@@ -16,10 +16,15 @@ from gnomon.passes.torch_to_graph.indexing import slice_along
 from gnomon.passes.torch_to_graph.registry import converts
 
 _UNARY: dict[str, type[ew.UnaryOp]] = {
-    "abs": ew.AbsOp, "ceil": ew.CeilOp, "cos": ew.CosOp, "erf": ew.ErfOp, "exp": ew.ExpOp, "floor": ew.FloorOp,
-    "hardswish": ew.HardSwishOp, "log": ew.LogOp, "neg": ew.NegOp, "reciprocal": ew.ReciprocalOp, "relu": ew.ReluOp,
-    "round": ew.RoundOp, "rsqrt": ew.RsqrtOp, "selu": ew.SeluOp, "sigmoid": ew.SigmoidOp, "sign": ew.SignOp,
-    "sgn": ew.SignOp, "silu": ew.SiluOp, "sin": ew.SinOp, "sqrt": ew.SqrtOp, "tanh": ew.TanhOp,
+    "abs": ew.AbsOp, "acos": ew.AcosOp, "acosh": ew.AcoshOp, "asin": ew.AsinOp, "asinh": ew.AsinhOp,
+    "atan": ew.AtanOp, "atanh": ew.AtanhOp, "ceil": ew.CeilOp, "cos": ew.CosOp, "erf": ew.ErfOp, "exp": ew.ExpOp,
+    "floor": ew.FloorOp, "hardswish": ew.HardSwishOp, "log": ew.LogOp, "neg": ew.NegOp, "reciprocal": ew.ReciprocalOp,
+    "relu": ew.ReluOp, "round": ew.RoundOp, "rsqrt": ew.RsqrtOp, "selu": ew.SeluOp, "sigmoid": ew.SigmoidOp,
+    "sign": ew.SignOp, "sgn": ew.SignOp, "silu": ew.SiluOp, "sin": ew.SinOp, "sinh": ew.SinhOp, "sqrt": ew.SqrtOp,
+    "tanh": ew.TanhOp,
+    # NumPy's names, which torch keeps as aliases
+    "arccos": ew.AcosOp, "arccosh": ew.AcoshOp, "arcsin": ew.AsinOp, "arcsinh": ew.AsinhOp, "arctan": ew.AtanOp,
+    "arctanh": ew.AtanhOp,
 }  # fmt: skip
 
 
@@ -256,7 +261,8 @@ def rsub(a: AtenArgs) -> SSAValue:
 _BINARY: dict[str, type[ew.BinaryOp]] = {
     "mul.Tensor": ew.MulOp, "mul.Scalar": ew.MulOp, "div.Tensor": ew.DivOp, "div.Scalar": ew.DivOp,
     "maximum": ew.MaxOp, "minimum": ew.MinOp,
-    "remainder.Tensor": ew.RemOp, "remainder.Scalar": ew.RemOp, "logical_and": ew.AndOp, "logical_or": ew.OrOp,
+    "remainder.Tensor": ew.RemOp, "remainder.Scalar": ew.RemOp, "fmod.Tensor": ew.FmodOp, "fmod.Scalar": ew.FmodOp,
+    "logical_and": ew.AndOp, "logical_or": ew.OrOp,
     "max.other": ew.MaxOp, "min.other": ew.MinOp,
     "eq.Tensor": ew.EqOp, "eq.Scalar": ew.EqOp, "ne.Tensor": ew.NeOp, "ne.Scalar": ew.NeOp,
     "lt.Tensor": ew.LtOp, "lt.Scalar": ew.LtOp, "le.Tensor": ew.LeOp, "le.Scalar": ew.LeOp,
@@ -398,6 +404,18 @@ def isnan(a: AtenArgs) -> SSAValue:
     """NaN is the only value that differs from itself."""
     x = a.tensor("self")
     return _emit(a, ew.NeOp, x, x)
+
+
+@converts("torch.aten.isinf", args="self")
+def isinf(a: AtenArgs) -> SSAValue:
+    """|x| == inf; an integer is never infinite."""
+    x = a.tensor("self")
+    element = tensor_type(x).get_element_type()
+    if isinstance(element, IntegerType):
+        if DYN in tensor_type(x).get_shape():
+            raise NotConvertible("isinf of integers of dynamic shape")
+        return a.splat(0, a.result_type())
+    return _emit(a, ew.EqOp, _emit(a, ew.AbsOp, x), a.scalar_tensor(math.inf, element))
 
 
 @converts("torch.aten.threshold", args="self threshold value")

@@ -313,13 +313,17 @@ def constant_pad(a: AtenArgs) -> SSAValue:
     return _pad(a, a.ints("pad"), "constant", a.float("value"))
 
 
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "replicate", "circular": "wrap"}
+"""torch's pad modes as graph.pad's (ONNX's wrap arrives as torch's circular)."""
+
+
 @converts("torch.aten.pad", args="self pad mode value")
 def pad(a: AtenArgs) -> SSAValue:
     mode = a.str("mode")
-    if mode not in ("constant", "reflect", "replicate"):
+    if mode not in _PAD_MODES:
         raise NotConvertible(f"pad mode {mode!r}")
     value = a.optional_float("value")
-    return _pad(a, a.ints("pad"), mode, value or 0.0)
+    return _pad(a, a.ints("pad"), _PAD_MODES[mode], value or 0.0)
 
 
 @converts(

@@ -1,4 +1,4 @@
-"""Converters for matrix products: mm, bmm, matmul, linear, addmm, baddbmm."""
+"""Converters for matrix products (mm, bmm, matmul, linear, addmm, baddbmm) and determinants."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph.base import i64_array
 from gnomon.dialects.graph.elementwise import AddOp, MulOp
-from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
+from gnomon.dialects.graph.linalg import DetOp, LinearOp, MatmulOp
 from gnomon.dialects.graph.tensor import ReshapeOp, TransposeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, tensor_type
 from gnomon.passes.torch_to_graph.registry import converts
@@ -106,3 +106,13 @@ def t(a: AtenArgs) -> SSAValue:
             result_types=[TensorType(out.get_element_type(), out.get_shape())],
         )
     )
+
+
+@converts("torch.aten.linalg_det", args="A")
+def linalg_det(a: AtenArgs) -> SSAValue:
+    return a.value(DetOp.build(operands=[a.tensor("A")], result_types=[a.result_type()]))
+
+
+@converts("torch.aten.det", args="self")
+def det(a: AtenArgs) -> SSAValue:
+    return a.value(DetOp.build(operands=[a.tensor("self")], result_types=[a.result_type()]))

@@ -29,6 +29,12 @@ def _register(op_type: type[Operation], fn: Callable[..., torch.Tensor]) -> None
 
 _ONE_FUNCTION: dict[type[Operation], Callable[..., torch.Tensor]] = {
     ew.AbsOp: torch.abs,
+    ew.AcosOp: torch.acos,
+    ew.AcoshOp: torch.acosh,
+    ew.AsinOp: torch.asin,
+    ew.AsinhOp: torch.asinh,
+    ew.AtanOp: torch.atan,
+    ew.AtanhOp: torch.atanh,
     ew.CeilOp: torch.ceil,
     ew.CosOp: torch.cos,
     ew.ErfOp: torch.erf,
@@ -44,6 +50,7 @@ _ONE_FUNCTION: dict[type[Operation], Callable[..., torch.Tensor]] = {
     ew.SigmoidOp: torch.sigmoid,
     ew.SiluOp: ATEN_NN.silu,
     ew.SinOp: torch.sin,
+    ew.SinhOp: torch.sinh,
     ew.SqrtOp: torch.sqrt,
     ew.TanhOp: torch.tanh,
     ew.AddOp: torch.add,
@@ -58,6 +65,7 @@ _ONE_FUNCTION: dict[type[Operation], Callable[..., torch.Tensor]] = {
     ew.OrOp: torch.logical_or,
     ew.PowOp: torch.pow,
     ew.RemOp: torch.remainder,  # the sign of the divisor, as Python's %
+    ew.FmodOp: torch.fmod,  # the sign of the dividend, as C's fmod
     ew.SubOp: torch.sub,
     ew.EqOp: torch.eq,
     ew.GeOp: torch.ge,

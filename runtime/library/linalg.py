@@ -1,4 +1,5 @@
-"""Torch implementations of the graph dialect's matrix products: BLAS through aten.mm, addmm and bmm."""
+"""Torch implementations of the graph dialect's matrix products (BLAS through aten.mm, addmm and bmm) and
+determinants (LAPACK's LU through aten.linalg_det)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from functools import partial
 
 import torch
 import torch.nn.functional as F
+from xdsl.dialects.builtin import BFloat16Type, Float16Type
 
 from gnomon.dialects.graph import linalg
-from gnomon.runtime.library.base import Launch, TorchImpl, aten, torch_impl
+from gnomon.runtime.library.base import Launch, TorchImpl, aten, element_type, torch_impl
 
 
 @torch_impl(linalg.MatmulOp)
@@ -31,3 +33,15 @@ def _linear_into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) 
 @torch_impl(linalg.LinearOp)
 def linear(op: linalg.LinearOp) -> TorchImpl:
     return TorchImpl(F.linear, _linear_into)
+
+
+@torch_impl(linalg.DetOp)
+def det(op: linalg.DetOp) -> TorchImpl:
+    if isinstance(element_type(op.input), Float16Type | BFloat16Type):
+
+        def run(x: torch.Tensor) -> torch.Tensor:
+            # LAPACK has no half-precision LU: f32, rounded once, as the reference computes it.
+            return torch.linalg.det(x.float()).to(x.dtype)
+
+        return TorchImpl(run)
+    return aten(torch.linalg.det)

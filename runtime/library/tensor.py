@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from typing import Literal
 
 import numpy as np
 import torch
@@ -238,15 +239,21 @@ def _pad_value(op: tensor.PadOp) -> float | int:
         return np.array(op.value.value.data).astype(dtype).item()
 
 
-def _edge_indices(size: int, begin: int, end: int, mode: str) -> torch.Tensor:
-    """The input index each output position of one dim reads, under reflect or replicate padding.
+_NUMPY_PAD_MODES: dict[str, Literal["reflect", "edge", "wrap"]] = {
+    "reflect": "reflect",
+    "replicate": "edge",
+    "wrap": "wrap",
+}
 
-    NumPy pads the index vector itself, so pads wider than the dim reflect again, as the reference does.
+
+def _edge_indices(size: int, begin: int, end: int, mode: str) -> torch.Tensor:
+    """The input index each output position of one dim reads, under reflect, replicate or wrap padding.
+
+    NumPy pads the index vector itself, so pads wider than the dim reflect (or wrap) again, as the reference does.
     Negative pads crop first.
     """
     kept = np.arange(size)[max(0, -begin) : size - max(0, -end)]
-    numpy_mode = "reflect" if mode == "reflect" else "edge"
-    return torch.from_numpy(np.pad(kept, (max(0, begin), max(0, end)), mode=numpy_mode))
+    return torch.from_numpy(np.pad(kept, (max(0, begin), max(0, end)), mode=_NUMPY_PAD_MODES[mode]))
 
 
 def _constant_pad_into(pads: Sequence[int], value: float | int) -> Into:
@@ -275,7 +282,7 @@ def pad(op: tensor.PadOp) -> TorchImpl:
         value = _pad_value(op)
         # Negative pads crop.
         return TorchImpl(partial(F.pad, pad=torch_padding(pads), value=value), _constant_pad_into(pads, value))
-    # Reflect and replicate gather each padded dim with an index vector: any rank, any width.
+    # Reflect, replicate and wrap gather each padded dim with an index vector: any rank, any width.
     padded = [d for d in range(rank) if pads[d] or pads[d + rank]]
     shape = static_shape(op.input)
     fixed = {d: _edge_indices(shape[d], pads[d], pads[d + rank], mode) for d in padded if shape[d] != DYN}

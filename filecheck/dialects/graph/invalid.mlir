@@ -216,6 +216,22 @@ func.func @matmul_contraction(%a: tensor<2x4xf32>, %b: tensor<5x3xf32>) {
 
 // -----
 
+func.func @det_not_square(%x: tensor<2x3x4xf32>) {
+  // CHECK: graph.det: input [2, 3, 4] is not a batch of square matrices
+  %0 = graph.det %x : (tensor<2x3x4xf32>) -> tensor<2xf32>
+  func.return
+}
+
+// -----
+
+func.func @det_integers(%x: tensor<3x3xi64>) {
+  // CHECK: graph.det: input must be floats, got element type i64
+  %0 = graph.det %x : (tensor<3x3xi64>) -> tensor<i64>
+  func.return
+}
+
+// -----
+
 func.func @linear_weight_rank(%x: tensor<2x4xf32>, %w: tensor<4xf32>) {
   // CHECK: graph.linear: needs input rank >= 1 and a 2-D weight, got [2, 4] and [4]
   %0 = graph.linear %x, %w : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2xf32>
@@ -622,8 +638,8 @@ func.func @scatter_elements_off_axis(%x: tensor<2x5xf32>, %i: tensor<3x3xi64>, %
 // -----
 
 func.func @pad_mode(%x: tensor<4x4xf32>) {
-  // CHECK: graph.pad: mode must be one of constant, reflect, replicate, got 'wrap'
-  %0 = graph.pad %x {pads = array<i64: 1, 1, 1, 1>, mode = "wrap", value = 0.0 : f64} : (tensor<4x4xf32>) -> tensor<6x6xf32>
+  // CHECK: graph.pad: mode must be one of constant, reflect, replicate, wrap, got 'circular'
+  %0 = graph.pad %x {pads = array<i64: 1, 1, 1, 1>, mode = "circular", value = 0.0 : f64} : (tensor<4x4xf32>) -> tensor<6x6xf32>
   func.return
 }
 

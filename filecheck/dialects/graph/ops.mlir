@@ -17,6 +17,18 @@ func.func @unary(%x: tensor<?x4xf32>, %b: tensor<4xi1>) {
   // CHECK-LABEL: func.func @unary(
   %abs = graph.abs %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
   // CHECK-NEXT: %{{.*}} = graph.abs %{{.*}} : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %acos = graph.acos %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  // CHECK-NEXT: %{{.*}} = graph.acos %{{.*}} : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %acosh = graph.acosh %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  // CHECK-NEXT: %{{.*}} = graph.acosh %{{.*}} : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %asin = graph.asin %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  // CHECK-NEXT: %{{.*}} = graph.asin %{{.*}} : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %asinh = graph.asinh %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  // CHECK-NEXT: %{{.*}} = graph.asinh %{{.*}} : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %atan = graph.atan %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  // CHECK-NEXT: %{{.*}} = graph.atan %{{.*}} : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %atanh = graph.atanh %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  // CHECK-NEXT: %{{.*}} = graph.atanh %{{.*}} : (tensor<?x4xf32>) -> tensor<?x4xf32>
   %ceil = graph.ceil %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
   // CHECK-NEXT: %{{.*}} = graph.ceil %{{.*}} : (tensor<?x4xf32>) -> tensor<?x4xf32>
   %cos = graph.cos %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
@@ -53,6 +65,8 @@ func.func @unary(%x: tensor<?x4xf32>, %b: tensor<4xi1>) {
   // CHECK-NEXT: %{{.*}} = graph.silu %{{.*}} : (tensor<?x4xf32>) -> tensor<?x4xf32>
   %sin = graph.sin %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
   // CHECK-NEXT: %{{.*}} = graph.sin %{{.*}} : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %sinh = graph.sinh %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  // CHECK-NEXT: %{{.*}} = graph.sinh %{{.*}} : (tensor<?x4xf32>) -> tensor<?x4xf32>
   %softsign = graph.softsign %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
   // CHECK-NEXT: %{{.*}} = graph.softsign %{{.*}} : (tensor<?x4xf32>) -> tensor<?x4xf32>
   %sqrt = graph.sqrt %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
@@ -93,6 +107,8 @@ func.func @binary(%a: tensor<2x4xf32>, %v: tensor<4xf32>, %d: tensor<?x1xf32>, %
   // CHECK-NEXT: %{{.*}} = graph.and %{{.*}}, %{{.*}} : (tensor<1xi1>, tensor<3x1xi1>) -> tensor<3x1xi1>
   %div = graph.div %a, %s : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
   // CHECK-NEXT: %{{.*}} = graph.div %{{.*}}, %{{.*}} : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  %fmod = graph.fmod %a, %v : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  // CHECK-NEXT: %{{.*}} = graph.fmod %{{.*}}, %{{.*}} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   %max = graph.max %a, %v : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   // CHECK-NEXT: %{{.*}} = graph.max %{{.*}}, %{{.*}} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   %min = graph.min %a, %v : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
@@ -147,7 +163,7 @@ func.func @bitwise(%i: tensor<2x4xi32>, %v: tensor<4xi32>, %u: tensor<3xui64>) {
   // CHECK-NEXT: func.return
 }
 
-func.func @linalg(%a: tensor<8x16x32xf32>, %b: tensor<32x64xf32>, %v: tensor<32xf32>, %x: tensor<?x2048xf32>, %w: tensor<1000x2048xf32>, %bias: tensor<1000xf32>) {
+func.func @linalg(%a: tensor<8x16x32xf32>, %b: tensor<32x64xf32>, %v: tensor<32xf32>, %x: tensor<?x2048xf32>, %w: tensor<1000x2048xf32>, %bias: tensor<1000xf32>, %m: tensor<?x3x3xf64>) {
   // CHECK-LABEL: func.func @linalg(
   %matmul = graph.matmul %a, %b : (tensor<8x16x32xf32>, tensor<32x64xf32>) -> tensor<8x16x64xf32>
   // CHECK-NEXT: %{{.*}} = graph.matmul %{{.*}}, %{{.*}} : (tensor<8x16x32xf32>, tensor<32x64xf32>) -> tensor<8x16x64xf32>
@@ -159,6 +175,8 @@ func.func @linalg(%a: tensor<8x16x32xf32>, %b: tensor<32x64xf32>, %v: tensor<32x
   // CHECK-NEXT: %{{.*}} = graph.linear %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x2048xf32>, tensor<1000x2048xf32>, tensor<1000xf32>) -> tensor<?x1000xf32>
   %linear_no_bias = graph.linear %x, %w : (tensor<?x2048xf32>, tensor<1000x2048xf32>) -> tensor<?x1000xf32>
   // CHECK-NEXT: %{{.*}} = graph.linear %{{.*}}, %{{.*}} : (tensor<?x2048xf32>, tensor<1000x2048xf32>) -> tensor<?x1000xf32>
+  %det = graph.det %m : (tensor<?x3x3xf64>) -> tensor<?xf64>
+  // CHECK-NEXT: %{{.*}} = graph.det %{{.*}} : (tensor<?x3x3xf64>) -> tensor<?xf64>
   func.return
   // CHECK-NEXT: func.return
 }
@@ -305,6 +323,8 @@ func.func @tensor(%x: tensor<4x8xf32>, %y: tensor<4x?xf32>, %i: tensor<3xi64>, %
   // CHECK-NEXT: %{{.*}} = graph.pad %{{.*}} {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, mode = "constant", value = 0.000000e+00 : f64} : (tensor<1x3x4x4xf32>) -> tensor<1x3x6x6xf32>
   %pad_reflect = graph.pad %y {pads = array<i64: 1, 0, 1, 0>, mode = "reflect", value = 0.0 : f64} : (tensor<4x?xf32>) -> tensor<6x?xf32>
   // CHECK-NEXT: %{{.*}} = graph.pad %{{.*}} {pads = array<i64: 1, 0, 1, 0>, mode = "reflect", value = 0.000000e+00 : f64} : (tensor<4x?xf32>) -> tensor<6x?xf32>
+  %pad_wrap = graph.pad %y {pads = array<i64: 5, 0, -1, 0>, mode = "wrap", value = 0.0 : f64} : (tensor<4x?xf32>) -> tensor<8x?xf32>
+  // CHECK-NEXT: %{{.*}} = graph.pad %{{.*}} {pads = array<i64: 5, 0, -1, 0>, mode = "wrap", value = 0.000000e+00 : f64} : (tensor<4x?xf32>) -> tensor<8x?xf32>
   %expand = graph.expand %row : (tensor<1x8xf32>) -> tensor<2x3x8xf32>
   // CHECK-NEXT: %{{.*}} = graph.expand %{{.*}} : (tensor<1x8xf32>) -> tensor<2x3x8xf32>
   %tile = graph.tile %y {repeats = array<i64: 2, 3>} : (tensor<4x?xf32>) -> tensor<8x?xf32>
