@@ -87,6 +87,10 @@ def _held_name(op: ir.Operation, name: str) -> str:
     return _HELD + name if name in OWN_LOWERINGS or half_range else name
 
 
+def _released_name(_: ir.Operation, name: str) -> str:
+    return name.removeprefix(_HELD)
+
+
 def import_onnx(path: Path, input_shapes: Mapping[str, Sequence[int]] | None = None) -> ImportedModel:
     """Imports an ONNX model; `input_shapes` replaces the shapes of the named inputs."""
     model = _load(path)
@@ -264,7 +268,7 @@ def _import_text(path: Path, model: onnx.ModelProto, upgrade_error: str | None, 
         progress(_LOWERING)
         with module.context:
             PassManager.parse(PIPELINE).run(module.operation)
-        _rename_operators(module, lambda _, name: name.removeprefix(_HELD))
+        _rename_operators(module, _released_name)
     except ir.MLIRError as e:
         diagnostic = e.error_diagnostics[0] if e.error_diagnostics else None
         if diagnostic is not None and (unsupported := _unlowered(path, model, diagnostic)) is not None:
