@@ -51,7 +51,8 @@ def relu_model(path: Path) -> Path:
 
 
 def uint16_fill(path: Path) -> Path:
-    """A uint16 ConstantOfShape beside a Relu: torch-mlir aborts on the uint16 fill value."""
+    """A uint16 ConstantOfShape beside a Relu: torch-mlir aborts on the uint16 fill value. Its shape is a graph
+    input: a constant one the frontend folds before torch-mlir sees it."""
     fill = numpy_helper.from_array(np.array([3], np.uint16))
     return save(
         path,
@@ -59,10 +60,9 @@ def uint16_fill(path: Path) -> Path:
             helper.make_node("Relu", ["x"], ["r"], name="relu"),
             helper.make_node("ConstantOfShape", ["shape"], ["y"], name="fill", value=fill),
         ],
-        [tensor("x", [12])],
-        [tensor("r", [12]), tensor("y", [12], TensorProto.UINT16)],
+        [tensor("x", [12]), tensor("shape", [1], TensorProto.INT64)],
+        [tensor("r", [12]), tensor("y", [None], TensorProto.UINT16)],
         opsets=[("", 21)],
-        initializers=[numpy_helper.from_array(np.array([12], np.int64), "shape")],
     )
 
 
