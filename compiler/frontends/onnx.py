@@ -107,6 +107,7 @@ def import_onnx(path: Path, input_shapes: Mapping[str, Sequence[int]] | None = N
     # Each round's constants may complete shapes that the next round's Shape nodes read.
     while fold_shape_arithmetic(model):
         model = _inferred(path, model)
+    _type_flex_attention_modifiers(model)
     return ImportedModel(
         module=_import(path, model, upgrade_error),
         source=path.name,
@@ -122,6 +123,68 @@ def _inferred(path: Path, model: onnx.ModelProto) -> onnx.ModelProto:
         return shape_inference.infer_shapes(model, data_prop=True)
     except (onnx.shape_inference.InferenceError, ValueError) as e:
         raise ModelLoadError(f"{path}: ONNX shape inference failed: {_first_line(e)}") from e
+
+
+_FLEX_MODIFIERS = ("prob_mod", "score_mod")
+"""FlexAttention's subgraph attributes, in the order torch-mlir imports them as regions (by name)."""
+
+_SOFTMAX_PRECISION: dict[int, int] = {
+    onnx.TensorProto.FLOAT16: onnx.TensorProto.FLOAT,
+    onnx.TensorProto.BFLOAT16: onnx.TensorProto.FLOAT,
+}
+"""FlexAttention's default softmax precision for an input type: f32 for half precision, else the input's type."""
+
+
+def _type_flex_attention_modifiers(model: onnx.ModelProto) -> None:
+    """Types the modifier subgraphs of FlexAttention (ai.onnx.preview), which ONNX's shape inference leaves
+    untyped and torch-mlir then cannot lower: the scores or probabilities they take are (B, Hq, L, S) from Q and K,
+    in the softmax's precision, and each subgraph's values are inferred from that. A FlexAttention with one
+    modifier gets the other as the identity, so that its converter can tell the regions apart: torch-mlir keeps
+    no names for them. A node whose Q and K have unknown dims is left alone."""
+    graph = model.graph
+    types = {value.name: value.type.tensor_type for value in (*graph.input, *graph.value_info, *graph.output)}
+    for node in graph.node:
+        graph_type = onnx.AttributeProto.GRAPH
+        subgraphs = {a.name: a for a in node.attribute if a.name in _FLEX_MODIFIERS and a.type == graph_type}
+        if (node.domain, node.op_type) != ("ai.onnx.preview", "FlexAttention") or not subgraphs:
+            continue
+        q, k = (types.get(name) for name in node.input[:2])
+        if q is None or k is None or len(q.shape.dim) != 4 or len(k.shape.dim) != 4:
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else 0 for d in (*q.shape.dim[:3], k.shape.dim[2])]
+        if 0 in dims:
+            continue
+        precision = next((a.i for a in node.attribute if a.name == "softmax_precision"), 0)
+        element = precision or _SOFTMAX_PRECISION.get(q.elem_type, q.elem_type)
+        for name in _FLEX_MODIFIERS:
+            attribute = subgraphs.get(name)
+            if attribute is None:
+                given, taken = f"{node.name}_{name}_input", f"{node.name}_{name}_output"
+                identity = onnx.helper.make_graph(
+                    [onnx.helper.make_node("Identity", [given], [taken])],
+                    name,
+                    [onnx.helper.make_tensor_value_info(given, element, dims)],
+                    [onnx.helper.make_tensor_value_info(taken, element, dims)],
+                )
+                node.attribute.append(onnx.helper.make_attribute(name, identity))
+                continue
+            _infer_subgraph(model, attribute.g, element, dims)
+
+
+def _infer_subgraph(model: onnx.ModelProto, subgraph: onnx.GraphProto, element: int, dims: Sequence[int]) -> None:
+    """Gives the subgraph's one input the type (`element`, `dims`) and its values the types ONNX infers from it;
+    a subgraph whose inference fails (one that reads values of the outer graph) keeps what it had."""
+    if len(subgraph.input) != 1:
+        return
+    subgraph.input[0].CopyFrom(onnx.helper.make_tensor_value_info(subgraph.input[0].name, element, dims))
+    alone = onnx.helper.make_model(subgraph, opset_imports=model.opset_import, ir_version=model.ir_version)
+    try:
+        inferred = shape_inference.infer_shapes(alone, strict_mode=True, data_prop=True).graph
+    except (onnx.shape_inference.InferenceError, ValueError):
+        return
+    for field in ("value_info", "output"):
+        subgraph.ClearField(field)
+        getattr(subgraph, field).extend(getattr(inferred, field))
 
 
 def _dim_params(value: onnx.ValueInfoProto) -> tuple[str, ...]:
@@ -399,7 +462,8 @@ _ILLEGAL_OPERATOR = re.compile(r"failed to legalize operation 'torch\.operator'.
 
 def _unlowered(path: Path, model: onnx.ModelProto, diagnostic: ir.DiagnosticInfo) -> UnsupportedOpsError | None:
     """An ONNX op torch-mlir has a lowering for but could not apply, as an unsupported op; when its inputs come
-    from custom-domain ops (whose outputs ONNX cannot type), those ops are to blame instead."""
+    from custom-domain ops (whose outputs ONNX cannot type), those ops are to blame instead, and so is the node
+    upstream whose output ONNX could not shape (a Scan's): torch-mlir types such a value as 0-d."""
     failed = _ILLEGAL_OPERATOR.search(diagnostic.message)
     located = _NAME_LOC.match(str(diagnostic.location))
     if failed is None or located is None:
@@ -411,7 +475,26 @@ def _unlowered(path: Path, model: onnx.ModelProto, diagnostic: ir.DiagnosticInfo
     inputs = [name for node in nodes if node.name == node_name for name in node.input]
     if any((p := producers.get(name)) is not None and (p.name, f"onnx.{p.op_type}") in custom for name in inputs):
         return UnsupportedOpsError(UnsupportedOp(op, node, path.name) for (node, _), op in custom.items())
+    source = _shapeless_source(model.graph, producers, inputs)
+    if source is not None:
+        node, value = source
+        reason = f"ONNX infers no shape for its output '{value}', so torch-mlir cannot lower node '{node_name}'"
+        return UnsupportedOpsError([UnsupportedOp(f"onnx.{node.op_type}", node.name, path.name, reason)])
     return UnsupportedOpsError([UnsupportedOp(failed["op"], node_name, path.name, "torch-mlir cannot lower it")])
+
+
+def _shapeless_source(
+    graph: onnx.GraphProto, producers: Mapping[str, onnx.NodeProto], inputs: Sequence[str]
+) -> tuple[onnx.NodeProto, str] | None:
+    """The first node, going up from `inputs`, whose output ONNX's shape inference left without a shape while its
+    own inputs have one, and that output; None when every input has a shape."""
+    values = (*graph.input, *graph.value_info, *graph.output)
+    shaped = {v.name for v in values if v.type.tensor_type.HasField("shape")} | {t.name for t in graph.initializer}
+    source = None
+    while (missing := next((n for n in inputs if n and n not in shaped and n in producers), None)) is not None:
+        source = producers[missing], missing
+        inputs = list(source[0].input)
+    return source
 
 
 def _crashing_node(model: onnx.ModelProto) -> str | None:

@@ -52,6 +52,7 @@ from gnomon.passes.torch_to_graph import (
     embedding,
     indexing,
     linalg,
+    linear_attention,
     loss,
     nn,
     quantize,
@@ -74,6 +75,7 @@ _CONVERTER_MODULES = (
     embedding,
     indexing,
     linalg,
+    linear_attention,
     loss,
     nn,
     quantize,
@@ -186,10 +188,8 @@ def _inline(call: func.CallOp, body: Block) -> None:
         Rewriter.insert_op(clone, InsertPoint.before(call))
 
 
-def _convert_signature(function: func.FuncOp) -> None:
+def _convert_arguments(block: Block) -> None:
     """Block arguments move to builtin tensors before the ops that use them are converted."""
-    block = function.body.blocks.first
-    assert block is not None
     for arg in list(block.args):
         if isinstance(arg.type, ValueTensorType) and (builtin := arg.type.to_builtin()) is not None:
             Rewriter.replace_value_with_new_type(arg, builtin)
@@ -256,10 +256,14 @@ class TorchToGraphPass(ModulePass):
         functions = [f for f in op.walk() if isinstance(f, func.FuncOp)]
         for function in functions:
             _flatten_return(function)
-            _convert_signature(function)
+        bodies = [function.body for function in functions]
+        bodies += [region for o in op.walk() if _is_operator(o) for region in o.regions]
+        for block in (block for region in bodies for block in region.blocks):
+            _convert_arguments(block)
         convert = ConvertTorchOp()
+        # Bodies first: an ONNX op's subgraph attributes are graph ops when its converter inlines them.
         PatternRewriteWalker(
-            GreedyRewritePatternApplier([ConvertLiteral(), convert]), apply_recursively=False
+            GreedyRewritePatternApplier([ConvertLiteral(), convert]), walk_regions_first=True, apply_recursively=False
         ).rewrite_module(op)
         if convert.unsupported:
             raise UnsupportedOpsError(

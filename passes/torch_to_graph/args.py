@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     UnrealizedConversionCastOp,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
@@ -110,6 +110,23 @@ class AtenArgs:
         if not isinstance(opset, IntegerAttr):
             raise NotConvertible("an ONNX op outside an imported ONNX model (no opset version)")
         return opset.value.data
+
+    def inline(self, region: Region, arguments: Sequence[SSAValue]) -> list[SSAValue]:
+        """The values a body of the op yields for `arguments`: its ops cloned before the op. The body is an ONNX
+        subgraph attribute (FlexAttention's score_mod), converted before its op: graph ops over builtin tensors."""
+        block = region.blocks.first
+        if block is None or [arg.type for arg in block.args] != [value.type for value in arguments]:
+            expected = "" if block is None else ", ".join(str(arg.type) for arg in block.args)
+            given = ", ".join(str(value.type) for value in arguments)
+            raise NotConvertible(f"a subgraph over ({expected}) given ({given})")
+        values: dict[SSAValue, SSAValue] = dict(zip(block.args, arguments, strict=True))
+        for op in block.ops:
+            if op is block.last_op:  # the terminator
+                return [values.get(value, value) for value in op.operands]
+            clone = op.clone(values)
+            values.update(zip(op.results, clone.results, strict=True))
+            self.rewriter.insert(clone, InsertPoint.before(self.op))
+        raise NotConvertible("a subgraph without a terminator")
 
     # ---- tensors ----
 

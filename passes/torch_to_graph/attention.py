@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, IntegerType, TensorType, f32, i1, i64
-from xdsl.ir import Attribute, SSAValue
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, IntegerType, TensorType, bf16, f16, f32, f64, i1, i64
+from xdsl.ir import Attribute, Region, SSAValue
 
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import (
@@ -77,7 +77,7 @@ def onnx_attention(a: AtenArgs) -> list[SSAValue]:
         q_heads, kv_heads = a.onnx_int("q_num_heads", 0), a.onnx_int("kv_num_heads", 0)
         if q_heads < 1 or kv_heads < 1:
             raise NotConvertible("3-d attention without q_num_heads and kv_num_heads")
-        q, k, v = (_split_heads(a, x, h) for x, h in ((q, q_heads), (k, kv_heads), (v, kv_heads)))
+        q, k, v = (split_heads(a, x, h) for x, h in ((q, q_heads), (k, kv_heads), (v, kv_heads)))
     past = 0
     if past_key is not None and past_value is not None:
         past = tensor_type(past_key).get_shape()[2]
@@ -86,7 +86,7 @@ def onnx_attention(a: AtenArgs) -> list[SSAValue]:
     q_heads, kv_heads = tensor_type(q).get_shape()[1], tensor_type(k).get_shape()[1]
     if DYN in (q_heads, kv_heads) or q_heads % kv_heads:
         raise NotConvertible(f"{q_heads} query heads do not group over {kv_heads} key/value heads")
-    k, v = (_repeat_heads(a, x, q_heads // kv_heads) for x in (k, v))
+    k, v = (repeat_heads(a, x, q_heads // kv_heads) for x in (k, v))
 
     # Half-precision attention is computed in f32 and rounded once, as ONNX's expected outputs are: fp16 scores
     # and sums are off by several ulps (tests/test_ops_coverage.py).
@@ -109,7 +109,7 @@ def onnx_attention(a: AtenArgs) -> list[SSAValue]:
         y, qk = _composed(a, q, k, v, bias, scale, softcap, mode)
         qk = a.cast(qk, element)
     if three_d:
-        y = _merge_heads(a, y)
+        y = merge_heads(a, y)
     return [a.cast(y, element), *present, qk][: len(a.op.results)]
 
 
@@ -168,11 +168,11 @@ class _Rules:
         lengths = a.value(
             ReshapeOp.build(operands=[a.cast(nonpad, i64)], result_types=[TensorType(i64, [batch, 1, 1, 1])])
         )
-        offset = _binary(a, ew.SubOp, lengths, a.scalar_tensor(rows, i64), i64)
-        allowed = _binary(a, ew.LtOp, a.constant(np.arange(columns), i64), lengths, i1)
+        offset = binary(a, ew.SubOp, lengths, a.scalar_tensor(rows, i64), i64)
+        allowed = binary(a, ew.LtOp, a.constant(np.arange(columns), i64), lengths, i1)
         for threshold, upper in bounds:
-            within = _binary(a, ew.LeOp if upper else ew.GeOp, a.constant(threshold, i64), offset, i1)
-            allowed = _binary(a, ew.AndOp, allowed, within, i1)
+            within = binary(a, ew.LeOp if upper else ew.GeOp, a.constant(threshold, i64), offset, i1)
+            allowed = binary(a, ew.AndOp, allowed, within, i1)
         return allowed
 
 
@@ -213,19 +213,19 @@ def _composed(
     """softmax(softcap(q·√scale (k·√scale)ᵀ) + bias) v op by op, and the QK output of `mode`."""
     compute = tensor_type(q).get_element_type()
     root = a.scalar_tensor(math.sqrt(scale), compute)
-    key_rows = _permute(a, k, [0, 1, 3, 2])
-    q = _binary(a, ew.MulOp, q, root, compute)
-    key_rows = _binary(a, ew.MulOp, key_rows, root, compute)
+    key_rows = permute(a, k, [0, 1, 3, 2])
+    q = binary(a, ew.MulOp, q, root, compute)
+    key_rows = binary(a, ew.MulOp, key_rows, root, compute)
     q_shape, k_shape, v_shape = (tensor_type(x).get_shape() for x in (q, k, v))
     scores_type = TensorType(compute, [*q_shape[:-1], k_shape[-2]])
     scores = a.value(MatmulOp.build(operands=[q, key_rows], result_types=[scores_type]))
     capped = scores
     if softcap > 0:
         cap = a.scalar_tensor(softcap, compute)
-        ratio = _binary(a, ew.DivOp, scores, cap, compute)
+        ratio = binary(a, ew.DivOp, scores, cap, compute)
         tanh = a.value(ew.TanhOp.build(operands=[ratio], result_types=[scores_type]))
-        capped = _binary(a, ew.MulOp, tanh, cap, compute)
-    biased = capped if bias is None else _binary(a, ew.AddOp, capped, bias, compute)
+        capped = binary(a, ew.MulOp, tanh, cap, compute)
+    biased = capped if bias is None else binary(a, ew.AddOp, capped, bias, compute)
     biased_type = tensor_type(biased)
     probabilities = a.value(
         SoftmaxOp.build(operands=[biased], properties={"axis": i64_attr(-1)}, result_types=[biased_type])
@@ -240,7 +240,7 @@ def _composed(
                 result_types=[TensorType(compute, [*bias_shape[:-1], 1])],
             )
         )
-        masked = _binary(a, ew.EqOp, row_max, a.scalar_tensor(_NEG_INF, compute), i1)
+        masked = binary(a, ew.EqOp, row_max, a.scalar_tensor(_NEG_INF, compute), i1)
         zero = a.scalar_tensor(0.0, compute)
         probabilities = a.value(ew.WhereOp.build(operands=[masked, zero, probabilities], result_types=[biased_type]))
     y_type = TensorType(compute, [*biased_type.get_shape()[:-1], v_shape[-1]])
@@ -265,7 +265,7 @@ def _bias(
                 result_types=[TensorType(compute, tensor_type(allowed).get_shape())],
             )
         )
-    return excluded if bias is None else _binary(a, ew.AddOp, bias, excluded, compute)
+    return excluded if bias is None else binary(a, ew.AddOp, bias, excluded, compute)
 
 
 def _mask_bias(a: AtenArgs, mask: SSAValue, compute: Attribute, columns: int) -> SSAValue:
@@ -293,12 +293,93 @@ def _mask_bias(a: AtenArgs, mask: SSAValue, compute: Attribute, columns: int) ->
     )
 
 
+_FLEX_ATTRIBUTES = {"scale", "softmax_precision"}
+"""FlexAttention's attributes but its subgraphs score_mod and prob_mod, which torch-mlir imports as regions."""
+
+_PRECISIONS: dict[int, Attribute] = {1: f32, 10: f16, 11: f64, 16: bf16}
+"""softmax_precision, an ONNX data type, as an element type."""
+
+
+@converts("ai.onnx.preview.FlexAttention", args="Q K V")
+def onnx_flex_attention(a: AtenArgs) -> SSAValue:
+    """prob_mod(softmax(score_mod(Q Kᵀ scale))) V, with ONNX's semantics (onnx/reference/ops/aionnx_preview/
+    op_flex_attention.py): one graph.attention without modifiers, else matmuls and a softmax around the modifier
+    subgraphs, inlined. A FlexAttention with a modifier has both from the frontend, the absent one as the identity,
+    in torch-mlir's (alphabetical) order of regions: prob_mod, score_mod."""
+    unknown = sorted(set(a.onnx_attributes()) - _FLEX_ATTRIBUTES)
+    if unknown:
+        raise NotConvertible(f"FlexAttention with {', '.join(unknown)}")
+    q, k, v = a.tensor("Q"), a.tensor("K"), a.tensor("V")
+    shapes = [tensor_type(x).get_shape() for x in (q, k, v)]
+    if any(len(shape) != 4 for shape in shapes):
+        raise NotConvertible(f"FlexAttention over inputs of ranks {[len(shape) for shape in shapes]}, not 4")
+    regions = list(a.op.regions)
+    if len(regions) not in (0, 2):
+        raise NotConvertible(f"FlexAttention with {len(regions)} modifier subgraphs, not 0 or 2")
+    q_heads, kv_heads = shapes[0][1], shapes[1][1]
+    if DYN in (q_heads, kv_heads) or q_heads % kv_heads:
+        raise NotConvertible(f"{q_heads} query heads do not group over {kv_heads} key/value heads")
+    k, v = (repeat_heads(a, x, q_heads // kv_heads) for x in (k, v))
+    head_size = shapes[0][-1]
+    if head_size == DYN and a.onnx_attr("scale") is None:
+        raise NotConvertible("FlexAttention with a dynamic head size and no explicit scale")
+    scale = a.onnx_float("scale", 0.0) if a.onnx_attr("scale") is not None else 1.0 / math.sqrt(head_size)
+    element = tensor_type(q).get_element_type()
+    half = isinstance(element, Float16Type | BFloat16Type)
+    precision = a.onnx_int("softmax_precision", 0)
+    compute = _PRECISIONS.get(precision) if precision else (f32 if half else element)
+    if compute is None:
+        raise NotConvertible(f"FlexAttention with softmax_precision {precision}")
+    # The scores are computed in the inputs' type as the reference does, in f32 for half-precision inputs (see
+    # Attention), and then in the softmax's.
+    scores_type = f32 if half else element
+    v_element = tensor_type(v).get_element_type()
+    y_shape = [*shapes[0][:-1], shapes[2][-1]]
+    if not regions and compute == scores_type:
+        q, k, v = (a.cast(x, compute) for x in (q, k, v))
+        y = a.value(
+            AttentionOp.build(
+                operands=[q, k, v, []],
+                properties={"scale": f64_attr(scale), "is_causal": bool_attr(False)},
+                result_types=[TensorType(compute, y_shape)],
+            )
+        )
+        return a.cast(y, v_element)
+    # The reference scales both sides by √scale, taken in f32.
+    root = a.scalar_tensor(float(np.sqrt(np.float32(scale))), scores_type)
+    q, k = (binary(a, ew.MulOp, a.cast(x, scores_type), root, scores_type) for x in (q, k))
+    scores_shape = [*tensor_type(q).get_shape()[:-1], tensor_type(k).get_shape()[2]]
+    key_rows = permute(a, k, [0, 1, 3, 2])
+    scores = a.value(MatmulOp.build(operands=[q, key_rows], result_types=[TensorType(scores_type, scores_shape)]))
+    scores = a.cast(scores, compute)
+    if regions:
+        scores = _modified(a, regions[1], scores, "score_mod")
+    probabilities = a.value(
+        SoftmaxOp.build(operands=[scores], properties={"axis": i64_attr(-1)}, result_types=[scores.type])
+    )
+    if regions:
+        probabilities = _modified(a, regions[0], probabilities, "prob_mod")
+    y = a.value(
+        MatmulOp.build(operands=[probabilities, a.cast(v, compute)], result_types=[TensorType(compute, y_shape)])
+    )
+    return a.cast(y, v_element)
+
+
+def _modified(a: AtenArgs, region: Region, x: SSAValue, name: str) -> SSAValue:
+    """`x` through the inlined modifier subgraph `region`, which must keep its type."""
+    results = a.inline(region, [x])
+    if len(results) != 1 or results[0].type != x.type:
+        spelled = ", ".join(str(r.type) for r in results)
+        raise NotConvertible(f"FlexAttention's {name} gives ({spelled}), not one {x.type}")
+    return results[0]
+
+
 def _is_bool(value: SSAValue) -> bool:
     element = tensor_type(value).get_element_type()
     return isinstance(element, IntegerType) and element.width.data == 1
 
 
-def _binary(a: AtenArgs, op: type[ew.BinaryOp], lhs: SSAValue, rhs: SSAValue, element: Attribute) -> SSAValue:
+def binary(a: AtenArgs, op: type[ew.BinaryOp], lhs: SSAValue, rhs: SSAValue, element: Attribute) -> SSAValue:
     """`op` on broadcast operands: its result has the broadcast shape and `element`."""
     shape = broadcast_shapes([tensor_type(lhs).get_shape(), tensor_type(rhs).get_shape()], op.name)
     return a.value(op.build(operands=[lhs, rhs], result_types=[TensorType(element, shape)]))
@@ -312,7 +393,7 @@ def _concat_sequence(a: AtenArgs, past: SSAValue, new: SSAValue) -> SSAValue:
     return a.value(ConcatOp.build(operands=[[past, new]], properties={"axis": i64_attr(2)}, result_types=[joined]))
 
 
-def _split_heads(a: AtenArgs, x: SSAValue, heads: int) -> SSAValue:
+def split_heads(a: AtenArgs, x: SSAValue, heads: int) -> SSAValue:
     """(B, S, H * E) -> (B, H, S, E)."""
     x_type = tensor_type(x)
     batch, seq, hidden = x_type.get_shape()
@@ -322,34 +403,34 @@ def _split_heads(a: AtenArgs, x: SSAValue, heads: int) -> SSAValue:
     split = a.value(
         ReshapeOp.build(operands=[x], result_types=[TensorType(element, [batch, seq, heads, hidden // heads])])
     )
-    return _permute(a, split, [0, 2, 1, 3])
+    return permute(a, split, [0, 2, 1, 3])
 
 
-def _merge_heads(a: AtenArgs, y: SSAValue) -> SSAValue:
+def merge_heads(a: AtenArgs, y: SSAValue) -> SSAValue:
     """(B, H, L, E) -> (B, L, H * E)."""
-    moved = _permute(a, y, [0, 2, 1, 3])
+    moved = permute(a, y, [0, 2, 1, 3])
     batch, seq, heads, dim = tensor_type(moved).get_shape()
     merged = TensorType(tensor_type(y).get_element_type(), [batch, seq, multiply_dims([heads, dim])])
     return a.value(ReshapeOp.build(operands=[moved], result_types=[merged]))
 
 
-def _repeat_heads(a: AtenArgs, x: SSAValue, group: int) -> SSAValue:
-    """(B, H, S, E) -> (B, H * group, S, E), each head repeated `group` times in a row."""
+def repeat_heads(a: AtenArgs, x: SSAValue, group: int) -> SSAValue:
+    """(B, H, ...) -> (B, H * group, ...), each head repeated `group` times in a row."""
     if group == 1:
         return x
     x_type = tensor_type(x)
-    batch, heads, seq, dim = x_type.get_shape()
+    batch, heads, *rest = x_type.get_shape()
     element = x_type.get_element_type()
-    unit = a.value(ReshapeOp.build(operands=[x], result_types=[TensorType(element, [batch, heads, 1, seq, dim])]))
+    unit = a.value(ReshapeOp.build(operands=[x], result_types=[TensorType(element, [batch, heads, 1, *rest])]))
     repeated = a.value(
-        ExpandOp.build(operands=[unit], result_types=[TensorType(element, [batch, heads, group, seq, dim])])
+        ExpandOp.build(operands=[unit], result_types=[TensorType(element, [batch, heads, group, *rest])])
     )
     return a.value(
-        ReshapeOp.build(operands=[repeated], result_types=[TensorType(element, [batch, heads * group, seq, dim])])
+        ReshapeOp.build(operands=[repeated], result_types=[TensorType(element, [batch, heads * group, *rest])])
     )
 
 
-def _permute(a: AtenArgs, x: SSAValue, permutation: list[int]) -> SSAValue:
+def permute(a: AtenArgs, x: SSAValue, permutation: list[int]) -> SSAValue:
     x_type = tensor_type(x)
     moved = TensorType(x_type.get_element_type(), [x_type.get_shape()[p] for p in permutation])
     return a.value(
