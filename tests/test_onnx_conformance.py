@@ -136,6 +136,14 @@ PASSING = (
     "test_det_nd",
     "test_range_float16_type_positive_delta",  # kept from torch-mlir's lowering
     "test_wrap_pad",
+    "test_linear_attention_gated_delta_gqa",  # the delta rule's triangular system, decays per key dim, grouped heads
+    "test_linear_attention_gated_per_head_decay",
+    "test_linear_attention_prefill_with_past",
+    "test_causal_conv_with_state_silu_with_past_state",
+    "test_causal_conv_with_state_kernel_size_one",  # an empty present state
+    "test_flexattention_gqa",
+    "test_flexattention_causal_mask",  # a score_mod subgraph with Shape and Range, typed by the frontend
+    "test_flexattention_prob_mod",
 )
 """Node test names (the runner adds `_cpu`)."""
 

@@ -177,12 +177,19 @@ def save_model(
     inputs: dict[str, tuple[int, list[int]]],
     outputs: dict[str, tuple[int, list[int]]],
     opset: int = 23,
+    preview: bool = False,
 ) -> Path:
+    """A model of `nodes`; `preview` imports the ai.onnx.preview domain too."""
+
     def values(specs: dict[str, tuple[int, list[int]]]) -> list[onnx.ValueInfoProto]:
         return [onnx.helper.make_tensor_value_info(name, dtype, shape) for name, (dtype, shape) in specs.items()]
 
     graph = onnx.helper.make_graph(nodes, "g", values(inputs), values(outputs))
-    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)]), path)
+    opsets = [
+        onnx.helper.make_opsetid("", opset),
+        *([onnx.helper.make_opsetid("ai.onnx.preview", 1)] if preview else []),
+    ]
+    onnx.save(onnx.helper.make_model(graph, opset_imports=opsets), path)
     return path
 
 
@@ -265,6 +272,74 @@ def test_onnx_tensor_scatter_with_an_unknown_mode_is_unsupported(tmp_path: Path)
     )
     message = "unsupported op onnx.TensorScatter at node 'scatter' in model.onnx (TensorScatter mode 'stride')"
     with pytest.raises(UnsupportedOpsError, match=f"^{re.escape(message)}$"):
+        load(path)
+
+
+def _flex_attention(path: Path, **modifiers: onnx.GraphProto) -> Path:
+    node = onnx.helper.make_node(
+        "FlexAttention", ["q", "k", "v"], ["y"], name="flex", domain="ai.onnx.preview", **modifiers
+    )
+    shapes = {"q": [1, 2, 3, 8], "k": [1, 2, 5, 8], "v": [1, 2, 5, 8]}
+    inputs = {name: (F32, shape) for name, shape in shapes.items()}
+    return save_model(path, [node], inputs, {"y": (F32, [1, 2, 3, 8])}, opset=26, preview=True)
+
+
+def test_onnx_flex_attention_without_modifiers_is_one_graph_attention(tmp_path: Path) -> None:
+    counts = Counter(
+        op.name for op in load(_flex_attention(tmp_path / "flex.onnx")).walk() if op.name.startswith("graph.")
+    )
+    assert counts == {"graph.attention": 1}
+
+
+def test_onnx_flex_attention_inlines_its_score_mod(tmp_path: Path) -> None:
+    """The subgraph, typed by the frontend and converted before the op, sits between the scores and the softmax;
+    the prob_mod the frontend adds as the identity leaves nothing."""
+    given, taken = (onnx.helper.make_tensor_value_info(name, F32, None) for name in ("s", "t"))
+    score_mod = onnx.helper.make_graph([onnx.helper.make_node("Tanh", ["s"], ["t"])], "score_mod", [given], [taken])
+    module = load(_flex_attention(tmp_path / "flex.onnx", score_mod=score_mod))
+    names = [op.name for op in module.walk() if op.name in ("graph.matmul", "graph.tanh", "graph.softmax")]
+    assert names == ["graph.matmul", "graph.tanh", "graph.softmax", "graph.matmul"]
+
+
+def test_onnx_linear_attention_without_its_rule_s_input_is_unsupported(tmp_path: Path) -> None:
+    node = onnx.helper.make_node(
+        "LinearAttention",
+        ["q", "k", "v"],
+        ["y", "state"],
+        name="la",
+        update_rule="gated",
+        q_num_heads=2,
+        kv_num_heads=2,
+    )
+    path = save_model(
+        tmp_path / "model.onnx",
+        [node],
+        {name: (F32, [1, 3, 16]) for name in ("q", "k", "v")},
+        {"y": (F32, [1, 3, 16]), "state": (F32, [1, 2, 8, 8])},
+        opset=27,
+    )
+    message = "unsupported op onnx.LinearAttention at node 'la' in model.onnx (update_rule 'gated' needs decay input)"
+    with pytest.raises(UnsupportedOpsError, match=f"^{re.escape(message)}$"):
+        load(path)
+
+
+def test_a_node_reading_an_output_onnx_cannot_shape_blames_its_producer(tmp_path: Path) -> None:
+    """ONNX's own expansion of LinearAttention runs a Scan over the steps whose per-step output ONNX cannot shape;
+    torch-mlir types that output 0-d and fails on the Transpose that reads it. The error names the Scan."""
+    from onnx.backend.test.case.node import function_testcase_helper
+
+    node = onnx.helper.make_node(
+        "LinearAttention", ["q", "k", "v"], ["y", "state"], update_rule="linear", q_num_heads=2, kv_num_heads=2
+    )
+    types = [onnx.helper.make_tensor_type_proto(F32, [1, 3, 16])] * 3
+    (nodes, _), *_ = function_testcase_helper(node, types, "linear")[0]
+    shapes = {"y": (F32, [1, 3, 16]), "state": (F32, [1, 2, 8, 8])}
+    path = save_model(tmp_path / "model.onnx", nodes, {name: (F32, [1, 3, 16]) for name in ("q", "k", "v")}, shapes, 27)
+    message = (
+        r"^unsupported op onnx\.Scan at node 'Scan_\d+' in model\.onnx "
+        r"\(ONNX infers no shape for its output, which torch-mlir needs to lower node 'Transpose_\d+'\)\n"
+    )
+    with pytest.raises(UnsupportedOpsError, match=message):
         load(path)
 
 

@@ -32,10 +32,11 @@ def _model(
     inputs: dict[str, np.ndarray],
     constants: dict[str, np.ndarray] | None = None,
     opset: int = 23,
+    preview: bool = False,
 ) -> Path:
     """A one-node model (or one of independent nodes, each output a graph output): `inputs` are graph inputs,
     `constants` initializers (ONNX's tests pass axes and shift counts as inputs; gnomon needs them known at compile
-    time)."""
+    time); `preview` imports ai.onnx.preview too."""
     nodes = node if isinstance(node, list) else [node]
     values = [
         helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
@@ -44,9 +45,8 @@ def _model(
     initializers = [numpy_helper.from_array(x, name) for name, x in (constants or {}).items()]
     outputs = [helper.make_empty_tensor_value_info(name) for n in nodes for name in n.output if name]
     graph = helper.make_graph(nodes, "g", values, outputs, initializers)
-    model = onnx.shape_inference.infer_shapes(
-        helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), strict_mode=True
-    )
+    opsets = [helper.make_opsetid("", opset), *([helper.make_opsetid("ai.onnx.preview", 1)] if preview else [])]
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=opsets), strict_mode=True)
     onnx.save(model, path)
     return path
 
@@ -1231,3 +1231,109 @@ def test_wrap_pad_repeats_the_input_past_its_size(tmp_path: Path, dtype: type[An
     pads = {"pads": np.array([0, 4, 1, 1, 7, 0], np.int64)}
     node = helper.make_node("Pad", ["x", "pads"], ["y"], mode="wrap")
     _check(_model(tmp_path / "pad.onnx", node, {"x": x}, pads), {"x": x})
+# ---- stateful sequence ops and flex attention ----
+
+
+def _linear_attention_inputs(
+    rule: str, steps: int, heads: tuple[int, int], decay_width: str, beta_width: str, past: bool
+) -> tuple[list[str], dict[str, np.ndarray]]:
+    """LinearAttention's input names and values, keys L2-normalized per head as the delta rules want them."""
+    (q_heads, kv_heads), dims = heads, 8
+    keys = RNG.standard_normal((2, steps, kv_heads, dims))
+    inputs = {
+        "q": RNG.standard_normal((2, steps, q_heads * dims)),
+        "k": (keys / np.linalg.norm(keys, axis=-1, keepdims=True)).reshape(2, steps, -1),
+        "v": RNG.standard_normal((2, steps, kv_heads * 6)),
+    }
+    names = ["q", "k", "v", "state" if past else "", "", ""]
+    if past:
+        inputs["state"] = RNG.standard_normal((2, kv_heads, dims, 6)) * 0.1
+    if rule in ("gated", "gated_delta"):
+        names[4] = "decay"
+        inputs["decay"] = -np.abs(RNG.standard_normal((2, steps, kv_heads * (dims if decay_width == "key" else 1))))
+    if rule in ("delta", "gated_delta"):
+        names[5] = "beta"
+        inputs["beta"] = RNG.random((2, steps, kv_heads if beta_width == "head" else 1))
+    while not names[-1]:
+        names.pop()
+    return names, {name: x.astype(np.float32) for name, x in inputs.items()}
+
+
+@pytest.mark.parametrize(
+    ("rule", "decay_width", "beta_width", "past"),
+    [
+        ("linear", "", "", True),
+        ("gated", "key", "", True),
+        ("gated", "head", "", False),
+        ("delta", "", "head", True),
+        ("gated_delta", "key", "head", False),
+        ("gated_delta", "head", "one", True),
+    ],
+)
+def test_linear_attention_over_chunks(tmp_path: Path, rule: str, decay_width: str, beta_width: str, past: bool) -> None:
+    """11 steps in chunks of 4 (the last one short) of 4 query heads over 2 key/value heads: the chunkwise closed
+    form, each chunk starting from the state the last one left, gives the step-by-step recurrence's output and
+    state."""
+    names, inputs = _linear_attention_inputs(rule, 11, (4, 2), decay_width, beta_width, past)
+    node = helper.make_node(
+        "LinearAttention", names, ["y", "present"], update_rule=rule, q_num_heads=4, kv_num_heads=2, chunk_size=4
+    )
+    _check(_model(tmp_path / "linear_attention.onnx", node, inputs, opset=27), inputs, atol=1e-5)
+
+
+def test_delta_rule_with_one_repeated_key_stays_exact(tmp_path: Path) -> None:
+    """One key over all 64 steps of a chunk with β = 1: each step overwrites the value stored under the key. The
+    chunk's triangular system has ones all below its diagonal, where a power series of it would sum terms up to
+    C(63, 31) ~ 1e18; the block inversion only ever holds entries of the inverse (0 and ±1)."""
+    names, inputs = _linear_attention_inputs("delta", 64, (1, 1), "", "head", True)
+    inputs["k"] = np.repeat(inputs["k"][:, :1], 64, axis=1)
+    inputs["beta"] = np.ones_like(inputs["beta"])
+    node = helper.make_node(
+        "LinearAttention", names, ["y", "present"], update_rule="delta", q_num_heads=1, kv_num_heads=1
+    )
+    _check(_model(tmp_path / "linear_attention.onnx", node, inputs, opset=27), inputs, atol=1e-5)
+
+
+def test_causal_conv_with_state_longer_than_its_input(tmp_path: Path) -> None:
+    """A kernel of 5 over 2 steps after a past state, with a bias and SiLU: the present state keeps the last 4
+    positions of the past state followed by the input."""
+    inputs = _normal({"x": (2, 3, 2), "w": (3, 1, 5), "b": (3,), "past": (2, 3, 4)})
+    node = helper.make_node("CausalConvWithState", ["x", "w", "b", "past"], ["y", "present"], activation="silu")
+    _check(_model(tmp_path / "causal_conv.onnx", node, inputs, opset=27), inputs)
+
+
+def _modifier(name: str, op: str, value: float, dtype: int = onnx.TensorProto.FLOAT) -> onnx.GraphProto:
+    """A FlexAttention modifier subgraph: its input `op` a constant."""
+    given, taken = helper.make_tensor_value_info("x", dtype, None), helper.make_tensor_value_info("y", dtype, None)
+    constant = helper.make_tensor("c", dtype, [], [value])
+    return helper.make_graph([helper.make_node(op, ["x", "c"], ["y"])], name, [given], [taken], [constant])
+
+
+def test_flex_attention_with_both_modifiers_over_grouped_heads(tmp_path: Path) -> None:
+    """score_mod and prob_mod, both inlined around the softmax, with 4 query heads over 2 key/value heads."""
+    inputs = _normal({"q": (2, 4, 5, 8), "k": (2, 2, 6, 8), "v": (2, 2, 6, 3)})
+    node = helper.make_node(
+        "FlexAttention",
+        ["q", "k", "v"],
+        ["y"],
+        domain="ai.onnx.preview",
+        scale=0.3,
+        score_mod=_modifier("score_mod", "Sub", 0.25),
+        prob_mod=_modifier("prob_mod", "Mul", 2.0),
+    )
+    _check(_model(tmp_path / "flex.onnx", node, inputs, opset=26, preview=True), inputs)
+
+
+def test_flex_attention_with_a_double_softmax_precision(tmp_path: Path) -> None:
+    """softmax_precision double for float inputs: f32 scores, then the softmax, its score_mod and the product with
+    V in f64, rounded back to f32."""
+    inputs = _normal({"q": (1, 2, 4, 8), "k": (1, 2, 4, 8), "v": (1, 2, 4, 8)})
+    node = helper.make_node(
+        "FlexAttention",
+        ["q", "k", "v"],
+        ["y"],
+        domain="ai.onnx.preview",
+        softmax_precision=onnx.TensorProto.DOUBLE,
+        score_mod=_modifier("score_mod", "Mul", 0.5, onnx.TensorProto.DOUBLE),
+    )
+    _check(_model(tmp_path / "flex.onnx", node, inputs, opset=26, preview=True), inputs)

@@ -477,23 +477,22 @@ def _unlowered(path: Path, model: onnx.ModelProto, diagnostic: ir.DiagnosticInfo
         return UnsupportedOpsError(UnsupportedOp(op, node, path.name) for (node, _), op in custom.items())
     source = _shapeless_source(model.graph, producers, inputs)
     if source is not None:
-        node, value = source
-        reason = f"ONNX infers no shape for its output '{value}', so torch-mlir cannot lower node '{node_name}'"
-        return UnsupportedOpsError([UnsupportedOp(f"onnx.{node.op_type}", node.name, path.name, reason)])
+        reason = f"ONNX infers no shape for its output, which torch-mlir needs to lower node '{node_name}'"
+        return UnsupportedOpsError([UnsupportedOp(f"onnx.{source.op_type}", source.name, path.name, reason)])
     return UnsupportedOpsError([UnsupportedOp(failed["op"], node_name, path.name, "torch-mlir cannot lower it")])
 
 
 def _shapeless_source(
     graph: onnx.GraphProto, producers: Mapping[str, onnx.NodeProto], inputs: Sequence[str]
-) -> tuple[onnx.NodeProto, str] | None:
-    """The first node, going up from `inputs`, whose output ONNX's shape inference left without a shape while its
-    own inputs have one, and that output; None when every input has a shape."""
+) -> onnx.NodeProto | None:
+    """The first node, going up from `inputs`, with an output that ONNX's shape inference left without a shape
+    while its own inputs have one; None when every input has a shape."""
     values = (*graph.input, *graph.value_info, *graph.output)
     shaped = {v.name for v in values if v.type.tensor_type.HasField("shape")} | {t.name for t in graph.initializer}
     source = None
     while (missing := next((n for n in inputs if n and n not in shaped and n in producers), None)) is not None:
-        source = producers[missing], missing
-        inputs = list(source[0].input)
+        source = producers[missing]
+        inputs = list(source.input)
     return source
 
 

@@ -79,6 +79,30 @@
 // CHECK-NEXT:    %[[AT:.*]] = graph.constant {value = dense<[0, 6, 12, 18, 24]> : tensor<5xi64>} : () -> tensor<5xi64> loc("diagonal")
 // CHECK-NEXT:    %[[D:.*]] = graph.gather %[[FLAT]], %[[AT]] {axis = 1 : i64} : (tensor<3x25xf64>, tensor<5xi64>) -> tensor<3x5xf64> loc("diagonal")
 // CHECK-NEXT:    func.return %[[S]], %[[D]] : tensor<2x3x4x6xf32>, tensor<3x5xf64>
+// An ONNX op's regions (FlexAttention's prob_mod and score_mod subgraphs) are converted before the op, their
+// arguments moved to builtin tensors; the op's converter inlines them: score_mod's tanh sits between the scores
+// and the softmax, at its own node's location, and the identity prob_mod leaves nothing.
+
+"func.func"() <{function_type = (!torch.vtensor<[1,1,2,4],f32>, !torch.vtensor<[1,1,3,4],f32>, !torch.vtensor<[1,1,3,4],f32>) -> !torch.vtensor<[1,1,2,4],f32>, sym_name = "flex"}> ({
+^bb0(%arg0: !torch.vtensor<[1,1,2,4],f32>, %arg1: !torch.vtensor<[1,1,3,4],f32>, %arg2: !torch.vtensor<[1,1,3,4],f32>):
+  %0 = "torch.operator"(%arg0, %arg1, %arg2) <{name = "ai.onnx.preview.FlexAttention"}> ({
+  ^bb0(%arg3: !torch.vtensor<[1,1,2,3],f32>):
+    "torch.operator_terminator"(%arg3) : (!torch.vtensor<[1,1,2,3],f32>) -> ()
+  }, {
+  ^bb0(%arg4: !torch.vtensor<[1,1,2,3],f32>):
+    %1 = "torch.aten.tanh"(%arg4) : (!torch.vtensor<[1,1,2,3],f32>) -> !torch.vtensor<[1,1,2,3],f32> loc("score_tanh")
+    "torch.operator_terminator"(%1) : (!torch.vtensor<[1,1,2,3],f32>) -> ()
+  }) {torch.onnx.scale = 2.500000e-01 : f32} : (!torch.vtensor<[1,1,2,4],f32>, !torch.vtensor<[1,1,3,4],f32>, !torch.vtensor<[1,1,3,4],f32>) -> !torch.vtensor<[1,1,2,4],f32> loc("flex")
+  "func.return"(%0) : (!torch.vtensor<[1,1,2,4],f32>) -> ()
+}) : () -> ()
+
+// CHECK-LABEL: func.func @flex(
+// CHECK:         %[[SCORES:.*]] = graph.matmul %{{.*}}, %{{.*}} : (tensor<1x1x2x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x1x2x3xf32> loc("flex")
+// CHECK-NEXT:    %[[TANH:.*]] = graph.tanh %[[SCORES]] : (tensor<1x1x2x3xf32>) -> tensor<1x1x2x3xf32> loc("score_tanh")
+// CHECK-NEXT:    %[[PROBABILITIES:.*]] = graph.softmax %[[TANH]] {axis = -1 : i64} : (tensor<1x1x2x3xf32>) -> tensor<1x1x2x3xf32> loc("flex")
+// CHECK-NEXT:    %[[Y:.*]] = graph.matmul %[[PROBABILITIES]], %{{.*}} : (tensor<1x1x2x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x2x4xf32> loc("flex")
+// CHECK-NEXT:    func.return %[[Y]] : tensor<1x1x2x4xf32>
+// CHECK-NOT:     torch.
 
 // -----
 
