@@ -11,6 +11,9 @@ cache, else 0. `is_causal` allows j <= i + offset, the window i + offset - left 
 The common case is one graph.attention. A softcap, or a used QK output (`qk_matmul_output_mode` 0 to 3: the
 scores, after the softcap, after the bias, or the probabilities), is composed of matmuls, softmax and
 elementwise ops instead.
+
+FlexAttention (ai.onnx.preview) is attention with subgraphs that modify the scores and the probabilities; their
+ops are inlined around the softmax. The head helpers here serve LinearAttention too (recurrent.py).
 """
 
 from __future__ import annotations
