@@ -13,7 +13,7 @@ scores, after the softcap, after the bias, or the probabilities), is composed of
 elementwise ops instead.
 
 FlexAttention (ai.onnx.preview) is attention with subgraphs that modify the scores and the probabilities; their
-ops are inlined around the softmax. The head helpers here serve LinearAttention too (recurrent.py).
+ops are inlined around the softmax. The head helpers here serve LinearAttention too (linear_attention.py).
 """
 
 from __future__ import annotations
