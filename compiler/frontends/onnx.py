@@ -65,8 +65,12 @@ OWN_LOWERINGS = frozenset({
     # inputs come in another order (the cos cache is read as the position ids) and which needs position ids.
     # Custom-domain ops are renamed before these are held back, so only the default domain's are.
     "onnx.LpNormalization", "onnx.RotaryEmbedding",
+    # Lowered through complex tensors (DFT, STFT), or failing the whole import on some attributes (GridSample's
+    # cubic and volumetric forms, LpPool's dilations and auto padding).
+    "onnx.DFT", "onnx.GridSample", "onnx.LpPool", "onnx.STFT",
 })  # fmt: skip
-"""ONNX ops held back from torch-mlir's lowering: torch-to-graph converts them all, with ONNX's semantics."""
+"""ONNX ops held back from torch-mlir's lowering: torch-to-graph converts them all, with ONNX's semantics. Some
+nodes of other ops are held back too (`_kept_node`)."""
 
 _HALF_RANGE = (",f16>", ",bf16>")
 """The endings of the result types of a Range that torch-mlir's lowering rejects (and fails the import on): half
@@ -82,9 +86,31 @@ _DEFAULT_DOMAINS = ("", "ai.onnx")
 """ONNX's own domain, by its two spellings; any other is a custom domain."""
 
 
-def _held_name(op: ir.Operation, name: str) -> str:
+def _kept_node(node: onnx.NodeProto) -> bool:
+    """Whether gnomon converts this node itself though torch-mlir lowers its op in other forms: where that lowering
+    would be wrong (SpaceToDepth's opset-28 CRD mode as DCR; MaxPool's indices as torch's, per image plane and into
+    the padded input; a dilated AveragePool's ceil mode as padding that count_include_pad counts) or fails the
+    whole import (ConvTranspose's asymmetric auto padding)."""
+    if node.domain not in _DEFAULT_DOMAINS:
+        return False
+    attributes = {a.name: a for a in node.attribute}
+    if node.op_type == "AveragePool":
+        return "dilations" in attributes and any(d != 1 for d in attributes["dilations"].ints)
+    if node.op_type == "ConvTranspose":
+        return "auto_pad" in attributes and attributes["auto_pad"].s in (b"SAME_UPPER", b"SAME_LOWER")
+    if node.op_type == "MaxPool":
+        return len(node.output) > 1 and node.output[1] != ""
+    if node.op_type == "SpaceToDepth":
+        return "mode" in attributes and attributes["mode"].s != b"DCR"
+    return False
+
+
+def _held_name(op: ir.Operation, name: str, kept_nodes: set[tuple[str, str]]) -> str:
+    """`name`, or its held form for an op of `OWN_LOWERINGS`, a half-float Range or a node `_kept_node` keeps."""
     half_range = name == "onnx.Range" and len(op.results) == 1 and str(op.results[0].type).endswith(_HALF_RANGE)
-    return _HELD + name if name in OWN_LOWERINGS or half_range else name
+    located = _NAME_LOC.match(str(op.location))
+    kept = located is not None and (located["name"], name) in kept_nodes
+    return _HELD + name if name in OWN_LOWERINGS or half_range or kept else name
 
 
 def _released_name(_: ir.Operation, name: str) -> str:
@@ -362,7 +388,12 @@ def _imported(model: onnx.ModelProto, progress: Progress) -> ir.Module:
     custom = _custom_ops(model)
     if custom:
         _rename_custom_ops(module, custom)
-    _rename_operators(module, _held_name)
+    kept_nodes = {(node.name, f"onnx.{node.op_type}") for node in _nodes(model.graph) if _kept_node(node)}
+
+    def held_name(op: ir.Operation, name: str) -> str:
+        return _held_name(op, name, kept_nodes)
+
+    _rename_operators(module, held_name)
     return module
 
 

@@ -7,7 +7,7 @@ import math
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, TensorType, f32
 from xdsl.ir import SSAValue
 
-from gnomon.dialects.graph.base import bool_attr, f64_attr, i64_array, i64_attr
+from gnomon.dialects.graph.base import DYN, bool_attr, f64_attr, i64_array, i64_attr
 from gnomon.dialects.graph.elementwise import AddOp, MulOp, RsqrtOp, SubOp
 from gnomon.dialects.graph.nn import (
     AdaptiveAvgPoolOp,
@@ -130,6 +130,41 @@ def conv_nd_padding(a: AtenArgs) -> SSAValue:
 )
 def conv_transpose(a: AtenArgs) -> SSAValue:
     return _conv(a, _pads(a.ints("padding"), _spatial_dims(a)), a.ints("output_padding"))
+
+
+@converts("onnx.ConvTranspose", args="X W B?")
+def onnx_conv_transpose(a: AtenArgs) -> SSAValue:
+    """ONNX ConvTranspose with auto padding (the frontend keeps only those from torch-mlir, which refuses an
+    uneven split): the output is `output_shape` (by default the input times the strides), and the full output's
+    excess is cropped, the odd one at the end (SAME_UPPER) or at the beginning (SAME_LOWER)."""
+    auto_pad = a.onnx_str("auto_pad", "NOTSET")
+    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        raise NotConvertible(f"ConvTranspose with auto_pad {auto_pad}")
+    x, weight = a.tensor("X"), a.tensor("W")
+    spatial = _spatial_dims(a)
+    sizes, kernel = tensor_type(x).get_shape()[2:], tensor_type(weight).get_shape()[2:]
+    if DYN in sizes or DYN in kernel:
+        raise NotConvertible("ConvTranspose with auto padding of a dynamic shape")
+    strides, dilations = a.onnx_ints("strides", [1] * spatial), a.onnx_ints("dilations", [1] * spatial)
+    output_padding = a.onnx_ints("output_padding", [0] * spatial)
+    output_shape = a.onnx_ints("output_shape", [n * s for n, s in zip(sizes, strides, strict=True)])[-spatial:]
+    totals = [
+        s * (n - 1) + p + (k - 1) * d + 1 - o
+        for n, s, p, k, d, o in zip(sizes, strides, output_padding, kernel, dilations, output_shape, strict=True)
+    ]
+    if any(t < 0 for t in totals):
+        raise NotConvertible(f"ConvTranspose to {output_shape}, larger than its full output")
+    small, large = [t // 2 for t in totals], [t - t // 2 for t in totals]
+    bias = a.optional_tensor("B")
+    props = {
+        "strides": i64_array(strides),
+        "pads": i64_array(small + large if auto_pad == "SAME_UPPER" else large + small),
+        "dilations": i64_array(dilations),
+        "output_padding": i64_array(output_padding),
+        "groups": i64_attr(a.onnx_int("group", 1)),
+    }
+    operands = [x, weight, [bias] if bias is not None else []]
+    return a.value(ConvTransposeOp.build(operands=operands, properties=props, result_types=[a.result_type()]))
 
 
 def _batch_norm(a: AtenArgs) -> SSAValue:

@@ -1,5 +1,6 @@
 """Converters that change a tensor's shape or layout, not its values: views and reshapes, permutes,
-broadcasts and tiles, and the reshape-transpose idioms (pixel and channel shuffles, nearest upsampling)."""
+broadcasts and tiles, and the reshape-transpose idioms (pixel and channel shuffles, ONNX's SpaceToDepth,
+nearest upsampling)."""
 
 from __future__ import annotations
 
@@ -235,6 +236,32 @@ def pixel_shuffle(a: AtenArgs) -> SSAValue:
         )
     )
     return a.value(ReshapeOp.build(operands=[moved], result_types=[a.result_type()]))
+
+
+@converts("onnx.SpaceToDepth", args="input")
+def onnx_space_to_depth(a: AtenArgs) -> SSAValue:
+    """(N, C, H, W) -> (N, C b², H / b, W / b): split the rows and columns into blocks of b and move the block
+    offsets into the channels, after the channel (CRD, opset 28) or before it (DCR, the default)."""
+    x = a.tensor("input")
+    x_type = tensor_type(x)
+    b, mode = a.onnx_int("blocksize", 0), a.onnx_str("mode", "DCR")
+    shape = x_type.get_shape()
+    if mode not in ("CRD", "DCR"):
+        raise NotConvertible(f"SpaceToDepth mode {mode!r}")
+    if len(shape) != 4 or DYN in shape or b < 1 or shape[2] % b or shape[3] % b:
+        raise NotConvertible(f"SpaceToDepth of {list(shape)} by blocks of {b}")
+    n, c, h, w = shape
+    element = x_type.get_element_type()
+    split = a.value(ReshapeOp.build(operands=[x], result_types=[TensorType(element, [n, c, h // b, b, w // b, b])]))
+    permutation = [0, 1, 3, 5, 2, 4] if mode == "CRD" else [0, 3, 5, 1, 2, 4]
+    moved_type = TensorType(element, [tensor_type(split).get_shape()[p] for p in permutation])
+    moved = a.value(
+        TransposeOp.build(
+            operands=[split], properties={"permutation": i64_array(permutation)}, result_types=[moved_type]
+        )
+    )
+    out = TensorType(element, [n, c * b * b, h // b, w // b])
+    return a.value(ReshapeOp.build(operands=[moved], result_types=[out]))
 
 
 @converts("torch.aten.channel_shuffle", args="self groups")
