@@ -55,13 +55,16 @@ from gnomon.passes.torch_to_graph import (
     linear_attention,
     loss,
     nn,
+    pool,
     quantize,
     recurrent,
     reduce,
     resize,
     rotary,
+    sampling,
     scatter,
     shape,
+    spectral,
 )
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, torch_op_name
 from gnomon.passes.torch_to_graph.registry import CONVERTERS
@@ -78,13 +81,16 @@ _CONVERTER_MODULES = (
     linear_attention,
     loss,
     nn,
+    pool,
     quantize,
     recurrent,
     reduce,
     resize,
     rotary,
+    sampling,
     scatter,
     shape,
+    spectral,
 )  # fmt: skip
 
 SOURCE_ATTR = "gnomon.source"

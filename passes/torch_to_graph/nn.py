@@ -28,6 +28,7 @@ from gnomon.dialects.graph.nn import (
 )
 from gnomon.dialects.graph.reduce import ReduceMeanOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
+from gnomon.passes.torch_to_graph.pool import windowed_max_with_indices, windows
 from gnomon.passes.torch_to_graph.registry import converts
 
 
@@ -375,14 +376,21 @@ def max_pool(a: AtenArgs) -> SSAValue:
 
 
 @converts(
-    "torch.aten.max_pool2d_with_indices", "torch.aten.max_pool3d_with_indices",
+    "torch.aten.max_pool1d_with_indices", "torch.aten.max_pool2d_with_indices", "torch.aten.max_pool3d_with_indices",
     args="self kernel_size stride padding dilation ceil_mode",
 )  # fmt: skip
 def max_pool_with_indices(a: AtenArgs) -> list[SSAValue]:
-    if a.op.results[1].uses:
-        raise NotConvertible("max pool indices are used")
-    y = _max_pool(a)
-    return [y, y]
+    """Indices into each image plane, as torch counts them, where they are used."""
+    if not a.op.results[1].uses:
+        y = _max_pool(a)
+        return [y, y]
+    x = a.tensor("self")
+    spatial = _spatial_dims(a)
+    kernel = _spread(a.ints("kernel_size"), spatial)
+    stride = _spread(a.ints("stride") or kernel, spatial)
+    padding = _pads(a.ints("padding"), spatial)
+    w = windows(a, x, kernel, stride, _spread(a.ints("dilation"), spatial), padding)
+    return list(windowed_max_with_indices(a, x, w, column_major=False, whole_tensor=False))
 
 
 @converts(
