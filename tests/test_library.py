@@ -334,6 +334,22 @@ OP_CASES = [
     OpCase("attention_fully_masked_row", "graph.attention {scale = 0.5 : f64, is_causal = false}",
            ["2x3x4xf32", "2x4x4xf32", "2x4x3xf32", "3x4xf32"], ["2x3x3xf32"],
            fixed={3: [[0.0, -1.0, 0.5, 0.0], [-math.inf] * 4, [0.0, -math.inf, 0.0, 0.0]]}),
+    # grid sampling: ATen's grid_sampler, and ONNX's semantics composed where ATen's differ
+    OpCase("grid_sample_linear_zeros",
+           'graph.grid_sample {mode = "linear", padding_mode = "zeros", align_corners = false}',
+           ["2x3x5x4xf32", "2x3x6x2xf32"], ["2x3x3x6xf32"]),
+    OpCase("grid_sample_cubic_reflection",
+           'graph.grid_sample {mode = "cubic", padding_mode = "reflection", align_corners = true}',
+           ["1x2x4x5xf32", "1x4x3x2xf32"], ["1x2x4x3xf32"]),
+    OpCase("grid_sample_cubic_border",
+           'graph.grid_sample {mode = "cubic", padding_mode = "border", align_corners = false}',
+           ["1x2x4x5xf32", "1x4x3x2xf32"], ["1x2x4x3xf32"]),
+    OpCase("grid_sample_nearest_reflection",
+           'graph.grid_sample {mode = "nearest", padding_mode = "reflection", align_corners = false}',
+           ["1x2x4x5xf32", "1x4x3x2xf32"], ["1x2x4x3xf32"]),
+    OpCase("grid_sample_volumetric_cubic",
+           'graph.grid_sample {mode = "cubic", padding_mode = "zeros", align_corners = false}',
+           ["1x2x3x4x5xf32", "1x2x3x2x3xf32"], ["1x2x2x3x2xf32"]),
     # ---- reductions ----
     *(OpCase(f"{n}_keepdims", f"graph.{n} {{axes = array<i64: 0, 2>, keepdims = true}}", ["2x3x4xf32"], ["1x3x1xf32"])
       for n in ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod")),

@@ -1337,3 +1337,196 @@ def test_flex_attention_with_a_double_softmax_precision(tmp_path: Path) -> None:
         score_mod=_modifier("score_mod", "Mul", 0.5, onnx.TensorProto.DOUBLE),
     )
     _check(_model(tmp_path / "flex.onnx", node, inputs, opset=26, preview=True), inputs)
+# ---- grid sampling ----
+
+
+@pytest.mark.parametrize("backend", ["native", "reference"])
+@pytest.mark.parametrize(
+    ("mode", "padding", "align"),
+    [
+        ("linear", "zeros", 0),
+        ("linear", "reflection", 1),
+        ("nearest", "border", 0),
+        ("nearest", "reflection", 0),  # ONNX rounds before reflecting: not torch's grid_sample
+        ("cubic", "border", 0),  # ONNX clamps the point before its taps: not torch's grid_sample
+        ("cubic", "reflection", 1),
+    ],
+)
+def test_grid_sample(tmp_path: Path, backend: str, mode: str, padding: str, align: int) -> None:
+    x = RNG.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    grid = RNG.uniform(-2.5, 2.5, (2, 6, 7, 2)).astype(np.float32)  # points beyond the input too
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"], mode=mode, padding_mode=padding, align_corners=align)
+    inputs = {"x": x, "grid": grid}
+    _check(_model(tmp_path / "grid_sample.onnx", node, inputs, opset=22), inputs, backend, atol=1e-5)
+
+
+@pytest.mark.parametrize(("mode", "padding"), [("nearest", "reflection"), ("linear", "border"), ("cubic", "zeros")])
+def test_volumetric_and_1d_grid_sample(tmp_path: Path, mode: str, padding: str) -> None:
+    for shape, grid_shape in (((1, 2, 3, 4, 5), (1, 2, 3, 4, 3)), ((2, 3, 6), (2, 5, 1))):
+        x = RNG.standard_normal(shape).astype(np.float32)
+        grid = RNG.uniform(-1.5, 1.5, grid_shape).astype(np.float32)
+        node = helper.make_node("GridSample", ["x", "grid"], ["y"], mode=mode, padding_mode=padding)
+        inputs = {"x": x, "grid": grid}
+        _check(_model(tmp_path / "grid_sample.onnx", node, inputs, opset=22), inputs, atol=1e-5)
+
+
+def test_torch_grid_sample_matches_pytorch() -> None:
+    import torch
+
+    class Sample(torch.nn.Module):
+        def forward(self, x: torch.Tensor, grid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            functional = torch.nn.functional
+            bilinear = functional.grid_sample(x, grid, padding_mode="reflection", align_corners=False)
+            bicubic = functional.grid_sample(x, grid, mode="bicubic", align_corners=True)
+            return bilinear, bicubic
+
+    x, grid = torch.randn(2, 3, 5, 6), torch.rand(2, 4, 3, 2) * 3 - 1.5
+    got = gnomon.compile(Sample(), example_inputs=(x, grid)).run([x.numpy(), grid.numpy()])
+    for g, e in zip(got, Sample()(x, grid), strict=True):
+        np.testing.assert_allclose(g, e.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_torch_grid_sample_that_differs_from_onnx_is_refused() -> None:
+    import torch
+
+    class Sample(torch.nn.Module):
+        def forward(self, x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.grid_sample(x, grid, mode="bicubic", padding_mode="border", align_corners=False)
+
+    x, grid = torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2)
+    with pytest.raises(UnsupportedOpsError) as error:
+        gnomon.compile(Sample(), example_inputs=(x, grid))
+    assert str(error.value) == (
+        "unsupported op aten.grid_sampler at node 'grid_sampler' in Sample (cubic grid sampling with border padding:"
+        " torch's differs from ONNX's, which gnomon implements)"
+    )
+
+
+@pytest.mark.parametrize(("spatial", "align"), [((5, 6), 0), ((3, 4, 5), 1)])
+def test_affine_grid(tmp_path: Path, spatial: tuple[int, ...], align: int) -> None:
+    dims = len(spatial)
+    theta = RNG.standard_normal((2, dims, dims + 1)).astype(np.float32)
+    node = helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=align)
+    size = np.array([2, 3, *spatial], np.int64)
+    _check(_model(tmp_path / "affine_grid.onnx", node, {"theta": theta}, {"size": size}, opset=20), {"theta": theta})
+
+
+def test_torch_affine_grid_matches_pytorch() -> None:
+    import torch
+
+    class Grid(torch.nn.Module):
+        def forward(self, theta: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.affine_grid(theta, [2, 3, 4, 5], align_corners=False)
+
+    theta = torch.randn(2, 2, 3)
+    (got,) = gnomon.compile(Grid(), example_inputs=(theta,)).run([theta.numpy()])
+    np.testing.assert_allclose(got, Grid()(theta).numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ---- pooling gnomon composes ----
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"kernel_shape": [3, 2], "dilations": [2, 3], "pads": [2, 0, 1, 2], "count_include_pad": 1},
+        {"kernel_shape": [2, 2], "dilations": [2, 2], "strides": [3, 2], "ceil_mode": 1, "count_include_pad": 1},
+        {"kernel_shape": [3, 2], "dilations": [1, 2], "pads": [0, 1, 2, 1], "strides": [2, 1]},
+    ],
+)
+def test_dilated_average_pool(tmp_path: Path, attributes: dict[str, Any]) -> None:
+    x = RNG.standard_normal((2, 3, 9, 8)).astype(np.float32)
+    node = helper.make_node("AveragePool", ["x"], ["y"], **attributes)
+    _check(_model(tmp_path / "average_pool.onnx", node, {"x": x}, opset=22), {"x": x})
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"kernel_shape": [3, 2], "p": 1, "dilations": [2, 2], "pads": [1, 0, 2, 1]},
+        {"kernel_shape": [2, 3], "p": 3, "auto_pad": "SAME_UPPER", "strides": [2, 1]},
+        {"kernel_shape": [2], "p": 2, "strides": [2], "ceil_mode": 1},
+    ],
+)
+def test_lp_pool(tmp_path: Path, attributes: dict[str, Any]) -> None:
+    shape = (2, 3, 9) if len(attributes["kernel_shape"]) == 1 else (2, 3, 7, 8)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    node = helper.make_node("LpPool", ["x"], ["y"], **attributes)
+    _check(_model(tmp_path / "lp_pool.onnx", node, {"x": x}, opset=22), {"x": x}, atol=1e-5)
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+def test_max_pool_indices_span_the_whole_tensor(tmp_path: Path, storage_order: int) -> None:
+    """ONNX's indices count every image plane before (n, c)'s, and with storage_order 1 a plane column-major.
+    Strides and dilations route onnx.reference through its loop that computes them as ONNX defines."""
+    x = RNG.permutation(2 * 3 * 7 * 6).reshape(2, 3, 7, 6).astype(np.float32)  # no ties
+    node = helper.make_node(
+        "MaxPool", ["x"], ["y", "indices"], kernel_shape=[3, 2], strides=[2, 1], dilations=[1, 2], pads=[1, 1, 1, 0],
+        storage_order=storage_order,
+    )  # fmt: skip
+    _check(_model(tmp_path / "max_pool.onnx", node, {"x": x}, opset=22), {"x": x})
+
+
+def test_torch_max_pool_indices_match_pytorch() -> None:
+    import torch
+
+    class Pool(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return torch.nn.functional.max_pool2d(x, 3, stride=2, padding=1, dilation=1, return_indices=True)
+
+    x = torch.randperm(2 * 3 * 7 * 6).reshape(2, 3, 7, 6).float()  # no ties: torch's choice among them is its own
+    values, indices = gnomon.compile(Pool(), example_inputs=(x,)).run([x.numpy()])
+    expected = Pool()(x)
+    np.testing.assert_array_equal(values, expected[0].numpy())
+    np.testing.assert_array_equal(indices, expected[1].numpy())
+
+
+# ---- transposed convolution, SpaceToDepth, DFT, STFT ----
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+def test_conv_transpose_with_uneven_auto_padding(tmp_path: Path, auto_pad: str) -> None:
+    x, w = RNG.standard_normal((1, 2, 4, 3)).astype(np.float32), RNG.standard_normal((2, 3, 3, 4)).astype(np.float32)
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], auto_pad=auto_pad, strides=[2, 3])
+    inputs = {"x": x, "w": w}
+    _check(_model(tmp_path / "conv_transpose.onnx", node, inputs, opset=22), inputs, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["CRD", "DCR"])
+def test_space_to_depth(tmp_path: Path, mode: str) -> None:
+    x = RNG.standard_normal((2, 3, 4, 6)).astype(np.float32)
+    node = helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2, mode=mode)
+    _check(_model(tmp_path / "space_to_depth.onnx", node, {"x": x}, opset=28), {"x": x})
+
+
+@pytest.mark.parametrize(
+    ("shape", "attributes", "length"),
+    [
+        ((2, 7, 3, 1), {"axis": 1}, None),
+        ((2, 7, 3, 2), {"axis": 2, "inverse": 1}, 5),  # truncated
+        ((2, 5, 1), {"axis": 1, "onesided": 1}, 8),  # zero padded
+        ((3, 5, 2), {"axis": 1, "inverse": 1, "onesided": 1}, None),  # irfft
+    ],
+)
+def test_dft(tmp_path: Path, shape: tuple[int, ...], attributes: dict[str, Any], length: int | None) -> None:
+    x = RNG.standard_normal(shape).astype(np.float32)
+    constants = {"length": np.array(length, np.int64)} if length is not None else {}
+    node = helper.make_node("DFT", ["x", "length" if length is not None else ""], ["y"], **attributes)
+    _check(_model(tmp_path / "dft.onnx", node, {"x": x}, constants, opset=17), {"x": x}, atol=1e-5)
+
+
+def test_dft_axis_as_input(tmp_path: Path) -> None:
+    x = RNG.standard_normal((2, 6, 4, 2)).astype(np.float32)
+    node = helper.make_node("DFT", ["x", "", "axis"], ["y"])
+    constants = {"axis": np.array(-3, np.int64)}
+    _check(_model(tmp_path / "dft.onnx", node, {"x": x}, constants, opset=20), {"x": x}, atol=1e-5)
+
+
+@pytest.mark.parametrize(("parts", "window", "onesided"), [(1, True, 1), (2, False, 0)])
+def test_stft(tmp_path: Path, parts: int, window: bool, onesided: int) -> None:
+    x = RNG.standard_normal((2, 40, parts)).astype(np.float32)
+    constants = {"step": np.array(6, np.int64), "length": np.array(10, np.int64)}
+    if window:
+        constants["window"] = np.hanning(10).astype(np.float32)
+    node = helper.make_node("STFT", ["x", "step", "window" if window else "", "length"], ["y"], onesided=onesided)
+    _check(_model(tmp_path / "stft.onnx", node, {"x": x}, constants, opset=17), {"x": x}, atol=1e-5)

@@ -129,6 +129,7 @@ from gnomon.dialects.graph.nn import (
     ConvTransposeOp,
     GlobalAvgPoolOp,
     GlobalPoolOp,
+    GridSampleOp,
     GroupNormOp,
     InstanceNormOp,
     LayerNormOp,
@@ -372,6 +373,8 @@ def op_work(op: GraphOperation) -> OpWork:
             return _whole(op, _norm_flops(op), _vector_key(op))
         case MaxPoolOp() | AvgPoolOp() | GlobalPoolOp() | AdaptivePoolOp():
             return _whole(op, _pool_flops(op), _vector_key(op))
+        case GridSampleOp():
+            return _whole(op, _grid_sample_flops(op), _vector_key(op))
         case EmbeddingOp() | EmbeddingBagOp():
             return _embedding_work(op)
         case SliceOp() | GatherOp() | GatherElementsOp():
@@ -492,6 +495,22 @@ def _pool_flops(op: MaxPoolOp | AvgPoolOp | GlobalPoolOp | AdaptivePoolOp) -> in
             window_elements = x[0] * x[1] * math.prod(per_dim)
     averages = isinstance(op, AvgPoolOp | GlobalAvgPoolOp | AdaptiveAvgPoolOp)
     return window_elements if averages else window_elements - outputs
+
+
+GRID_SAMPLE_TAPS = {"nearest": 1, "linear": 2, "cubic": 4}
+"""The input elements a grid sample's interpolation weighs along each spatial dim."""
+
+GRID_SAMPLE_WEIGHT_FLOPS = {"nearest": 1, "linear": 3, "cubic": 36}
+"""Per point and dim, the taps' weights: a rounding; a floor, the fraction and 1 - it; four cubics of about 9."""
+
+
+def _grid_sample_flops(op: GridSampleOp) -> int:
+    """Per point and dim, the coordinate's denormalization (3) and the taps' weights; per output element, a
+    multiply and an add for each tap of the dims' outer product."""
+    grid, mode = static_shape(op.grid), op.mode.data
+    dims = grid[-1]
+    coordinates = math.prod(grid[:-1]) * dims * (3 + GRID_SAMPLE_WEIGHT_FLOPS[mode])
+    return coordinates + elements(op.result) * 2 * GRID_SAMPLE_TAPS[mode] ** dims
 
 
 def constant_indices(value: SSAValue) -> np.ndarray | None:

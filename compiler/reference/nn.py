@@ -1,8 +1,9 @@
 """Reference semantics of the graph dialect's neural-network ops.
 
-Norms, softmax and attention are NumPy. Windowed ops (convolution, transposed convolution and
-pooling) borrow torch's CPU kernels through `torch.nn.functional`: the oracle trusts them rather
-than re-deriving window arithmetic, and ONNX-style asymmetric pads are applied explicitly first.
+Norms, softmax, attention and grid sampling (`grid_sample`) are NumPy. Windowed ops (convolution,
+transposed convolution and pooling) borrow torch's CPU kernels through `torch.nn.functional`: the oracle
+trusts them rather than re-deriving window arithmetic, and ONNX-style asymmetric pads are applied explicitly
+first.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, im
 from gnomon.dialects.graph import nn
 from gnomon.dialects.graph.base import ints
 from gnomon.reference.base import Array, typed
+from gnomon.reference.grid_sample import grid_sample
 
 
 def _functional() -> Any:
@@ -127,6 +129,12 @@ class GraphNNFunctions(InterpreterFunctions):
         total = pool(_padded(x, pads, 0.0), kernel, strides, 0, ceil_mode=ceil_mode)
         count = pool(_padded(np.ones_like(x), pads, 1.0 if include else 0.0), kernel, strides, 0, ceil_mode=ceil_mode)
         return (typed(op.result, (total / count).numpy()),)
+
+    @impl(nn.GridSampleOp)
+    def run_grid_sample(self, interpreter: Interpreter, op: nn.GridSampleOp, args: PythonValues) -> PythonValues:
+        x, grid = args
+        y = grid_sample(x, grid, op.mode.data, op.padding_mode.data, bool(op.align_corners.value.data))
+        return (typed(op.result, y),)
 
     @impl(nn.AdaptiveAvgPoolOp)
     def run_adaptive_avg_pool(

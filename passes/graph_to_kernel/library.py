@@ -123,6 +123,7 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     nn.AdaptiveMaxPoolOp: "aten.adaptive_max_pool",
     nn.GlobalAvgPoolOp: "aten.mean",
     nn.GlobalMaxPoolOp: "aten.amax",
+    nn.GridSampleOp: "aten.grid_sampler",
     nn.BatchNormOp: "aten.native_batch_norm",
     nn.LayerNormOp: "aten.layer_norm",
     nn.InstanceNormOp: "aten.instance_norm",

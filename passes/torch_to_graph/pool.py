@@ -137,8 +137,9 @@ _LP_POOL_ATTRIBUTES = {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "p"
 
 @converts("onnx.LpPool", args="X")
 def onnx_lp_pool(a: AtenArgs) -> SSAValue:
-    """(sum of |x|^p over each window)^(1/p); padding adds nothing, so only where the windows lie matters (the
-    output size comes from ONNX's shape inference, ceil mode included)."""
+    """(sum of |x|^p over each window)^(1/p), padding adding nothing. A window that ceil mode lets reach beyond
+    the padded input sums its cells in it scaled up to the whole window (the kernel's size times their mean), as
+    ONNX's reference and torch's LPPool compute it."""
     unknown = sorted(set(a.onnx_attributes()) - _LP_POOL_ATTRIBUTES)
     if unknown:
         raise NotConvertible(f"LpPool with {', '.join(unknown)}")
@@ -155,6 +156,12 @@ def onnx_lp_pool(a: AtenArgs) -> SSAValue:
         powered = a.value(PowOp.build(operands=[powered, exponent], result_types=[x_type]))
     total = window_sum(a, powered, w)
     out = tensor_type(total)
+    counts = _counted(w, include_pad=True)
+    if not counts.all():
+        raise NotConvertible("an LpPool with a window of no cell in the padded input")
+    if (counts != math.prod(w.kernel)).any():
+        scale = a.constant(math.prod(w.kernel) / counts, out.get_element_type())
+        total = a.value(MulOp.build(operands=[total, scale], result_types=[out]))
     if p == 1:
         return total
     if p == 2:

@@ -27,6 +27,7 @@ from gnomon.runtime.library.base import (
     torch_impl,
     torch_padding,
 )
+from gnomon.runtime.library.grid_sample import aten_grid_sample, onnx_grid_sample
 
 # ---- convolutions ----
 
@@ -183,6 +184,17 @@ def global_avg_pool(op: nn.GlobalAvgPoolOp) -> TorchImpl:
 @torch_impl(nn.GlobalMaxPoolOp)
 def global_max_pool(op: nn.GlobalMaxPoolOp) -> TorchImpl:
     return aten(torch.amax, dim=_spatial_dims(op), keepdim=True)
+
+
+# ---- sampling ----
+
+
+@torch_impl(nn.GridSampleOp)
+def grid_sample(op: nn.GridSampleOp) -> TorchImpl:
+    mode, padding, align = op.mode.data, op.padding_mode.data, bool(op.align_corners.value.data)
+    agrees = nn.torch_grid_sample_agrees(len(static_shape(op.input)), mode, padding, align)
+    sample = aten_grid_sample if agrees else onnx_grid_sample
+    return TorchImpl(partial(sample, mode=mode, padding_mode=padding, align=align))
 
 
 # ---- norms ----

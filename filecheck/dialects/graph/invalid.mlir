@@ -158,6 +158,22 @@ func.func @embedding_table(%t: tensor<10xf32>, %i: tensor<3xi64>) {
 
 // -----
 
+func.func @grid_sample_mode(%x: tensor<1x2x4x4xf32>, %g: tensor<1x3x3x2xf32>) {
+  // CHECK: graph.grid_sample: mode must be one of nearest, linear, cubic, got 'bilinear'
+  %0 = graph.grid_sample %x, %g {mode = "bilinear", padding_mode = "zeros", align_corners = false} : (tensor<1x2x4x4xf32>, tensor<1x3x3x2xf32>) -> tensor<1x2x3x3xf32>
+  func.return
+}
+
+// -----
+
+func.func @grid_sample_coordinates(%x: tensor<1x2x4x4xf32>, %g: tensor<1x3x3x3xf32>) {
+  // CHECK: graph.grid_sample: grid [1, 3, 3, 3] does not hold 2 coordinates for each point of input [1, 2, 4, 4]
+  %0 = graph.grid_sample %x, %g {mode = "linear", padding_mode = "zeros", align_corners = false} : (tensor<1x2x4x4xf32>, tensor<1x3x3x3xf32>) -> tensor<1x2x3x3xf32>
+  func.return
+}
+
+// -----
+
 func.func @embedding_bag_mode(%t: tensor<10x4xf32>, %i: tensor<6xi64>, %o: tensor<2xi64>) {
   // CHECK: graph.embedding_bag: mode must be one of sum, mean, max, got 'min'
   %0 = graph.embedding_bag %t, %i, %o {mode = "min", include_last_offset = false} : (tensor<10x4xf32>, tensor<6xi64>, tensor<2xi64>) -> tensor<2x4xf32>

@@ -221,6 +221,16 @@ func.func @pool(%x: tensor<1x64x112x112xf32>, %y: tensor<1x8x5x5xf32>, %z: tenso
   // CHECK-NEXT: func.return
 }
 
+func.func @grid_sample(%x: tensor<1x8x5x5xf32>, %g: tensor<1x3x4x2xf32>, %v: tensor<?x2x4x4x4xf32>, %gv: tensor<?x2x2x2x3xf32>) {
+  // CHECK-LABEL: func.func @grid_sample(
+  %plane = graph.grid_sample %x, %g {mode = "cubic", padding_mode = "border", align_corners = false} : (tensor<1x8x5x5xf32>, tensor<1x3x4x2xf32>) -> tensor<1x8x3x4xf32>
+  // CHECK-NEXT: %{{.*}} = graph.grid_sample %{{.*}}, %{{.*}} {mode = "cubic", padding_mode = "border", align_corners = false} : (tensor<1x8x5x5xf32>, tensor<1x3x4x2xf32>) -> tensor<1x8x3x4xf32>
+  %volume = graph.grid_sample %v, %gv {mode = "nearest", padding_mode = "reflection", align_corners = true} : (tensor<?x2x4x4x4xf32>, tensor<?x2x2x2x3xf32>) -> tensor<?x2x2x2x2xf32>
+  // CHECK-NEXT: %{{.*}} = graph.grid_sample %{{.*}}, %{{.*}} {mode = "nearest", padding_mode = "reflection", align_corners = true} : (tensor<?x2x4x4x4xf32>, tensor<?x2x2x2x3xf32>) -> tensor<?x2x2x2x2xf32>
+  func.return
+  // CHECK-NEXT: func.return
+}
+
 func.func @norm(%x: tensor<?x16x4x4xf32>, %c: tensor<16xf32>, %s: tensor<2x16x64xf32>, %g: tensor<64xf32>) {
   // CHECK-LABEL: func.func @norm(
   %batch_norm = graph.batch_norm %x, %c, %c, %c, %c {epsilon = 1.0e-05 : f64} : (tensor<?x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<?x16x4x4xf32>
