@@ -51,10 +51,11 @@ class Windows:
         return [max(int(p[-1, -1]) + 1 - n, 0) for p, n in zip(self.axes(), self.sizes, strict=True)]
 
 
-def windows(a: AtenArgs, x: SSAValue, kernel: list[int], strides: list[int], dilations: list[int],
-            pads: list[int], result: int = 0) -> Windows:  # fmt: skip
-    """The windows of a pool of `x` into the op's static result #`result`; `pads` all begins, then all ends."""
-    shape, out = tensor_type(x).get_shape(), a.result_type(result).get_shape()[2:]
+def windows(
+    a: AtenArgs, x: SSAValue, kernel: list[int], strides: list[int], dilations: list[int], pads: list[int]
+) -> Windows:
+    """The windows of a pool of `x` into the op's static result; `pads` all begins, then all ends."""
+    shape, out = tensor_type(x).get_shape(), a.result_type().get_shape()[2:]
     sizes = shape[2:]
     if DYN in shape or DYN in out:
         raise NotConvertible("a pool of a dynamic shape")
