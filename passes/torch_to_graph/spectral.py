@@ -99,8 +99,7 @@ def onnx_dft(a: AtenArgs) -> SSAValue:
     rank = len(tensor_type(x).get_shape())
     axis = _constant_int(a, "axis", "DFT's axis")
     if axis is None:
-        opset = a.onnx_opset()
-        axis = a.onnx_int("axis", -2 if opset is not None and opset >= 20 else 1)
+        axis = a.onnx_int("axis", -2 if a.onnx_opset() >= 20 else 1)
     axis %= rank
     inverse, onesided = bool(a.onnx_int("inverse", 0)), bool(a.onnx_int("onesided", 0))
     size = _constant_int(a, "dft_length", "DFT's dft_length")
