@@ -119,11 +119,12 @@ def test_max_pool_converts_when_its_indices_are_unused() -> None:
     assert op_counts(module)["graph.max_pool"] == 1
 
 
-def test_max_pool_indices_that_are_used_are_unsupported() -> None:
-    with pytest.raises(
-        UnsupportedOpsError, match=r"unsupported op aten\.max_pool2d_with_indices at node .*indices are used"
-    ):
-        load(PoolWithIndices(use_indices=True), example_inputs=(torch.randn(1, 2, 4, 4),))
+def test_max_pool_indices_that_are_used_match_eager() -> None:
+    import gnomon
+
+    model, x = PoolWithIndices(use_indices=True), torch.randn(2, 3, 6, 6)
+    (got,) = gnomon.compile(model, example_inputs=(x,)).run([x.numpy()])
+    torch.testing.assert_close(torch.from_numpy(got), model(x))
 
 
 @pytest.mark.parametrize("model_class", [models.MLP, models.SmallCNN])

@@ -128,7 +128,6 @@ def import_onnx(path: Path, input_shapes: Mapping[str, Sequence[int]] | None = N
         _follow_batch(model, inputs, input_shapes)
         _override_shapes(path, model.graph, inputs, input_shapes)
     model, upgrade_error = _upgrade(model)
-    _check_ignored_attributes(path, model)
     model = _inferred(path, model)
     # Each round's constants may complete shapes that the next round's Shape nodes read.
     while fold_shape_arithmetic(model):
@@ -417,29 +416,6 @@ def _import_nodes(
         func_d.ReturnOp(outputs)
 
 
-_IGNORED_ATTRIBUTES = {("SpaceToDepth", "mode"): b"DCR"}
-"""Attributes torch-mlir's lowering ignores, with the one value it implements: a node with another value would be
-silently wrong (SpaceToDepth's opset-28 CRD mode orders the channels differently)."""
-
-
-def _check_ignored_attributes(path: Path, model: onnx.ModelProto) -> None:
-    unsupported = [
-        UnsupportedOp(
-            f"onnx.{node.op_type}",
-            node.name,
-            path.name,
-            f"{attribute.name} {attribute.s.decode()!r}, torch-mlir implements {implemented.decode()!r} only",
-        )
-        for node in _nodes(model.graph)
-        if node.domain in _DEFAULT_DOMAINS
-        for attribute in node.attribute
-        if (implemented := _IGNORED_ATTRIBUTES.get((node.op_type, attribute.name))) is not None
-        and attribute.s != implemented
-    ]
-    if unsupported:
-        raise UnsupportedOpsError(unsupported)
-
-
 def _custom_ops(model: onnx.ModelProto) -> dict[tuple[str, str], str]:
     """(node name, `onnx.Op`) -> `domain.Op` for each node of a custom domain that no model function defines."""
     functions = {(f.domain, f.name) for f in model.functions}
@@ -519,7 +495,9 @@ def _shapeless_source(
     """The first node, going up from `inputs`, with an output that ONNX's shape inference left without a shape
     while its own inputs have one; None when every input has a shape."""
     values = (*graph.input, *graph.value_info, *graph.output)
-    shaped = {v.name for v in values if v.type.tensor_type.HasField("shape")} | {t.name for t in graph.initializer}
+    # Only a tensor can lack a shape: a sequence (a Loop's SequenceEmpty) is not to blame.
+    shaped = {v.name for v in values if not v.type.HasField("tensor_type") or v.type.tensor_type.HasField("shape")}
+    shaped |= {t.name for t in graph.initializer}
     source = None
     while (missing := next((n for n in inputs if n and n not in shaped and n in producers), None)) is not None:
         source = producers[missing]
