@@ -91,7 +91,7 @@ _CONVERTER_MODULES = (
     scatter,
     shape,
     spectral,
-)  # fmt: skip
+)
 
 SOURCE_ATTR = "gnomon.source"
 """Module attribute naming the model file, so that errors can say where an op came from."""
