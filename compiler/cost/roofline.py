@@ -129,7 +129,6 @@ from gnomon.dialects.graph.nn import (
     ConvTransposeOp,
     GlobalAvgPoolOp,
     GlobalPoolOp,
-    GridSampleOp,
     GroupNormOp,
     InstanceNormOp,
     LayerNormOp,
@@ -140,6 +139,7 @@ from gnomon.dialects.graph.nn import (
 )  # fmt: skip
 from gnomon.dialects.graph.recurrent import GruOp, LstmOp, RnnOp
 from gnomon.dialects.graph.reduce import ArgReduceOp, ReduceMeanOp, ReduceOp, ScanOp, TopKOp
+from gnomon.dialects.graph.sampling import GridSampleOp
 from gnomon.dialects.graph.tensor import (
     ConcatOp,
     ConstantOp,

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, impl, register_impls
 
-from gnomon.dialects.graph import nn
+from gnomon.dialects.graph import nn, sampling
 from gnomon.dialects.graph.base import ints
 from gnomon.reference.base import Array, typed
 from gnomon.reference.grid_sample import grid_sample
@@ -130,8 +130,8 @@ class GraphNNFunctions(InterpreterFunctions):
         count = pool(_padded(np.ones_like(x), pads, 1.0 if include else 0.0), kernel, strides, 0, ceil_mode=ceil_mode)
         return (typed(op.result, (total / count).numpy()),)
 
-    @impl(nn.GridSampleOp)
-    def run_grid_sample(self, interpreter: Interpreter, op: nn.GridSampleOp, args: PythonValues) -> PythonValues:
+    @impl(sampling.GridSampleOp)
+    def run_grid_sample(self, interpreter: Interpreter, op: sampling.GridSampleOp, args: PythonValues) -> PythonValues:
         x, grid = args
         y = grid_sample(x, grid, op.mode.data, op.padding_mode.data, bool(op.align_corners.value.data))
         return (typed(op.result, y),)

@@ -1,6 +1,6 @@
 """The `graph` dialect: one op per ML operation on builtin tensor types.
 
-Ops live in modules by family (elementwise, nn, linalg, recurrent, reduce, tensor, embedding); `base`
+Ops live in modules by family (elementwise, nn, linalg, recurrent, reduce, sampling, tensor, embedding); `base`
 holds the shared textual form and shape-rule machinery; `canonicalization` holds the rewrite
 patterns that the ops declare through the traits of `traits`.
 """
@@ -14,6 +14,7 @@ from gnomon.dialects.graph.linalg import LINALG_OPS
 from gnomon.dialects.graph.nn import NN_OPS
 from gnomon.dialects.graph.recurrent import RECURRENT_OPS
 from gnomon.dialects.graph.reduce import REDUCE_OPS
+from gnomon.dialects.graph.sampling import SAMPLING_OPS
 from gnomon.dialects.graph.tensor import TENSOR_OPS
 
 __all__ = ["Graph", "GraphOperation", "SymbolicDimsAttr"]
@@ -21,7 +22,10 @@ __all__ = ["Graph", "GraphOperation", "SymbolicDimsAttr"]
 Graph = Dialect(
     "graph",
     sorted(
-        [*ELEMENTWISE_OPS, *EMBEDDING_OPS, *LINALG_OPS, *NN_OPS, *RECURRENT_OPS, *REDUCE_OPS, *TENSOR_OPS],
+        [
+            *ELEMENTWISE_OPS, *EMBEDDING_OPS, *LINALG_OPS, *NN_OPS, *RECURRENT_OPS, *REDUCE_OPS, *SAMPLING_OPS,
+            *TENSOR_OPS,
+        ],
         key=lambda op: op.name,
     ),
     [SymbolicDimsAttr],

@@ -37,7 +37,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import IsTerminator
 
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph import embedding, linalg, nn, recurrent, tensor
+from gnomon.dialects.graph import embedding, linalg, nn, recurrent, sampling, tensor
 from gnomon.dialects.graph import reduce as red
 from gnomon.dialects.graph.base import ints
 from gnomon.dialects.kernel import LibraryCall
@@ -123,7 +123,7 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     nn.AdaptiveMaxPoolOp: "aten.adaptive_max_pool",
     nn.GlobalAvgPoolOp: "aten.mean",
     nn.GlobalMaxPoolOp: "aten.amax",
-    nn.GridSampleOp: "aten.grid_sampler",
+    sampling.GridSampleOp: "aten.grid_sampler",
     nn.BatchNormOp: "aten.native_batch_norm",
     nn.LayerNormOp: "aten.layer_norm",
     nn.InstanceNormOp: "aten.instance_norm",

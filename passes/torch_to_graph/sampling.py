@@ -12,7 +12,7 @@ from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph.base import DYN, bool_attr, i64_array, str_attr
 from gnomon.dialects.graph.linalg import MatmulOp
-from gnomon.dialects.graph.nn import GridSampleOp, torch_grid_sample_agrees
+from gnomon.dialects.graph.sampling import GridSampleOp, torch_grid_sample_agrees
 from gnomon.dialects.graph.tensor import ReshapeOp, TransposeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, fold_tensor, tensor_type
 from gnomon.passes.torch_to_graph.registry import converts

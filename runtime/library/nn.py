@@ -14,7 +14,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from gnomon.dialects.graph import nn
+from gnomon.dialects.graph import nn, sampling
 from gnomon.dialects.graph.base import ints
 from gnomon.passes.graph_to_kernel.library import gemm_conv
 from gnomon.runtime.library.base import (
@@ -189,10 +189,10 @@ def global_max_pool(op: nn.GlobalMaxPoolOp) -> TorchImpl:
 # ---- sampling ----
 
 
-@torch_impl(nn.GridSampleOp)
-def grid_sample(op: nn.GridSampleOp) -> TorchImpl:
+@torch_impl(sampling.GridSampleOp)
+def grid_sample(op: sampling.GridSampleOp) -> TorchImpl:
     mode, padding, align = op.mode.data, op.padding_mode.data, bool(op.align_corners.value.data)
-    agrees = nn.torch_grid_sample_agrees(len(static_shape(op.input)), mode, padding, align)
+    agrees = sampling.torch_grid_sample_agrees(len(static_shape(op.input)), mode, padding, align)
     sample = aten_grid_sample if agrees else onnx_grid_sample
     return TorchImpl(partial(sample, mode=mode, padding_mode=padding, align=align))
 
