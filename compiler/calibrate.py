@@ -144,6 +144,7 @@ def _measured_device(m: Measurements, rounds: Rounds, log: Callable[[str], None]
         memory=(*m.caches, MemoryLevel("dram", dram_bytes(), bandwidth)),
         launch_overhead_s=m.measured["launch_overhead_s"],
         dispatch_overhead_s=m.measured["dispatch_overhead_s"],
+        module_call_s=m.measured["module_call_s"],
     )
 
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import VerifyException
@@ -107,12 +107,15 @@ def run_pipeline(
 
 def to_graph(imported: ImportedModel, *, verify_each: bool = False, dump_ir: str | Path | None = None) -> ModuleOp:
     """Run the import pipeline over a frontend's torch-dialect module."""
+    from gnomon.cost.eager import MODULE_CALLS_ATTR
     from gnomon.passes.torch_to_graph import INPUT_DIM_NAMES_ATTR, SOURCE_ATTR
 
     module = imported.module
     module.attributes[SOURCE_ATTR] = StringAttr(imported.source)
     module.attributes[INPUT_NAMES_ATTR] = ArrayAttr(StringAttr(n) for n in imported.input_names)
     module.attributes[OUTPUT_NAMES_ATTR] = ArrayAttr(StringAttr(n) for n in imported.output_names)
+    if imported.module_calls:
+        module.attributes[MODULE_CALLS_ATTR] = IntegerAttr(imported.module_calls, i64)
     if any(any(names) for names in imported.input_dim_names):
         module.attributes[INPUT_DIM_NAMES_ATTR] = ArrayAttr(
             ArrayAttr(StringAttr(n) for n in names) for names in imported.input_dim_names

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from conftest import make_onnx
 from xdsl.dialects.builtin import ModuleOp
 
@@ -21,6 +22,7 @@ from gnomon.bundled import model_path
 from gnomon.cli import main
 from gnomon.cost.critical_path import Task, schedule
 from gnomon.cost.devices import load_device, save_device
+from gnomon.cost.eager import eager_report, module_calls
 from gnomon.cost.program import program_report
 from gnomon.cost.report import Report
 from gnomon.cost.trace import write_json
@@ -373,12 +375,35 @@ def test_on_a_gpu_the_host_overlaps_the_device() -> None:
     assert "analytical, from datasheets" in report.render()
 
 
-def test_eager_pays_dispatch_for_every_op_and_runs_views_on_no_stream() -> None:
+def _module_calls(model: torch.nn.Module, example: tuple[torch.Tensor, ...]) -> int:
+    """The `nn.Module` calls an eager run of `model` makes, counted by a global hook."""
+    calls = 0
+
+    def count(*_: object) -> None:
+        nonlocal calls
+        calls += 1
+
+    hook = torch.nn.modules.module.register_module_forward_pre_hook(count)
+    try:
+        with torch.inference_mode():
+            model(*example)
+    finally:
+        hook.remove()
+    return calls
+
+
+def test_eager_pays_dispatch_and_its_share_of_module_calls_for_every_op_and_runs_views_on_no_stream() -> None:
     model = MLP()
     example = model.example_inputs(4)
     device = load_device("h100")
-    report = gnomon.analyze(model, example, device=device, target="torch-eager")
-    assert all(r.overhead_s == device.dispatch_overhead_s for r in report.records)
+    graph = gnomon.load(model, example)
+    report = eager_report(graph, device)
+    calls = _module_calls(model, example)
+    assert module_calls(graph) == calls > 1
+    share = calls * device.module_call_s / len(report.records)
+    assert [r.overhead_s for r in report.records] == pytest.approx(
+        [device.dispatch_overhead_s + share] * len(report.records)
+    )
     assert report.kernels == sum(1 for r in report.records if r.kernel_s > 0)
     assert {span.track for span in report.timeline.kernels if span is not None} == {"stream 0"}
 
@@ -538,3 +563,22 @@ def test_the_cost_model_knows_which_callee_fuses_its_epilogue_as_the_runtime_doe
     h100 = load_device("h100")
     assert library_call_s(1 << 30, h100, copy=True) == library_call_s(None, h100) == 0.0
     assert cold_call_s(1 << 30, h100) == 0.0
+
+
+def test_module_calls_are_counted_for_torch_modules_only(tmp_path: Path) -> None:
+    """Each call of a module counts, a module called twice twice; a TorchScript or ONNX model makes none."""
+
+    class Twice(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(torch.relu(self.linear(x)))
+
+    model, example = Twice().eval(), (torch.randn(2, 8),)
+    assert module_calls(gnomon.load(model, example)) == _module_calls(model, example) == 3
+    script = tmp_path / "twice.pt"
+    torch.jit.trace(model, example).save(str(script))
+    assert module_calls(gnomon.load(str(script), input_shapes={"x": [2, 8]})) == 0
+    assert module_calls(gnomon.load(str(make_onnx("conv_block", tmp_path / "conv.onnx")))) == 0

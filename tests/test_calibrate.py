@@ -174,6 +174,7 @@ def test_a_quick_calibration_writes_a_calibrated_device(tmp_path: Path, fit: boo
     assert device.peak("fp32") > 0
     assert device.launch_overhead_s > 0
     assert device.dispatch_overhead_s > 0
+    assert device.module_call_s > 0
     assert [level.name for level in device.memory] == [name for name, _, _ in cache_levels()] + ["dram"]
     # Measured, not fitted: a thin call's misses (unless no probe's traffic left L1 here).
     assert set(device.efficiency) - {"thin_call_cold_s"} == (set(FITTED) if fit else set())

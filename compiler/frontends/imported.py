@@ -27,3 +27,6 @@ class ImportedModel:
     """`onnx`, `torchscript` or `torch`."""
     input_dim_names: list[tuple[str, ...]] = field(default_factory=list[tuple[str, ...]])
     """Per input, the name of each dynamic dim ("" for none), e.g. ONNX's `dim_param` "N"; may be empty."""
+    module_calls: int = 0
+    """The `nn.Module` calls one eager run of the model makes, each a Python call that the torch-eager target
+    prices (`gnomon.cost.eager`); 0 where the model has no Python modules (ONNX, TorchScript)."""

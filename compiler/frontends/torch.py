@@ -219,7 +219,18 @@ def _import_program(
         input_dim_names=[
             tuple((dim_names or {}).get(_symbol(d), _symbol(d)) for d in dims) for dims in _input_dims(program)
         ],
+        module_calls=_module_calls(program) if kind == "torch" else 0,
     )
+
+
+def _module_calls(program: ExportedProgram) -> int:
+    """The module calls of an eager run of the exported module: the distinct entries of its ops' module stacks,
+    the root's included (each call of a module has its own key: a module called twice has two). A module that
+    runs no op (an `nn.Identity`) leaves no entry and is not counted."""
+    calls: set[str] = set()
+    for node in program.graph.nodes:
+        calls.update(node.meta.get("nn_module_stack") or {})
+    return len(calls)
 
 
 def _lift_listed_tensors(program: ExportedProgram) -> None:

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from gnomon.cost.devices import MemoryLevel, load_device
 from gnomon.cost.fit import Measured
 from gnomon.runtime.calibration.host import busy_fraction, cache_levels, cores, cpu_name, cpu_times, others_busy
-from gnomon.runtime.calibration.overheads import dispatch_overhead, launch_overhead, pool_handoff, thin_call_probe
+from gnomon.runtime.calibration.overheads import (
+    dispatch_overhead,
+    launch_overhead,
+    module_call_overhead,
+    pool_handoff,
+    thin_call_probe,
+)
 from gnomon.runtime.calibration.probe import generated_matmul_flops, peak_flops, stream_bandwidth
 from gnomon.runtime.calibration.profile import Lower, load
 from gnomon.runtime.calibration.rounds import SPAN_S, Rounds
@@ -134,6 +140,8 @@ def _overheads(m: Measurements, rounds: Rounds, log: Log, lower: Lower) -> None:
     dispatch = m.measured["dispatch_overhead_s"] = dispatch_overhead(40 if m.quick else 400, 20 if m.quick else 50)
     rounds.take(with_suite=False)
     log(f"  PyTorch eager dispatch overhead (tiny ops): {dispatch * 1e6:.2f} us per op")
+    module_call = m.measured["module_call_s"] = module_call_overhead(40 if m.quick else 200, 20 if m.quick else 50)
+    log(f"  PyTorch eager nn.Module call overhead: {module_call * 1e6:.2f} us per call")
     handoff = m.measured["pool_handoff_s"] = pool_handoff(5 if m.quick else 20, lower)
     log(
         f"  thread handoff (not modelled): a generated kernel split over threads after a library one takes "

@@ -16,7 +16,14 @@ from gnomon.runtime.calibration.profile import Lower, load, profile_suite
 from gnomon.runtime.calibration.programs import Program, affine_relu, conv, max_pool, same_shape
 from gnomon.runtime.calibration.timing import median_time
 
-__all__ = ["dispatch_overhead", "launch_overhead", "pool_handoff", "thin_call_probe", "tiny_chain"]
+__all__ = [
+    "dispatch_overhead",
+    "launch_overhead",
+    "module_call_overhead",
+    "pool_handoff",
+    "thin_call_probe",
+    "tiny_chain",
+]
 
 
 def tiny_chain(launches: int) -> ModuleOp:
@@ -59,6 +66,30 @@ def dispatch_overhead(ops: int, trials: int) -> float:
                 y = y.reshape(1)
 
     return median_time(run, trials) / (ops // 4 * 4)
+
+
+def module_call_overhead(calls: int, trials: int) -> float:
+    """Seconds PyTorch eager spends in one `nn.Module` call beyond its forward: a chain of modules whose forward
+    returns its input, called through `__call__` and through `forward` directly."""
+    import torch
+
+    class Passthrough(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x
+
+    chain = [Passthrough() for _ in range(calls)]
+    x = torch.ones(1)
+
+    def called() -> None:
+        for module in chain:
+            module(x)
+
+    def forwarded() -> None:
+        for module in chain:
+            module.forward(x)
+
+    with torch.inference_mode():
+        return max(median_time(called, trials) - median_time(forwarded, trials), 0.0) / calls
 
 
 def _handoff_program(after_library: bool) -> ModuleOp:

@@ -108,6 +108,10 @@ class Device:
     """Innermost first; the last is DRAM."""
     launch_overhead_s: float
     dispatch_overhead_s: float
+    """Seconds PyTorch eager takes to dispatch one op from Python, beyond its kernel."""
+    module_call_s: float = 0.0
+    """Seconds eager spends in each `nn.Module` call beyond its forward's own code (`Module.__call__`: hook checks,
+    forward lookup); 0 in files written before it was measured."""
     interconnect: Interconnect | None = None
     source: str = ""
     """Where the figures come from (a datasheet, a calibration run)."""
@@ -204,6 +208,7 @@ def device_toml(device: Device) -> str:
         f"cores = {_toml(device.cores)}",
         f"launch_overhead_s = {_toml(device.launch_overhead_s)}",
         f"dispatch_overhead_s = {_toml(device.dispatch_overhead_s)}",
+        f"module_call_s = {_toml(device.module_call_s)}",
         "",
         "[peak_flops]",
         *(f"{_key(k)} = {_toml(v)}" for k, v in device.peak_flops.items()),
@@ -348,6 +353,7 @@ def _device(top: _Table) -> Device:
         memory=memory,
         launch_overhead_s=top.number("launch_overhead_s"),
         dispatch_overhead_s=top.number("dispatch_overhead_s"),
+        module_call_s=top.number("module_call_s") if "module_call_s" in top.data else 0.0,
         interconnect=interconnect,
         source=top.string("source"),
         efficiency=efficiency,
