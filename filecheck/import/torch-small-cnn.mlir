@@ -1,9 +1,10 @@
-// A TorchScript file and a torch.export file of the same CNN import to the same graph program, line for line.
+// A TorchScript file and a torch.export file of the same CNN import to the same graph program, line for line; the
+// exported program also says how many nn.Module calls an eager run makes (a TorchScript module makes none).
 // RUN: %python %S/Inputs/make_torch.py SmallCNN %t.pt %t.pt2
 // RUN: gnomon import %t.pt --input-shape x=2x3x32x32 --elide-weights | filecheck %s
 // RUN: gnomon import %t.pt2 --elide-weights | filecheck %s
 
-// CHECK:      builtin.module attributes {gnomon.source = "{{.*}}.pt{{2?}}", gnomon.input_names = ["x"], gnomon.output_names = ["output_0"]} {
+// CHECK:      builtin.module attributes {gnomon.source = "{{.*}}.pt{{2?}}", gnomon.input_names = ["x"], gnomon.output_names = ["output_0"]{{(, gnomon.module_calls = 17 : i64)?}}} {
 // CHECK-NEXT:   func.func @main(%[[X:.*]]: tensor<2x3x32x32xf32>) -> tensor<2x10xf32> {
 // CHECK-NEXT:     %[[HEAD_B:.*]] = graph.constant {value = dense_resource<__elided__> : tensor<10xf32>} : () -> tensor<10xf32>
 // CHECK-NEXT:     %[[HEAD_W:.*]] = graph.constant {{.*}} : () -> tensor<10x64xf32>
