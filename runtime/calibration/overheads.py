@@ -1,4 +1,4 @@
-"""Micro-benchmarks of fixed costs: the runtime's launch, PyTorch eager's dispatch, the threads' handoff.
+"""Micro-benchmarks of fixed costs: the runtime's launch, eager's dispatch and module calls, the threads' handoff.
 
 Each is the median of many runs: an overhead is what every one of a model's many calls pays.
 """
