@@ -14,9 +14,7 @@ import itertools
 import numpy as np
 
 from gnomon.reference.base import Array
-
-CUBIC_A = -0.75
-"""The coefficient of Keys' cubic convolution, as ONNX's and PyTorch's bicubic modes use."""
+from gnomon.reference.interpolation import cubic_weights
 
 
 def _reflect(x: Array, low: float, high: float) -> Array:
@@ -34,16 +32,6 @@ def _reflect(x: Array, low: float, high: float) -> Array:
     return np.where((x < low) | (x > high), folded, x)
 
 
-def _cubic_weights(t: Array) -> list[Array]:
-    a = CUBIC_A
-    return [
-        ((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a,
-        ((a + 2) * t - (a + 3)) * t * t + 1,
-        ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
-        ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a,
-    ]
-
-
 def _taps(x: Array, mode: str) -> tuple[list[Array], list[Array]]:
     """The integer positions an interpolation reads around coordinates `x`, and their weights."""
     if mode == "nearest":
@@ -53,7 +41,7 @@ def _taps(x: Array, mode: str) -> tuple[list[Array], list[Array]]:
     index = base.astype(np.int64)
     if mode == "linear":
         return [index, index + 1], [1 - t, t]
-    return [index + offset for offset in (-1, 0, 1, 2)], _cubic_weights(t)
+    return [index + offset for offset in (-1, 0, 1, 2)], cubic_weights(t)
 
 
 def _in_bounds(index: Array, size: int, padding_mode: str, low: float, high: float) -> tuple[Array, Array]:

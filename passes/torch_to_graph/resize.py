@@ -22,8 +22,8 @@ from gnomon.dialects.graph.linalg import MatmulOp
 from gnomon.dialects.graph.tensor import GatherOp, ReshapeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, fold_scalar, tensor_type
 from gnomon.passes.torch_to_graph.registry import converts
+from gnomon.reference.interpolation import cubic_weights
 
-CUBIC_A = -0.75
 COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric")
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
@@ -58,22 +58,12 @@ def nearest_indices(x: np.ndarray, rounding: str, size_in: int) -> np.ndarray:
     return np.clip(index, 0, size_in - 1).astype(np.int64)
 
 
-def _cubic_weights(r: np.ndarray) -> list[np.ndarray]:
-    a = CUBIC_A
-    return [
-        ((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a,
-        ((a + 2) * r - (a + 3)) * r * r + 1,
-        ((a + 2) * (1 - r) - (a + 3)) * (1 - r) * (1 - r) + 1,
-        ((a * (2 - r) - 5 * a) * (2 - r) + 8 * a) * (2 - r) - 4 * a,
-    ]
-
-
 def interpolation_matrix(x: np.ndarray, cubic: bool, size_in: int) -> np.ndarray:
     """out x in weights of linear (two taps) or cubic (four taps) interpolation at coordinates `x`; a tap beyond
     the axis takes the edge element, as ONNX's reference pads."""
     base = np.floor(x)
     ratio = x - base
-    offsets, weights = ([-1, 0, 1, 2], _cubic_weights(ratio)) if cubic else ([0, 1], [1 - ratio, ratio])
+    offsets, weights = ([-1, 0, 1, 2], cubic_weights(ratio)) if cubic else ([0, 1], [1 - ratio, ratio])
     matrix = np.zeros((len(x), size_in))
     rows = np.arange(len(x))
     for offset, weight in zip(offsets, weights, strict=True):

@@ -10,7 +10,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-CUBIC_A = -0.75
+from gnomon.reference.interpolation import CUBIC_A
 
 
 def aten_grid_sample(x: torch.Tensor, grid: torch.Tensor, mode: str, padding_mode: str, align: bool) -> torch.Tensor:
