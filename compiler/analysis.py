@@ -39,10 +39,12 @@ def analyze(
     gnomon's own models: through their `example_inputs(batch)`); `verify_each` and `dump_ir` are
     `gnomon.pipeline.load`'s.
     """
+    from gnomon.frontends import check_model_kind
     from gnomon.pipeline import load
 
     if target not in TARGETS:
         raise AnalysisError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    check_model_kind(model)  # a wrong argument is named before a missing calibration
     resolved = load_device(device) if isinstance(device, str) else device
     name = str(model) if isinstance(model, str | Path) else type(model).__name__
     if batch is not None:

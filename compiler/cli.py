@@ -85,7 +85,7 @@ def _add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="DIR",
         help="write the program into DIR before the first pass (00-import.mlir, the torch dialect) and after each "
-        "(01-torch-to-graph.mlir ... 09-kernel-to-rt.mlir, in the order `compile --print-pipeline` lists them), "
+        "(01-torch-to-graph.mlir ... 10-kernel-to-rt.mlir, in the order `compile --print-pipeline` lists them), "
         "locations and weights included, so that `gnomon-opt -p` reruns any step",
     )
 
@@ -139,12 +139,23 @@ def _cmd_summary(args: argparse.Namespace) -> None:
 
 def _cmd_compile(args: argparse.Namespace) -> None:
     from gnomon.executable import compile_model
+    from gnomon.passes.graph_fuse import FusionDecision, explain, fusion_device
 
     _check_paths(args.model, {"-o": args.output})
     input_shapes = _input_shapes(args.input_shape)
-    compile_model(args.model, input_shapes=input_shapes, verify_each=args.verify_each, dump_ir=args.dump_ir).save(
-        args.output
+    device = fusion_device(args.device)  # a wrong name fails here, before the import's seconds
+    decisions: list[FusionDecision] = []
+    executable = compile_model(
+        args.model,
+        input_shapes=input_shapes,
+        verify_each=args.verify_each,
+        dump_ir=args.dump_ir,
+        device=args.device,
+        decisions=decisions,
     )
+    executable.save(args.output)
+    if args.explain:
+        print(explain(decisions, device.provenance))
 
 
 def _cmd_run(args: argparse.Namespace) -> None:
@@ -222,6 +233,15 @@ def build_parser() -> argparse.ArgumentParser:
     compiler = verbs.add_parser("compile", help="import, rewrite and lower a model to a program `gnomon run` executes")
     _add_model_arguments(compiler)
     compiler.add_argument("-o", "--output", type=Path, required=True, help="the program file to write (.mlir)")
+    compiler.add_argument(
+        "--device",
+        default="auto",
+        help="the device whose predicted times decide fusion: auto (default: local when this machine is calibrated, "
+        "else generic-cpu), local, a shipped device or a .toml file",
+    )
+    compiler.add_argument(
+        "--explain", action="store_true", help="print every fusion choice: both predicted times and the decision"
+    )
     _add_pipeline_arguments(compiler)
     compiler.add_argument(
         "--print-pipeline",

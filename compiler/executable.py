@@ -1,10 +1,10 @@
 """`gnomon.compile` (this module's `compile_model`): a model in, an executable out.
 
 After import, two of `gnomon.pipeline`'s pipelines: `inference` (drop dropout, fold batch norm into
-the convolution before it, fold constants, canonicalize), then `lowering` (`graph-to-kernel`
-partitions into generated and library kernels, `kernel-to-rt` makes a flat schedule over a planned
-arena). `Executable` checks its inputs against the program's signature before any kernel runs and
-returns NumPy arrays in the model's output order.
+the convolution before it, fold constants, canonicalize), then `lowering` (`graph-fuse` decides by
+predicted time which ops share a kernel, `graph-to-kernel` partitions into those generated and library
+kernels, `kernel-to-rt` makes a flat schedule over a planned arena). `Executable` checks its inputs
+against the program's signature before any kernel runs and returns NumPy arrays in the model's output order.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from gnomon.dialects.graph.constant_values import numpy_dtype
 from gnomon.errors import GnomonError
 from gnomon.files import writing
 from gnomon.limits import check_fits
+from gnomon.passes.graph_fuse import AUTO_DEVICE, FusionDecision, fusion_decisions
 from gnomon.passes.kernel_to_rt import LoweringError, rt_functions
 from gnomon.passes.kernel_to_rt.memory_plan import MemoryPlanError
-from gnomon.pipeline import INPUT_NAMES_ATTR, OUTPUT_NAMES_ATTR, load, run_pipeline
+from gnomon.pipeline import INPUT_NAMES_ATTR, OUTPUT_NAMES_ATTR, PIPELINES, load, run_pipeline
 
 __all__ = ["BACKENDS", "Executable", "InputError", "compile_model", "load_compiled", "lower"]
 
@@ -39,13 +40,30 @@ class InputError(GnomonError):
 
 
 def lower(
-    module: ModuleOp, source: str = "the model", *, verify_each: bool = False, dump_ir: str | Path | None = None
+    module: ModuleOp,
+    source: str = "the model",
+    *,
+    verify_each: bool = False,
+    dump_ir: str | Path | None = None,
+    device: str = AUTO_DEVICE,
+    decisions: list[FusionDecision] | None = None,
 ) -> ModuleOp:
     """Run the inference rewrites and the lowering to rt on a graph module, in place.
 
-    `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s."""
+    `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device` is the one whose predicted times decide
+    fusion (`graph-fuse`'s option); `decisions`, when given, receives the fusion decisions it took."""
     run_pipeline(module, "inference", source, verify_each=verify_each, dump_ir=dump_ir)
-    return run_pipeline(module, "lowering", source, verify_each=verify_each, dump_ir=dump_ir)
+
+    def after_pass(name: str, module: ModuleOp) -> None:
+        if name == "graph-fuse" and decisions is not None:
+            decisions.extend(fusion_decisions(module))
+
+    spec = PIPELINES["lowering"]
+    if device != AUTO_DEVICE:
+        spec = spec.replace("graph-fuse", f'graph-fuse{{device="{device}"}}', 1)
+    return run_pipeline(
+        module, "lowering", source, verify_each=verify_each, dump_ir=dump_ir, spec=spec, after_pass=after_pass
+    )
 
 
 def _names(module: ModuleOp, attr: str, count: int, prefix: str) -> list[str]:
@@ -164,16 +182,18 @@ def compile_model(
     *,
     verify_each: bool = False,
     dump_ir: str | Path | None = None,
+    device: str = AUTO_DEVICE,
+    decisions: list[FusionDecision] | None = None,
 ) -> Executable:
     """Import, rewrite and lower a model; the reference backend interprets the graph program instead.
 
-    `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s."""
+    `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device` and `decisions` are `lower`'s."""
     if backend not in BACKENDS:
         raise GnomonError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     module = load(model, example_inputs, input_shapes, verify_each=verify_each, dump_ir=dump_ir)
     if backend == "native":
         source = str(model) if isinstance(model, str | Path) else type(model).__name__
-        lower(module, source, verify_each=verify_each, dump_ir=dump_ir)
+        lower(module, source, verify_each=verify_each, dump_ir=dump_ir, device=device, decisions=decisions)
     return Executable(module, backend)
 
 

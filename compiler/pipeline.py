@@ -2,25 +2,26 @@
 
 A model goes through three pipelines, in order: `import` (a frontend's torch-dialect module into the graph
 dialect), `inference` (the rewrites that inference allows) and `lowering` (kernels over one planned arena, in
-the rt dialect). The passes that run are parsed from these strings through gnomon's pass registry, so what
+the rt dialect; `graph-fuse` first decides by predicted time which ops share a kernel). The passes that run
+are parsed from these strings through gnomon's pass registry, so what
 `gnomon compile --print-pipeline` prints is what runs, and `gnomon-opt -p` or `xdsl-opt -p` take the same
 strings: the frontend's module carries what the passes need from the model file (its name, its inputs' and
 outputs' names, the names of its dynamic input dims) as module attributes.
 
-The module is verified once at the end of each pipeline: verifying a whole network after each of nine passes
+The module is verified once at the end of each pipeline: verifying a whole network after each of ten passes
 is a sizeable part of its compile time. `verify_each` verifies after every pass instead, so that an internal
 error names the pass after which the module stopped verifying (tests of passes use it).
 
 `dump_ir` writes the module into a directory before the first pass of the import (`00-import.mlir`, the
 frontend's torch-dialect module) and after every pass, numbered across the three pipelines:
-`01-torch-to-graph.mlir` ... `09-kernel-to-rt.mlir`. A pass keeps its number whichever command ran it, and
+`01-torch-to-graph.mlir` ... `10-kernel-to-rt.mlir`. A pass keeps its number whichever command ran it, and
 each file is a whole module, locations and weights included, so that `gnomon-opt -p <the next pass>` reruns any
 step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from gnomon.registry import PASSES
 PIPELINES: dict[str, str] = {
     "import": "torch-to-graph,graph-shape-inference,graph-canonicalize",
     "inference": "graph-drop-dropout,graph-fold-batch-norm,graph-fold-constants,graph-canonicalize",
-    "lowering": "graph-to-kernel,kernel-to-rt",
+    "lowering": "graph-fuse,graph-to-kernel,kernel-to-rt",
 }
 """The pipelines a model goes through, in order, by stage."""
 
@@ -75,8 +76,13 @@ def run_pipeline(
     *,
     verify_each: bool = False,
     dump_ir: str | Path | None = None,
+    spec: str | None = None,
+    after_pass: Callable[[str, ModuleOp], None] | None = None,
 ) -> ModuleOp:
-    """Run `PIPELINES[stage]` on `module` in place; `source` names the model in error messages."""
+    """Run `PIPELINES[stage]` on `module` in place; `source` names the model in error messages. `spec` replaces
+    the stage's string with one of the same passes, their options changed; `after_pass` sees the module after
+    each pass, by the pass's name."""
+    spec = PIPELINES[stage] if spec is None else spec
     directory = dump_directory(dump_ir) if dump_ir is not None else None
     stages = list(PIPELINES)
     number = sum(len(list(parse_pipeline(PIPELINES[s]))) for s in stages[: stages.index(stage)])
@@ -91,17 +97,19 @@ def run_pipeline(
                 _dump(module, directory, number, stage)
             return
         number += 1
+        if after_pass is not None:
+            after_pass(previous.name, module)
         if directory is not None:
             _dump(module, directory, number, previous.name)
         if verify_each:
             _verify_after(module, source, previous.name)
 
     try:
-        PassPipeline.parse_spec(PASSES, PIPELINES[stage], callback).apply(gnomon_context(), module)
+        PassPipeline.parse_spec(PASSES, spec, callback).apply(gnomon_context(), module)
     except VerifyException as error:  # a pass that infers types finds the module no longer verifies
         raise _verify_error(error, source, f"in {running.name if running else stage}") from error
     if not verify_each:
-        _verify_after(module, source, f"{stage} ({PIPELINES[stage]})")
+        _verify_after(module, source, f"{stage} ({spec})")
     return module
 
 

@@ -62,6 +62,12 @@ def _graph_fold_constants() -> type[ModulePass]:
     return GraphFoldConstantsPass
 
 
+def _graph_fuse() -> type[ModulePass]:
+    from gnomon.passes.graph_fuse import GraphFusePass
+
+    return GraphFusePass
+
+
 def _graph_roofline() -> type[ModulePass]:
     from gnomon.passes.graph_roofline import GraphRooflinePass
 
@@ -111,6 +117,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "graph-drop-dropout": _graph_drop_dropout,
     "graph-fold-batch-norm": _graph_fold_batch_norm,
     "graph-fold-constants": _graph_fold_constants,
+    "graph-fuse": _graph_fuse,
     "graph-roofline": _graph_roofline,
     "graph-shape-inference": _graph_shape_inference,
     "graph-to-kernel": _graph_to_kernel,

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
@@ -39,6 +41,12 @@ if TYPE_CHECKING:  # torch and the runtime load when a test first needs them
 
     from gnomon.executable import Executable
     from gnomon.runtime.torch_eager import TorchEagerProgram
+
+# `graph-fuse` decides by this machine's calibration when there is one (`auto`); the tests see none, as CI's fresh
+# machine does, so that a developer's `gnomon calibrate` cannot change the kernels they check. Kernels compile
+# into the same fresh cache, one per run that pytest-xdist's workers share.
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid()))
+os.environ["GNOMON_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), f"gnomon-tests-{_RUN}")
 
 BACKEND_MODELS = sorted(
     path

@@ -17,12 +17,25 @@ from gnomon.errors import FileAccessError, ModelLoadError
 from gnomon.files import check_readable
 from gnomon.frontends.imported import ImportedModel
 
-__all__ = ["ImportedModel", "import_model"]
+__all__ = ["ImportedModel", "check_model_kind", "import_model"]
 
 if TYPE_CHECKING:
     import torch
 
 _TORCH_MODELS = {"torch.nn.modules.module.Module", "torch.export.exported_program.ExportedProgram"}
+
+
+def check_model_kind(model: Any) -> None:
+    """A ModelLoadError unless `model` is something gnomon imports: a file's path, a torch module or exported
+    program (checked by class name: importing torch to check would cost seconds for a mistake)."""
+    if isinstance(model, str | Path):
+        return
+    classes = {f"{c.__module__}.{c.__qualname__}" for c in type(model).__mro__}
+    if not classes & _TORCH_MODELS:
+        raise ModelLoadError(
+            "a model is a file (a str or Path), a torch.nn.Module or a torch.export.ExportedProgram, "
+            f"not {type(model).__name__}"
+        )
 
 
 def import_model(
@@ -37,14 +50,8 @@ def import_model(
     or supply input shapes (ONNX, TorchScript), by input name; `dynamic_shapes` (torch modules)
     are torch.export's, and the names of their `Dim`s name the graph's `?` dims.
     """
+    check_model_kind(model)
     if not isinstance(model, str | Path):
-        # By class name: importing torch to check would cost seconds for a mistake.
-        classes = {f"{c.__module__}.{c.__qualname__}" for c in type(model).__mro__}
-        if not classes & _TORCH_MODELS:
-            raise ModelLoadError(
-                "a model is a file (a str or Path), a torch.nn.Module or a torch.export.ExportedProgram, "
-                f"not {type(model).__name__}"
-            )
         from gnomon.frontends.torch import import_torch
 
         return import_torch(model, example_inputs, type(model).__name__, dynamic_shapes)

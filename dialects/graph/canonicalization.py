@@ -48,6 +48,25 @@ class RemoveUnboundedClip(RewritePattern):
             rewriter.replace(op, [], [op.input])
 
 
+class SimplifyConstantPow(RewritePattern):
+    """x ** 2 = x * x and x ** 1 = x, for a constant exponent that every element shares: a generated kernel would
+    call libm's pow per element (RMS norm squares its input so), where the product is one exact multiply."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: ew.PowOp, rewriter: PatternRewriter) -> None:
+        exponent = _constant_array(op.rhs)
+        if exponent is None or exponent.size == 0 or op.lhs.type != op.result.type:
+            return
+        if not np.issubdtype(exponent.dtype, np.floating) and not np.issubdtype(exponent.dtype, np.integer):
+            return
+        if np.all(exponent == 1):
+            rewriter.replace(op, [], [op.lhs])
+        elif np.all(exponent == 2):
+            square = ew.MulOp.build(operands=[op.lhs, op.lhs], result_types=[op.result.type])
+            square.location = op.location
+            rewriter.replace(op, [square])
+
+
 class CollapseReshapeChain(RewritePattern):
     """reshape(reshape(x)) = reshape(x)."""
 

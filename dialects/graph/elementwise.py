@@ -21,7 +21,7 @@ from gnomon.dialects.graph.base import (
     tensor_type,
 )
 from gnomon.dialects.graph.constant_values import element_bytes
-from gnomon.dialects.graph.traits import ClipCanonicalization, FoldsIntegerConstants
+from gnomon.dialects.graph.traits import ClipCanonicalization, FoldsIntegerConstants, PowCanonicalization
 
 
 class UnaryOp(GraphOperation):
@@ -231,16 +231,17 @@ class BinaryOp(GraphOperation):
         return [tensor_of(self.result_element_type(), shape)]
 
 
-def _binary(op_name: str, doc: str, base: type[BinaryOp] = BinaryOp, element: str = "f32") -> type[BinaryOp]:
-    cls = type(
-        "".join(part.title() for part in op_name.split("_")) + "Op",
-        (base,),
-        {
-            "name": f"graph.{op_name}",
-            "__doc__": f"{doc}\n\n    `%z = graph.{op_name} %x, %y"
-            f" : (tensor<2x4x{element}>, tensor<4x{element}>) -> tensor<2x4x{element}>`\n",
-        },
-    )
+def _binary(
+    op_name: str, doc: str, base: type[BinaryOp] = BinaryOp, element: str = "f32", *traits: OpTrait
+) -> type[BinaryOp]:
+    body: dict[str, object] = {
+        "name": f"graph.{op_name}",
+        "__doc__": f"{doc}\n\n    `%z = graph.{op_name} %x, %y"
+        f" : (tensor<2x4x{element}>, tensor<4x{element}>) -> tensor<2x4x{element}>`\n",
+    }
+    if traits:
+        body["traits"] = traits_def(Pure(), *traits)
+    cls = type("".join(part.title() for part in op_name.split("_")) + "Op", (base,), body)
     return irdl_op_definition(cls)
 
 
@@ -259,7 +260,7 @@ MaxOp = _binary("max", "Elementwise maximum.")
 MinOp = _binary("min", "Elementwise minimum.")
 MulOp = _binary("mul", "lhs * rhs.")
 OrOp = _binary("or", "Logical or of i1 tensors.")
-PowOp = _binary("pow", "lhs ** rhs.")
+PowOp = _binary("pow", "lhs ** rhs.", BinaryOp, "f32", PowCanonicalization())
 PreluOp = _binary("prelu", "lhs if lhs >= 0 else rhs * lhs: rhs holds the slopes, broadcast to lhs.")
 RemOp = _binary("rem", "Remainder with the sign of the divisor (Python's %).")
 SubOp = _binary("sub", "lhs - rhs.")

@@ -77,3 +77,13 @@ class ClipCanonicalization(HasCanonicalizationPatternsTrait):
         from gnomon.dialects.graph.canonicalization import RemoveUnboundedClip
 
         return (RemoveUnboundedClip(),)
+
+
+class PowCanonicalization(HasCanonicalizationPatternsTrait):
+    """`graph.pow`: a constant exponent of 1 or 2 is the base or its square (no pow call per element)."""
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from gnomon.dialects.graph.canonicalization import SimplifyConstantPow
+
+        return (SimplifyConstantPow(),)

@@ -219,3 +219,17 @@ func.func @dead_code(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %2 = graph.sigmoid %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
   func.return %2 : tensor<2x3xf32>
 }
+
+// A constant exponent of 2 is a square and 1 the base itself: no pow call per element in generated code.
+// CHECK-LABEL: func.func @constant_pow(
+// CHECK-NEXT:    %[[S:.*]] = graph.mul %[[X:.*]], %[[X]] : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %[[H:.*]] = graph.pow %[[S]], %{{.*}} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    func.return %[[H]]
+func.func @constant_pow(%x: tensor<4x8xf32>, %e: tensor<f32>) -> tensor<4x8xf32> {
+  %two = graph.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  %s = graph.pow %x, %two : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %one = graph.constant {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+  %i = graph.pow %s, %one : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %h = graph.pow %i, %e : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  func.return %h : tensor<4x8xf32>
+}

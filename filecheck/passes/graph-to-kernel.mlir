@@ -92,3 +92,24 @@ func.func @transposed_operand(%z: tensor<4x3x8xf32>) -> (tensor<4x3x3xf32>, tens
   %f = graph.add %u, %e : (tensor<4x3x3xf32>, tensor<4x3x3xf32>) -> tensor<4x3x3xf32>
   func.return %e, %f : tensor<4x3x3xf32>, tensor<4x3x3xf32>
 }
+
+// A reduction over trailing axes takes the elementwise ops before it (computed as it reads them) and an
+// epilogue that returns to its input's shape, reading each row's reduced value: RMS norm is one kernel.
+
+// CHECK-LABEL: func.func @rms_norm(
+// CHECK-NEXT:    %[[EPS:.*]] = graph.constant
+// CHECK-NEXT:    %[[Y:.*]] = kernel.generated "mul_reduce_mean_add_rsqrt_mul_mul_0"({{.*}}) schedule
+// CHECK:           graph.reduce_mean
+// CHECK:           kernel.yield %{{.*}} : tensor<4x64xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %[[Y]] : tensor<4x64xf32>
+func.func @rms_norm(%x: tensor<4x64xf32>, %w: tensor<64xf32>) -> tensor<4x64xf32> {
+  %sq = graph.mul %x, %x : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
+  %ms = graph.reduce_mean %sq {axes = array<i64: -1>, keepdims = true} : (tensor<4x64xf32>) -> tensor<4x1xf32>
+  %eps = graph.constant {value = dense<1.0e-06> : tensor<f32>} : () -> tensor<f32>
+  %v = graph.add %ms, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %r = graph.rsqrt %v : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  %n = graph.mul %x, %r : (tensor<4x64xf32>, tensor<4x1xf32>) -> tensor<4x64xf32>
+  %y = graph.mul %n, %w : (tensor<4x64xf32>, tensor<64xf32>) -> tensor<4x64xf32>
+  func.return %y : tensor<4x64xf32>
+}

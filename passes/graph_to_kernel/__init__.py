@@ -6,7 +6,9 @@ data and as views) lands in exactly one kernel:
 - a library anchor (convolution, matmul, linear) takes the epilogue ops its library fuses
   (bias, activation, a residual add) into one `kernel.library`;
 - an op gnomon can generate code for starts a `kernel.generated`, which takes the
-  elementwise ops that follow it on the same shape, so their intermediates stay in registers;
+  elementwise ops that follow it on the same shape, so their intermediates stay in registers; a
+  reduction over trailing axes joins the elementwise ops before it (it computes them as it reads),
+  and its elementwise epilogue may return to the reduction's input shape (RMS norm in one kernel);
 - any other op is a `kernel.library` of its own: an ATen call where torch has the op, else
   NumPy (the reference semantics), so every op the graph dialect has can run.
 
@@ -16,7 +18,9 @@ which values are computed, so the rewrite is legal without a dependence analysis
 forward: a transpose that the library reads as a strided view (`reads_transposed`: a matmul's
 operand) joins its only user's kernel; it is pure, and its operand is defined before it.
 
-What the library computes and fuses is declared in `library` (the runtime implements it); what
+Which legal joins are taken, and which kind of kernel an op starts where it has a choice, is `graph-fuse`'s
+decision, priced by the cost model and recorded on the ops (`FUSION_ATTR`); without it, every legal join is
+taken. What the library computes and fuses is declared in `library` (the runtime implements it); what
 gnomon generates code for is `generatable`'s answer.
 """
 
@@ -29,15 +33,18 @@ from typing import Literal
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from gnomon.dialects.graph import linalg, nn
 from gnomon.dialects.graph.elementwise import POINTWISE
+from gnomon.dialects.graph.reduce import ReduceOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp, TransposeOp
 from gnomon.dialects.kernel import GeneratedOp, LibraryOp, ScheduleAttr, YieldOp
+from gnomon.errors import GnomonError
+from gnomon.locations import location_name
 from gnomon.passes.graph_to_kernel.library import fusible_epilogue, library_call, reads_transposed
 from gnomon.passes.kernel_to_linalg import generatable
 
@@ -55,21 +62,32 @@ def _result_shape(op: Operation) -> tuple[int, ...] | None:
 Kind = Literal["anchor", "generated", "single"]
 """A library anchor taking epilogues, a generated kernel taking elementwise ops, or one library op alone."""
 
+FUSION_ATTR = "gnomon.fusion"
+"""Set by `graph-fuse` on every graph op it groups: a dictionary with the op's kernel `group` (an index) and the
+group's `kind`, and on an op whose joining was priced, the `decision` and both predictions. `graph-to-kernel`
+lowers the groups it is given; without them it takes every legal join."""
+
 
 # Generatable, but the library is faster here: oneDNN's softmax (bench/codegen.py), and BLAS is as
 # fast as the generated matmul on square shapes and safer on ragged ones.
 _PREFER_LIBRARY = (linalg.MatmulOp, nn.SoftmaxOp, nn.LogSoftmaxOp)
 
 
-def _kind(op: Operation) -> Kind:
+def default_kind(op: Operation) -> Kind:
+    """The kind of kernel `op` starts when nothing chose one."""
     if generatable(op) and not isinstance(op, _PREFER_LIBRARY):
         return "generated"
+    return library_kind(op)
+
+
+def library_kind(op: Operation) -> Kind:
+    """The kind of kernel `op` starts as a library call: an anchor when a user of it is an epilogue its call takes."""
     users = [use.operation for result in op.results for use in result.uses]
     return "anchor" if any(fusible_epilogue(op, user) for user in users) else "single"
 
 
 @dataclass
-class _Group:
+class Group:
     """The ops of one kernel, in order: transposes read as views (`prologue`), then the ops that compute."""
 
     ops: list[Operation]
@@ -80,11 +98,11 @@ class _Group:
         return [*self.prologue, *self.ops]
 
 
-def _joins(group: _Group, candidate: Operation) -> bool:
+def _joins(group: Group, candidate: Operation) -> bool:
     """Whether `candidate` may join the kernel being built from `group`."""
     kind, last = group.kind, group.ops[-1]
-    if len(last.results) != 1 or not last.results[0].has_one_use():
-        return False
+    if len(last.results) != 1 or any(use.operation is not candidate for use in last.results[0].uses):
+        return False  # the candidate must be the last value's only user (it may read it twice: x * x)
     if kind == "single" or last.results[0] not in candidate.operands or not candidate.results:
         return False
     if kind == "anchor":
@@ -95,9 +113,40 @@ def _joins(group: _Group, candidate: Operation) -> bool:
             fusible_epilogue(group.ops[0], candidate)
             and library_call(_body(chain, operands, list(candidate.results)).block) is not None
         )
-    return (
-        isinstance(candidate, POINTWISE) and generatable(candidate) and _result_shape(candidate) == _result_shape(last)
+    if not generatable(candidate):
+        return False
+    if isinstance(candidate, ReduceOp):
+        return _takes_prologue(group, candidate)
+    return isinstance(candidate, POINTWISE) and (
+        _result_shape(candidate) == _result_shape(last) or _normalizes(group, candidate)
     )
+
+
+def _input_shape(reduction: ReduceOp) -> tuple[int, ...]:
+    input_type = reduction.input.type
+    assert isinstance(input_type, TensorType)
+    return tuple(input_type.get_shape())
+
+
+def _takes_prologue(group: Group, reduction: ReduceOp) -> bool:
+    """A reduction over trailing axes computes the elementwise ops before it as it reads its input."""
+    return (
+        not group.prologue
+        and all(isinstance(op, POINTWISE) for op in group.ops)
+        and _result_shape(group.ops[-1]) == _input_shape(reduction)
+    )
+
+
+def _normalizes(group: Group, candidate: Operation) -> bool:
+    """An elementwise op that takes a reduction's kernel back to the reduction's input shape, reading each row's
+    reduced value (`x * rsqrt(mean(x * x) + eps)`): the group's last value must keep the reduced dims as 1s."""
+    reduction = next((op for op in group.ops if isinstance(op, ReduceOp)), None)
+    if reduction is None:
+        return False
+    shape = _input_shape(reduction)
+    kept = len(shape) - len(reduction.reduced_axes())
+    row = (*shape[:kept], *(1,) * (len(shape) - kept))
+    return _result_shape(group.ops[-1]) == row and _result_shape(candidate) == shape
 
 
 def _external_operands(group: Sequence[Operation]) -> list[SSAValue]:
@@ -116,6 +165,7 @@ def _body(group: Sequence[Operation], operands: Sequence[SSAValue], results: Seq
     mapping: dict[SSAValue, SSAValue] = dict(zip(operands, block.args, strict=True))
     for op in group:
         clone = op.clone(value_mapper=mapping)
+        clone.attributes.pop(FUSION_ATTR, None)  # a decision about the graph, not part of the kernel's code
         block.add_op(clone)
     block.add_op(YieldOp(*(mapping[result] for result in results)))
     return Region(block)
@@ -135,7 +185,8 @@ def _schedule(group: Sequence[Operation], result: SSAValue, threads: int) -> Sch
     return ScheduleAttr.get(tile, 8, list(range(rank)), threads)
 
 
-def _kernel(group: _Group, index: int, threads: int) -> Operation:
+def build_kernel(group: Group, index: int, threads: int) -> GeneratedOp | LibraryOp:
+    """The kernel op of `group`, its ops cloned into its body; the group's ops are left as they are."""
     ops = group.all_ops()
     operands = _external_operands(ops)
     results = list(ops[-1].results)
@@ -150,8 +201,62 @@ def _kernel(group: _Group, index: int, threads: int) -> Operation:
     return LibraryOp(call.callee, operands, result_types, body, epilogue=call.epilogue, transposed=call.transposed)
 
 
+def fusion_group(op: Operation) -> int | None:
+    """The kernel group `graph-fuse` put `op` in; None when the op carries no decision."""
+    fusion = op.attributes.get(FUSION_ATTR)
+    if not isinstance(fusion, DictionaryAttr):
+        return None
+    group = fusion.data.get("group")
+    return group.value.data if isinstance(group, IntegerAttr) else None
+
+
+def fusion_kind(op: Operation) -> Kind | None:
+    """The kind `graph-fuse` chose for the kernel that `op` starts; None when it chose none."""
+    fusion = op.attributes.get(FUSION_ATTR)
+    kind = fusion.data.get("kind") if isinstance(fusion, DictionaryAttr) else None
+    if isinstance(kind, StringAttr) and kind.data in ("anchor", "generated", "single"):
+        return kind.data
+    return None
+
+
+def kernel_ops(function: func.FuncOp) -> tuple[list[Operation], dict[Operation, list[Operation]]]:
+    """The graph ops that land in kernels, in program order, and the transposes each op reads as views
+    (`reads_transposed`), which move into that op's kernel and are left out of the first list."""
+    block = function.body.block
+    ops = [op for op in block.ops if op.name.startswith("graph.") and not isinstance(op, ConstantOp | ReshapeOp)]
+    prologues: dict[Operation, list[Operation]] = {}
+    for op in ops:
+        if reads_transposed(op):
+            prologues.setdefault(next(iter(op.results[0].uses)).operation, []).append(op)
+    moved = {op for prologue in prologues.values() for op in prologue}
+    return [op for op in ops if op not in moved], prologues
+
+
+def legal_join(group: Group, candidate: Operation) -> bool:
+    """Whether `candidate` may join the kernel being built from `group` (see the module's docstring)."""
+    return _joins(group, candidate)
+
+
+def _given_groups(ops: list[Operation], prologues: dict[Operation, list[Operation]]) -> list[Group]:
+    """The groups `graph-fuse` chose, each checked to be a legal kernel."""
+    groups: list[Group] = []
+    for op in ops:
+        group = fusion_group(op)
+        if groups and group is not None and fusion_group(groups[-1].ops[0]) == group:
+            if not _joins(groups[-1], op):
+                raise GnomonError(
+                    f"graph-to-kernel: {op.name} at {location_name(op.location)} is in fusion group {group}, "
+                    "but cannot join that kernel (it must be the only user of the kernel's result)"
+                )
+            groups[-1].ops.append(op)
+            continue
+        groups.append(Group([op], fusion_kind(op) or default_kind(op), prologues.get(op, [])))
+    return groups
+
+
 def partition(function: func.FuncOp, threads: int) -> None:
-    """Rewrite `function`'s graph ops into kernels, in place."""
+    """Rewrite `function`'s graph ops into kernels, in place: the groups `graph-fuse` chose, where it ran, else
+    every legal join."""
     block = function.body.block
     # Constants go first (in their order), so that a kernel may be placed where its last op was.
     first_compute = next((op for op in block.ops if not isinstance(op, ConstantOp)), None)
@@ -159,22 +264,18 @@ def partition(function: func.FuncOp, threads: int) -> None:
         for constant in [op for op in block.ops if isinstance(op, ConstantOp)]:
             constant.detach()
             block.insert_op_before(constant, first_compute)
-    ops = [op for op in block.ops if op.name.startswith("graph.") and not isinstance(op, ConstantOp | ReshapeOp)]
-    prologues: dict[Operation, list[Operation]] = {}
-    for op in ops:
-        if reads_transposed(op):
-            prologues.setdefault(next(iter(op.results[0].uses)).operation, []).append(op)
-    moved = {op for prologue in prologues.values() for op in prologue}
-    groups: list[_Group] = []
-    for op in ops:
-        if op in moved:
-            continue
-        if groups and _joins(groups[-1], op):
-            groups[-1].ops.append(op)
-            continue
-        groups.append(_Group([op], _kind(op), prologues.get(op, [])))
+    ops, prologues = kernel_ops(function)
+    if any(fusion_group(op) is not None for op in ops):
+        groups = _given_groups(ops, prologues)
+    else:
+        groups = []
+        for op in ops:
+            if groups and _joins(groups[-1], op):
+                groups[-1].ops.append(op)
+                continue
+            groups.append(Group([op], default_kind(op), prologues.get(op, [])))
     for index, group in enumerate(groups):
-        kernel = _kernel(group, index, threads)
+        kernel = build_kernel(group, index, threads)
         kernel.location = group.ops[0].location
         last = group.ops[-1]
         Rewriter.insert_op(kernel, InsertPoint.before(last))

@@ -3,6 +3,8 @@
 A pointwise kernel becomes one fused generic per result shape; a kernel that starts with an
 anchor (a matmul, a reduction over trailing axes, a softmax over the last axis) emits the anchor,
 then its elementwise epilogue in place in the output buffer, split between threads as the anchor is.
+A reduction may also come after elementwise ops, which it computes as it reads (its prologue), and its
+epilogue may return to its input's shape (a normalization: RMS norm in one kernel).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ from gnomon.passes.kernel_to_linalg.nest import (
 from gnomon.passes.kernel_to_linalg.support import CodegenError, generatable
 
 ANCHORS = (MatmulOp, ReduceOp, SoftmaxOp, LogSoftmaxOp)
-"""Ops a generated kernel may start with and follow with elementwise ops, but not fuse into one generic."""
+"""Ops a generated kernel may hold one of, followed by elementwise ops, but not fuse into one generic; only a
+reduction may come after elementwise ops."""
 
 
 def memref_of(value_type: Attribute) -> MemRefType:
@@ -98,18 +101,21 @@ def _epilogue(
     computed: dict[SSAValue, Computed],
     loops: Callable[[list[Access]], Loops],
     rows: tuple[SSAValue, SSAValue] | None = None,
+    own_row: int | None = None,
 ) -> None:
     """The kernel's result, pointwise from the anchor's (a matmul, reduction or softmax) in the output buffer.
 
-    `loops` plans the nest from the accesses; loop 0 must be split exactly as the anchor's was.
+    `loops` plans the nest from the accesses; loop 0 must be split exactly as the anchor's was. With `own_row`
+    (the count of row dims), the result has the anchor's input shape and reads each row's reduced value.
     """
     value, output = result
     identity = tuple(range(len(shape_of(value))))
+    row_read = (*identity[:own_row], *(None,) * (len(identity) - own_row)) if own_row is not None else identity
 
     def pointwise(compute: Computed) -> Computed:
         # Another element of the anchor's result may belong to another thread's rows, not yet computed.
         def read(body: FusedBody, access: Access) -> SSAValue:
-            if access != identity:
+            if access not in (identity, row_read):
                 raise CodegenError(f"kernel @{kernel_op.sym_name.data}: its epilogue must read {value} pointwise")
             return compute(body, access)
 
@@ -161,12 +167,14 @@ class _RowNests:
         self,
         target: tuple[SSAValue, Access],
         columns: tuple[int, ...],
-        inputs: list[tuple[SSAValue, Access]],
+        sources: dict[SSAValue, SSAValue],
+        inputs: Sequence[Callable[[FusedBody], SSAValue]],
         step: Callable[[ScalarBuilder, list[SSAValue], SSAValue], SSAValue],
     ) -> None:
-        """target[row] = step(... step(target[row], inputs at (row, column 0)) ...) over every column."""
-        body = FusedBody({})
-        elements = [body.load(source, access) for source, access in inputs]
+        """target[row] = step(... step(target[row], inputs at (row, column 0)) ...) over every column; each input
+        is an element the body loads, or computes from the kernel's `sources` (a reduction's prologue)."""
+        body = FusedBody(sources)
+        elements = [element(body) for element in inputs]
         accumulator = body.block.insert_arg(element_of(target[0]), len(body.block.args))
         result = step(body.builder, elements, accumulator)
         body.block.add_ops([*body.builder.ops, LinalgYieldOp(result)])
@@ -182,10 +190,13 @@ def _row_kernel(
     result: tuple[SSAValue, SSAValue],
     sources: dict[SSAValue, SSAValue],
 ) -> tuple[int, int]:
-    """A reduction over trailing axes or a softmax over the last one, then the kernel's epilogue; (parts, work)."""
+    """A reduction over trailing axes or a softmax over the last one, then the kernel's epilogue; (parts, work).
+
+    A reduction may read its input through elementwise ops before it (its prologue, computed in the reducing
+    loop), and its epilogue may return to the input's shape (a normalization: `x * rsqrt(mean(x * x) + eps)`),
+    reading each row's reduced value; that epilogue recomputes what it reads of the prologue."""
     b = nest.b
     x = anchor.operands[0]
-    source = sources[x]
     shape = shape_of(x)
     if isinstance(anchor, ReduceOp):
         kept = len(shape) - len(anchor.reduced_axes())
@@ -196,10 +207,11 @@ def _row_kernel(
     out_rank = len(shape_of(value))
     row_access = tuple(range(kept))
     x_access = tuple(range(len(shape)))
+    normalizes = isinstance(anchor, ReduceOp) and shape_of(value) != shape_of(anchor.results[0])
     # A reduction accumulates in the output, unless the epilogue changes the element type (a row max compared
-    # with a bound is i1): then in a buffer of its own, one element per row.
+    # with a bound is i1) or returns to the input's shape: then in a buffer of its own, one element per row.
     accumulator = output
-    if isinstance(anchor, ReduceOp) and element_of(output) != element_of(anchor.results[0]):
+    if isinstance(anchor, ReduceOp) and (normalizes or element_of(output) != element_of(anchor.results[0])):
         accumulator = b.emit(memref.AllocOp.get(element_of(anchor.results[0]), 64, rows))
 
     def accumulated(body: FusedBody, access: Access) -> SSAValue:
@@ -209,18 +221,26 @@ def _row_kernel(
     # terms, numbered from `kept`, take no part): a probe body of the epilogue gives its accesses.
     probe = FusedBody(sources, {anchor.results[0]: accumulated})
     probe.value(value, tuple(range(out_rank)))
-    accesses = [o.access for o in probe.inputs] + [row_access, x_access, tuple(range(out_rank))]
+    prologue = FusedBody(sources)
+    prologue.value(x, x_access)
+    accesses = [o.access for o in (*probe.inputs, *prologue.inputs)] + [row_access, x_access, tuple(range(out_rank))]
     row_loops = plan_loops(rows, range(kept), [0] * kept, accesses, keep_first=False)
     nests = _RowNests(nest, rows, row_loops)
     out_access = (
-        tuple(range(out_rank)) if not isinstance(anchor, ReduceOp) else (*row_access, *(None,) * (out_rank - kept))
+        tuple(range(out_rank))
+        if not isinstance(anchor, ReduceOp) or normalizes
+        else (*row_access, *(None,) * (out_rank - kept))
     )
     computed: dict[SSAValue, Computed]
     if isinstance(anchor, ReduceOp):
         initial, combine = _REDUCTIONS[type(anchor)]
         target = (output, out_access) if accumulator is output else (accumulator, row_access)
         nests.fill(target[0], initial, target[1])
-        nests.reduce(target, columns, [(source, x_access)], lambda sb, xs, acc: combine(sb, acc, xs[0]))
+
+        def element(body: FusedBody) -> SSAValue:
+            return body.value(x, x_access)
+
+        nests.reduce(target, columns, sources, [element], lambda sb, xs, acc: combine(sb, acc, xs[0]))
         count = prod(columns) if isinstance(anchor, ReduceMeanOp) else None
 
         def reduced(body: FusedBody, access: Access) -> SSAValue:
@@ -228,23 +248,34 @@ def _row_kernel(
             return loaded if count is None else body.builder.div(loaded, body.builder.like(count, loaded))
 
         computed = {anchor.results[0]: reduced}
-        if value is not anchor.results[0] or count is not None:
+        if normalizes:
+            epilogue_loops = nests.with_columns(columns)
+            _epilogue(nest, kernel_op, result, sources, computed, lambda _: epilogue_loops, own_row=kept)
+        elif value is not anchor.results[0] or count is not None:
             _epilogue(nest, kernel_op, result, sources, computed, lambda _: row_loops)
         if accumulator is not output:
             b.insert(memref.DeallocOp.get(accumulator))
     else:
         # Each row's max and sum of exponentials; a part fills only its own rows.
-        element = element_of(x)
-        highest = b.emit(memref.AllocOp.get(element, 64, rows))
-        total = b.emit(memref.AllocOp.get(element, 64, rows))
+        source = sources[x]
+        element_type = element_of(x)
+        highest = b.emit(memref.AllocOp.get(element_type, 64, rows))
+        total = b.emit(memref.AllocOp.get(element_type, 64, rows))
+
+        def x_element(body: FusedBody) -> SSAValue:
+            return body.load(source, x_access)
+
+        def row_highest(body: FusedBody) -> SSAValue:
+            return body.load(highest, row_access)
+
         nests.fill(highest, float("-inf"), row_access)
-        nests.reduce((highest, row_access), columns, [(source, x_access)], lambda sb, xs, acc: sb.maximum(acc, xs[0]))
+        nests.reduce((highest, row_access), columns, sources, [x_element], lambda sb, xs, acc: sb.maximum(acc, xs[0]))
         nests.fill(total, 0.0, row_access)
 
         def exp_sum(sb: ScalarBuilder, xs: list[SSAValue], acc: SSAValue) -> SSAValue:
             return sb.emit(arith.AddfOp(acc, exp_of(sb, sb.sub(xs[0], xs[1])), _REASSOC))
 
-        nests.reduce((total, row_access), columns, [(source, x_access), (highest, row_access)], exp_sum)
+        nests.reduce((total, row_access), columns, sources, [x_element, row_highest], exp_sum)
         log = isinstance(anchor, LogSoftmaxOp)
 
         def normalized(body: FusedBody, access: Access) -> SSAValue:
@@ -282,8 +313,12 @@ def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> Lower
                 f"kernel @{name}: cannot generate code for {op.name} on {[str(v.type) for v in op.operands]}"
             )
     anchors = [op for op in ops if isinstance(op, ANCHORS)]
-    if len(anchors) > 1 or (anchors and anchors[0] is not ops[0]):
-        raise CodegenError(f"kernel @{name}: a matmul, reduction or softmax must be the kernel's first and only one")
+    prologue = ops[: ops.index(anchors[0])] if anchors else []
+    if len(anchors) > 1 or (prologue and not isinstance(anchors[0], ReduceOp)):
+        raise CodegenError(
+            f"kernel @{name}: a matmul, reduction or softmax must be the kernel's only one, and only a reduction "
+            "may follow elementwise ops"
+        )
     terminator = block.last_op
     assert isinstance(terminator, kernel.YieldOp)
     inputs = [memref_of(arg.type) for arg in block.args]
@@ -299,7 +334,10 @@ def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> Lower
     nest = Nest(b, part, parts)
     if anchors:
         anchor = anchors[0]
-        if len(results) != 1 or shape_of(results[0][0]) != shape_of(anchor.results[0]):
+        shapes = [shape_of(anchor.results[0])]
+        if isinstance(anchor, ReduceOp):
+            shapes.append(shape_of(anchor.operands[0]))  # a normalization
+        if len(results) != 1 or shape_of(results[0][0]) not in shapes:
             raise CodegenError(f"kernel @{name}: a kernel of a {anchor.name} must return one value of its shape")
         if isinstance(anchor, MatmulOp):
             count, work = _matmul_kernel(nest, kernel_op, anchor, results[0], sources)

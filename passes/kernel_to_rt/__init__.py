@@ -256,7 +256,7 @@ def _kernel_key(op: kernel.GeneratedOp | kernel.LibraryOp) -> str:
     return f"library {op.profile_name} {op.transposed_operands} {stream.getvalue()}"
 
 
-def _outline(op: kernel.GeneratedOp | kernel.LibraryOp, name: str) -> kernel.FuncOp:
+def outline_kernel(op: kernel.GeneratedOp | kernel.LibraryOp, name: str) -> kernel.FuncOp:
     body = op.body.clone()
     function_type = FunctionType.from_lists([v.type for v in op.inputs], [r.type for r in op.outputs])
     if isinstance(op, kernel.GeneratedOp):
@@ -329,7 +329,7 @@ def lower_function(function: func.FuncOp) -> tuple[func.FuncOp, list[kernel.Func
                 continue
             key = _kernel_key(op)
             if key not in outlined:
-                outlined[key] = _outline(op, _kernel_name(op, index))
+                outlined[key] = outline_kernel(op, _kernel_name(op, index))
                 index += 1
             launch = rt.LaunchOp(outlined[key].sym_name.data, [values[v] for v in op.inputs], outs)
             launch.location = op.location

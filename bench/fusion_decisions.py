@@ -1,0 +1,281 @@
+"""Do `graph-fuse`'s decisions hold on this machine? Each priced choice, predicted and measured.
+
+For every choice `graph-fuse` prices in a model (a join: the open kernel and the candidate apart or fused; a kind:
+a matmul, reduction or softmax generated or called from the library), the ops involved are cut out into a program
+of their own, lowered both ways with the groups fixed, and each way is run by the runtime with every launch
+timed; a way's time is the sum of its launches (launch overhead, library calls and kernel: what
+`gnomon.cost.kernel_cost` predicts), the smallest of several medians, the two ways interleaved. The table puts
+the predicted speedup of option B over option A (fused over separate; library over generated) beside the measured
+one; the summary counts how often their signs agree (issue 16's acceptance asks for 90%) and how often the option
+taken was measured faster, and sums the measured time of the options taken, of graph-to-kernel's fixed rule and of
+the options not taken: most choices today are near ties, where a sign says little and the sums say what it cost.
+
+    python bench/fusion_decisions.py [--device auto] [--models mobilenet_v2_w16_e6,...] [--batch 1]
+
+Models: the validation set's (`bench/validation_set.py`) by name, or the bundled light ONNX networks. Nothing is
+tuned here; run it alone on the machine (never beside the tests or another benchmark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DictionaryAttr, FunctionType, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.ir import Block, Operation, Region, SSAValue
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from gnomon.bundled import light_models
+from gnomon.context import gnomon_context
+from gnomon.dialects.graph.tensor import ConstantOp
+from gnomon.passes.graph_fuse import GraphFusePass, _Fuser, fusion_device
+from gnomon.passes.graph_to_kernel import (
+    FUSION_ATTR,
+    Group,
+    Kind,
+    default_kind,
+    fusion_group,
+    fusion_kind,
+    kernel_ops,
+    library_kind,
+)
+from gnomon.pipeline import load, run_pipeline
+from gnomon.runtime.calibration.profile import smooth
+from gnomon.runtime.executor import Program
+
+DEFAULT_MODELS = (
+    "mobilenet_v2_w16_e6",
+    "mobilenet_v3_w16",
+    "convnext_w16_s2",
+    "vit_p4_d64",
+    "encoder_s32_d64",
+    "decoder_rotary_s32_d64",
+    "unet_w8_l2",
+    "mixer_p4_d64",
+    "light_squeezenet",
+    "light_shufflenet",
+)
+
+
+@dataclass(frozen=True)
+class Way:
+    """One option of a choice: its ops' groups (index into the cut-out ops) and each group's kind."""
+
+    name: str
+    groups: tuple[int, ...]
+    kinds: tuple[Kind, ...]
+
+
+@dataclass
+class Choice:
+    model: str
+    op: str
+    question: str
+    taken: str
+    ways: tuple[Way, Way]
+    module: ModuleOp
+    predicted: tuple[float, float] = (0.0, 0.0)
+    measured: tuple[float, float] = (0.0, 0.0)
+
+
+def _graph_module(name: str, batch: int) -> ModuleOp:
+    """A light ONNX network (at its own batch) or a validation model at `batch`, in the graph dialect."""
+    light = {p.stem: p for p in light_models()}
+    if name in light:
+        return load(light[name])
+    from validation_set import VALIDATION_SET
+
+    entry = VALIDATION_SET[name]
+    model = entry.build()
+    return load(model, entry.example_inputs(model, batch))
+
+
+def _cut_out(ops: Sequence[Operation]) -> tuple[ModuleOp, list[Operation]]:
+    """A module whose one function computes `ops` (cloned) from their operands, returning the last op's result;
+    constants are cloned in, other operands become arguments. Also the cloned ops, in order."""
+    inside = {result for op in ops for result in op.results}
+    outside: list[SSAValue] = []
+    for op in ops:
+        outside += [v for v in op.operands if v not in inside and v not in outside]
+    arguments = [v for v in outside if not isinstance(v.owner, ConstantOp)]
+    block = Block(arg_types=[v.type for v in arguments])
+    mapping: dict[SSAValue, SSAValue] = dict(zip(arguments, block.args, strict=True))
+    for value in outside:
+        if isinstance(value.owner, ConstantOp):
+            constant = value.owner.clone()
+            block.add_op(constant)
+            mapping[value] = constant.results[0]
+    clones: list[Operation] = []
+    for op in ops:
+        clone = op.clone(value_mapper=mapping)
+        clone.attributes.pop(FUSION_ATTR, None)
+        block.add_op(clone)
+        clones.append(clone)
+    result = mapping[ops[-1].results[0]]
+    block.add_op(func.ReturnOp(result))
+    function = func.FuncOp("main", FunctionType.from_lists(list(block.arg_types), [result.type]), Region(block))
+    return ModuleOp([function]), clones
+
+
+def _choices(model: str, module: ModuleOp) -> list[Choice]:
+    """Every priced choice in `module` (already through `graph-fuse`), each with its ops cut out."""
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    ops, prologues = kernel_ops(function)
+    choices: list[Choice] = []
+    for index, op in enumerate(ops):
+        fusion = op.attributes.get(FUSION_ATTR)
+        if not isinstance(fusion, DictionaryAttr) or prologues.get(op):
+            continue
+        group = fusion_group(op)
+        members = [o for o in ops[:index] if fusion_group(o) == group]
+        if "fused_s" in fusion.data:
+            start = members[0] if members else op
+            kind = fusion_kind(start) or default_kind(start)
+            decision = fusion.data["decision"]
+            assert isinstance(decision, StringAttr)
+            if not members:  # split: the open kernel is the previous group
+                previous = fusion_group(ops[index - 1])
+                members = [o for o in ops[:index] if fusion_group(o) == previous]
+                kind = fusion_kind(members[0]) or default_kind(members[0])
+            cut, clones = _cut_out([*members, op])
+            n = len(members)
+            alone = default_kind(clones[-1])
+            ways = (Way("separate", (0,) * n + (1,), (kind, alone)), Way("fused", (0,) * (n + 1), (kind,)))
+            choices.append(Choice(model, op.name, "join", decision.data, ways, cut))
+        elif "library_s" in fusion.data:
+            taken = [o for o in ops[index:] if fusion_group(o) == group]
+            cut, clones = _cut_out(taken)
+            n = len(taken)
+            generated = Way("generated", (0,) * n, ("generated",))
+            rest: tuple[Kind, ...] = ("generated",) if n > 1 else ()
+            library = Way("library", (0,) + (1,) * (n - 1), (library_kind(clones[0]), *rest))
+            kind = fusion_kind(op)
+            choices.append(
+                Choice(
+                    model, op.name, "kind", "generated" if kind == "generated" else "library", (generated, library), cut
+                )
+            )
+    return choices
+
+
+def _lowered(choice: Choice, way: Way) -> ModuleOp:
+    module = choice.module.clone()
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    ops, _ = kernel_ops(function)
+    for op, group in zip(ops, way.groups, strict=True):
+        entries = {"group": IntegerAttr(group, i64), "kind": StringAttr(way.kinds[group])}
+        op.attributes[FUSION_ATTR] = DictionaryAttr(entries)
+    return run_pipeline(module, "lowering", choice.model, spec="graph-to-kernel,kernel-to-rt")
+
+
+def _predicted(choice: Choice, way: Way, fuser: _Fuser) -> float:
+    function = next(op for op in choice.module.ops if isinstance(op, func.FuncOp))
+    ops, _ = kernel_ops(function)
+    groups = [Group([o for o, g in zip(ops, way.groups) if g == i], way.kinds[i], []) for i in range(len(way.kinds))]
+    return sum(fuser.price(group) for group in groups)
+
+
+def _inputs(program: Program) -> list[np.ndarray]:
+    return [
+        smooth(b.shape, b.dtype) if np.issubdtype(b.dtype, np.floating) else np.zeros(b.shape, b.dtype)
+        for b in program.inputs
+    ]
+
+
+def _launches(program: Program, inputs: list[np.ndarray], runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        program.run(inputs, profile=True)
+        samples.append(sum(t.seconds for t in program.profile.timings))
+    return statistics.median(samples)
+
+
+def measure(choice: Choice, runs: int, repeats: int) -> tuple[float, float]:
+    programs = [Program(_lowered(choice, way)) for way in choice.ways]
+    inputs = [_inputs(p) for p in programs]
+    for program, given in zip(programs, inputs, strict=True):
+        program.run(given)  # compile and warm
+    best = [math.inf, math.inf]
+    for _ in range(repeats):
+        for k, (program, given) in enumerate(zip(programs, inputs, strict=True)):
+            best[k] = min(best[k], _launches(program, given, runs))
+    return best[0], best[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="auto", help="the device graph-fuse decides with (default: auto)")
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated model names")
+    parser.add_argument("--batch", type=int, default=1, help="batch of the validation models (default 1)")
+    parser.add_argument("--runs", type=int, default=15, help="timed runs per median")
+    parser.add_argument("--repeats", type=int, default=3, help="medians per way; the smallest counts")
+    args = parser.parse_args()
+    device = fusion_device(args.device)
+    threads = os.cpu_count() or 1
+    fuser = _Fuser(device, threads)
+    print(f"device: {device.provenance}; load average before: {os.getloadavg()[0]:.2f}")
+    started = time.perf_counter()
+    rows: list[Choice] = []
+    for name in args.models.split(","):
+        module = _graph_module(name, args.batch)
+        run_pipeline(module, "inference", name)
+        GraphFusePass(device=args.device, threads=threads).apply(gnomon_context(), module)
+        for choice in _choices(name, module):
+            choice.predicted = (_predicted(choice, choice.ways[0], fuser), _predicted(choice, choice.ways[1], fuser))
+            choice.measured = measure(choice, args.runs, args.repeats)
+            rows.append(choice)
+    print(
+        f"\n{'model':<24} {'op':<20} {'choice':<6} {'taken':<9} {'predicted A/B us':>20} {'measured A/B us':>20}"
+        f" {'pred x':>7} {'meas x':>7}  agree"
+    )
+    agree = taken_faster = 0
+    sums = {"taken": 0.0, "fixed rule": 0.0, "not taken": 0.0}
+    for c in rows:
+        (a, b), (ma, mb) = c.predicted, c.measured
+        # Speedup of option B over option A (fused over separate; library over generated), predicted and measured.
+        predicted_x, measured_x = a / b, ma / mb
+        same = (predicted_x >= 1) == (measured_x >= 1)
+        agree += same
+        taken_is_b = c.taken == c.ways[1].name or (c.question == "join" and c.taken == "fuse")
+        taken_faster += (mb <= ma) if taken_is_b else (ma <= mb)
+        sums["taken"] += mb if taken_is_b else ma
+        sums["not taken"] += ma if taken_is_b else mb
+        sums["fixed rule"] += _fixed_rule(c, ma, mb)
+        print(
+            f"{c.model:<24} {c.op.removeprefix('graph.'):<20} {c.question:<6} {c.taken:<9}"
+            f" {a * 1e6:>9.1f} {b * 1e6:>9.1f} {ma * 1e6:>9.1f} {mb * 1e6:>9.1f}"
+            f" {predicted_x:>7.2f} {measured_x:>7.2f}  {'yes' if same else 'NO'}"
+        )
+    if rows:
+        print(
+            f"\n{len(rows)} choices: predicted and measured speedup agree in sign in {agree} ({agree / len(rows):.0%});"
+            f" the option taken was measured faster in {taken_faster} ({taken_faster / len(rows):.0%})"
+        )
+        print(
+            "measured time of these ops, summed over the choices: the options taken "
+            f"{sums['taken'] * 1e6:.0f} us, graph-to-kernel's fixed rule (every legal join; the library for a matmul "
+            f"or softmax) {sums['fixed rule'] * 1e6:.0f} us, the options not taken {sums['not taken'] * 1e6:.0f} us"
+        )
+    print(f"{time.perf_counter() - started:.0f} s; load average after: {os.getloadavg()[0]:.2f}")
+
+
+def _fixed_rule(choice: Choice, a: float, b: float) -> float:
+    """The measured time of what `graph-to-kernel` does without `graph-fuse`: it takes every legal join (option
+    B, fused), and generates a reduction but calls the library for a matmul or softmax."""
+    if choice.question == "join":
+        return b
+    return a if "reduce" in choice.op else b
+
+
+if __name__ == "__main__":
+    main()

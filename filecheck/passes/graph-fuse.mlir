@@ -1,0 +1,51 @@
+// RUN: gnomon-opt %s -p 'graph-fuse{device=generic-cpu threads=2}' | filecheck %s
+// RUN: gnomon-opt %s -p 'graph-fuse{device=generic-cpu threads=2},graph-to-kernel{threads=2}' | filecheck %s --check-prefix=KERNEL
+
+// Every legal join is priced on the device: the open kernel and the candidate as two launches against one
+// kernel that holds both. A convolution's bias add and relu ride in its library call.
+
+// CHECK-LABEL: func.func @conv_relu(
+// CHECK:         %[[C:.*]] = graph.conv {{.*}}gnomon.fusion = {group = 0 : i64, kind = "anchor"}
+// CHECK-NEXT:    %{{.*}} = graph.relu %[[C]] {gnomon.fusion = {group = 0 : i64, decision = "fuse", separate_s = {{.*}} : f64, fused_s = {{.*}} : f64}}
+// KERNEL-LABEL: func.func @conv_relu(
+// KERNEL:         kernel.library "aten.convolution" epilogue ["relu"]
+// KERNEL-NOT:     gnomon.fusion
+func.func @conv_relu(%x: tensor<1x16x32x32xf32>) -> tensor<1x16x32x32xf32> {
+  %w = graph.constant {value = dense<0.5> : tensor<16x16x3x3xf32>} : () -> tensor<16x16x3x3xf32>
+  %c = graph.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x16x32x32xf32>, tensor<16x16x3x3xf32>) -> tensor<1x16x32x32xf32>
+  %y = graph.relu %c : (tensor<1x16x32x32xf32>) -> tensor<1x16x32x32xf32>
+  func.return %y : tensor<1x16x32x32xf32>
+}
+
+// Elementwise ops on one shape: the intermediate stays in registers and one launch is saved.
+
+// CHECK-LABEL: func.func @chain(
+// CHECK:         graph.add {{.*}}gnomon.fusion = {group = 0 : i64, kind = "generated"}
+// CHECK-NEXT:    graph.tanh {{.*}}gnomon.fusion = {group = 0 : i64, decision = "fuse", separate_s = {{.*}}, fused_s = {{.*}}}
+// CHECK-NEXT:    graph.mul {{.*}}gnomon.fusion = {group = 0 : i64, decision = "fuse", separate_s = {{.*}}, fused_s = {{.*}}}
+// KERNEL-LABEL: func.func @chain(
+// KERNEL-NEXT:    kernel.generated "add_tanh_mul_0"
+func.func @chain(%x: tensor<64x256xf32>, %b: tensor<256xf32>) -> tensor<64x256xf32> {
+  %s = graph.add %x, %b : (tensor<64x256xf32>, tensor<256xf32>) -> tensor<64x256xf32>
+  %t = graph.tanh %s : (tensor<64x256xf32>) -> tensor<64x256xf32>
+  %m = graph.mul %t, %x : (tensor<64x256xf32>, tensor<64x256xf32>) -> tensor<64x256xf32>
+  func.return %m : tensor<64x256xf32>
+}
+
+// A reduction can be generated or called from the library: both are priced over the same ops (here with the
+// scale after it, which the generated kernel takes and the library call leaves to a kernel of its own). Its
+// kernel may return to the input's shape (the add reads each row's sum). A softmax goes to the library, as
+// graph-to-kernel sends it: the model does not yet price its generated form.
+
+// CHECK-LABEL: func.func @reduce_scale(
+// CHECK:         graph.reduce_sum {{.*}}gnomon.fusion = {group = 0 : i64, kind = "{{generated|single}}", generated_s = {{.*}} : f64, library_s = {{.*}} : f64}
+// CHECK:         graph.add {{.*}}gnomon.fusion = {group = 0 : i64, decision = "fuse", {{.*}}}
+// CHECK-NEXT:    graph.softmax {{.*}}gnomon.fusion = {group = 1 : i64, kind = "single"}
+func.func @reduce_scale(%x: tensor<8x128x128xf32>) -> tensor<8x128x128xf32> {
+  %s = graph.reduce_sum %x {axes = array<i64: -1>, keepdims = true} : (tensor<8x128x128xf32>) -> tensor<8x128x1xf32>
+  %c = graph.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  %m = graph.mul %s, %c : (tensor<8x128x1xf32>, tensor<f32>) -> tensor<8x128x1xf32>
+  %a = graph.add %x, %m : (tensor<8x128x128xf32>, tensor<8x128x1xf32>) -> tensor<8x128x128xf32>
+  %p = graph.softmax %a {axis = -1 : i64} : (tensor<8x128x128xf32>) -> tensor<8x128x128xf32>
+  func.return %p : tensor<8x128x128xf32>
+}

@@ -1,0 +1,282 @@
+"""`graph-fuse{device=...}`: which ops share a kernel, decided by the cost model.
+
+`graph-to-kernel` knows which joins are legal (an op joins the kernel before it when it consumes that kernel's
+only result, once, and the kernel can take it: a library call's epilogue or a generated loop nest's elementwise
+op). This pass decides which legal joins are worth taking, and which kind of kernel an op starts where gnomon
+can both generate it and call the library for it (`CHOICE_OPS`: reductions). Each choice is priced by
+`gnomon.cost.kernel_cost`, the model `program_report` predicts the compiled program with, on the kernel ops
+`graph-to-kernel` would build, their calls priced as a serving loop finds them (each function last called about
+one kernel's traffic before):
+
+- a join: the open kernel and the candidate as two launches (`separate_s`) against one kernel holding both
+  (`fused_s`); the candidate joins when the fused kernel is predicted no slower;
+- a kind: the op's generated kernel with the ops it would then take, against its library call with its epilogue
+  and the rest as their own kernels (`generated_s`, `library_s`), over the same ops.
+
+Every grouped op gets `gnomon.fusion = {group = N, ...}`; the op that starts a group also names its `kind`, and an
+op whose join was priced carries the `decision` ("fuse" or "split") and both figures in seconds. `graph-to-kernel`
+lowers exactly these groups. An op the cost model cannot price (a dynamic shape) takes every legal join, as
+`graph-to-kernel` does by itself, and says so (`decision = "fuse", unpriced`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr, UnitAttr, f64, i64
+from xdsl.ir import Attribute, Operation
+from xdsl.passes import ModulePass
+
+from gnomon.cost.analytical import CostModelError, boundary_bytes
+from gnomon.cost.calls import library_calls
+from gnomon.cost.devices import LOCAL, Device, load_device, local_device_path
+from gnomon.cost.program import kernel_cost
+from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.reduce import ReduceOp
+from gnomon.passes.graph_to_kernel import (
+    FUSION_ATTR,
+    Group,
+    Kind,
+    build_kernel,
+    default_kind,
+    kernel_ops,
+    legal_join,
+    library_kind,
+)
+from gnomon.passes.graph_to_kernel.library import callee_of
+from gnomon.passes.kernel_to_linalg import generatable
+from gnomon.passes.kernel_to_rt import outline_kernel
+
+AUTO_DEVICE = "auto"
+"""The device option's default: this machine's calibration (`local`) when there is one, else `generic-cpu`."""
+
+CHOICE_OPS = (ReduceOp,)
+"""Ops that gnomon generates as the anchor of a loop nest and the library also computes: their kind is priced.
+Not yet softmax and matmul, which `graph-to-kernel` still sends to the library: on attention's softmaxes the cost
+model predicted the generated kernel within 3% of oneDNN's and it measured 1.2-1.7x slower (it computes each
+exponential twice, which the model does not price; bench/fusion_decisions.py), and generated matmuls were never
+measured against BLAS on these shapes."""
+
+
+def fusion_device(name: str) -> Device:
+    """The device `graph-fuse` prices on: a shipped device, `local`, a .toml file, or `auto`."""
+    if name == AUTO_DEVICE:
+        return load_device(LOCAL if local_device_path().is_file() else "generic-cpu")
+    return load_device(name)
+
+
+@dataclass
+class _Choice:
+    """What was decided for one op, written to its `gnomon.fusion` attribute."""
+
+    group: int
+    kind: Kind | None = None
+    decision: str | None = None
+    figures: dict[str, float] = field(default_factory=dict)
+    unpriced: bool = False
+
+    def attribute(self) -> DictionaryAttr:
+        entries: dict[str, Attribute] = {"group": IntegerAttr(self.group, i64)}
+        if self.kind is not None:
+            entries["kind"] = StringAttr(self.kind)
+        if self.decision is not None:
+            entries["decision"] = StringAttr(self.decision)
+        for name, seconds in self.figures.items():
+            entries[name] = FloatAttr(seconds, f64)
+        if self.unpriced:
+            entries["unpriced"] = UnitAttr()
+        return DictionaryAttr(entries)
+
+
+class _Fuser:
+    """Forms one function's kernel groups in program order, pricing each choice."""
+
+    def __init__(self, device: Device, threads: int):
+        self.device = device
+        self.threads = threads
+        self._prices: dict[tuple[Kind, tuple[int, ...]], float] = {}
+
+    def price(self, group: Group) -> float:
+        """The predicted time of one launch of `group`'s kernel: launch, library calls and kernel."""
+        key = (group.kind, tuple(id(op) for op in group.all_ops()))
+        if key not in self._prices:
+            built = build_kernel(group, 0, self.threads)
+            try:
+                kernel = outline_kernel(built, "candidate")
+                calls = library_calls(kernel)
+                # As a serving loop runs it: each function it calls last ran about one kernel's traffic ago.
+                moved = boundary_bytes([op for op in kernel.body.block.ops if isinstance(op, GraphOperation)])
+                distances = [moved] * (len(calls) if calls else 1)
+                cost = kernel_cost(kernel, self.device, call_distances=distances, calls=calls)
+                self._prices[key] = cost.predicted_s
+            finally:
+                built.drop_all_references()  # the candidate's operands are the graph's values: release their uses
+        return self._prices[key]
+
+    def join_prices(self, group: Group, candidate: Operation) -> tuple[float, float]:
+        """(separate, fused): the open kernel and `candidate`'s own, against one kernel holding both."""
+        alone = Group([candidate], default_kind(candidate), [])
+        fused = Group([*group.ops, candidate], group.kind, group.prologue)
+        return self.price(group) + self.price(alone), self.price(fused)
+
+    def grow(self, group: Group, ops: Sequence[Operation], start: int) -> int:
+        """Take the priced-profitable legal joins of `ops[start:]` into `group`; the index of the first not taken."""
+        index = start
+        while index < len(ops) and legal_join(group, ops[index]):
+            separate, fused = self.join_prices(group, ops[index])
+            if fused > separate:
+                break
+            group.ops.append(ops[index])
+            index += 1
+        return index
+
+    def span_price(self, ops: Sequence[Operation], start: int, end: int, first: Group) -> float:
+        """The price of `ops[start:end]` grouped greedily, its first group `first` (already grown)."""
+        total, index = self.price(first), start + len(first.ops)
+        while index < end:
+            group = Group([ops[index]], default_kind(ops[index]), [])
+            index = self.grow(group, ops[:end], index + 1)
+            total += self.price(group)
+        return total
+
+    def kind_choice(
+        self, ops: Sequence[Operation], start: int, prologue: list[Operation]
+    ) -> tuple[Group, dict[str, float]]:
+        """The cheaper of the op's generated kernel and its library call, each with what it would take, priced over
+        the same ops; the chosen group (grown) and both prices."""
+        op = ops[start]
+        generated = Group([op], "generated", list(prologue))
+        library = Group([op], library_kind(op), list(prologue))
+        end = max(self.grow(generated, ops, start + 1), self.grow(library, ops, start + 1))
+        prices = {
+            "generated_s": self.span_price(ops, start, end, generated),
+            "library_s": self.span_price(ops, start, end, library),
+        }
+        return (generated if prices["generated_s"] < prices["library_s"] else library), prices
+
+    def fuse(self, function: func.FuncOp) -> None:
+        ops, prologues = kernel_ops(function)
+        choices: dict[Operation, _Choice] = {}
+        groups: list[Group] = []
+        index = 0
+        while index < len(ops):
+            op = ops[index]
+            if groups and legal_join(groups[-1], op):
+                choice = self._join(groups[-1], op, len(groups) - 1)
+                choices[op] = choice
+                if choice.decision == "fuse":
+                    groups[-1].ops.append(op)
+                    index += 1
+                    continue
+            choice = choices.setdefault(op, _Choice(len(groups)))
+            choice.group = len(groups)
+            group = Group([op], default_kind(op), prologues.get(op, []))
+            if isinstance(op, CHOICE_OPS) and generatable(op) and callee_of(op) is not None:
+                try:
+                    group, choice.figures["generated_s"], choice.figures["library_s"] = self._kind(ops, index, group)
+                except CostModelError:
+                    choice.unpriced = True
+            choice.kind = group.kind
+            groups.append(group)
+            index += 1
+        for group_index, group in enumerate(groups):
+            for op in group.all_ops():
+                choice = choices.get(op, _Choice(group_index))
+                choice.group = group_index
+                op.attributes[FUSION_ATTR] = choice.attribute()
+
+    def _kind(self, ops: Sequence[Operation], index: int, default: Group) -> tuple[Group, float, float]:
+        chosen, prices = self.kind_choice(ops, index, default.prologue)
+        # Only the op's own kernel is committed: the ops it took are decided again, one by one, as joins.
+        return Group([ops[index]], chosen.kind, default.prologue), prices["generated_s"], prices["library_s"]
+
+    def _join(self, group: Group, candidate: Operation, group_index: int) -> _Choice:
+        try:
+            separate, fused = self.join_prices(group, candidate)
+        except CostModelError:
+            return _Choice(group_index, decision="fuse", unpriced=True)
+        decision = "fuse" if fused <= separate else "split"
+        return _Choice(group_index, decision=decision, figures={"separate_s": separate, "fused_s": fused})
+
+
+@dataclass(frozen=True)
+class GraphFusePass(ModulePass):
+    """Decide, by predicted time, which legal joins `graph-to-kernel` takes and which kind of kernel ops start."""
+
+    name = "graph-fuse"
+
+    device: str = AUTO_DEVICE
+    """A shipped device, `local`, a device file (.toml), or `auto` (local when calibrated, else generic-cpu)."""
+
+    threads: int = 0
+    """Threads per generated kernel, as `graph-to-kernel`'s option; 0 means all of this machine's cores."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        fuser = _Fuser(fusion_device(self.device), self.threads or os.cpu_count() or 1)
+        for function in op.ops:
+            if isinstance(function, func.FuncOp) and function.body.blocks:
+                fuser.fuse(function)
+
+
+@dataclass(frozen=True)
+class FusionDecision:
+    """One priced choice `graph-fuse` made, as `--explain` prints it."""
+
+    group: int
+    op: str
+    location: str
+    question: str
+    """`join`: whether the op joins the kernel before it; `kind`: a generated kernel or a library call."""
+    options: tuple[tuple[str, float], ...]
+    """Each option and its predicted seconds: (separate, fused) for a join, (generated, library) for a kind."""
+    decision: str
+
+
+def fusion_decisions(module: ModuleOp) -> list[FusionDecision]:
+    """The priced choices recorded on `module`'s graph ops by `graph-fuse`, in program order."""
+    from gnomon.locations import location_name
+
+    decisions: list[FusionDecision] = []
+    for op in module.walk():
+        fusion = op.attributes.get(FUSION_ATTR)
+        if not isinstance(fusion, DictionaryAttr):
+            continue
+        entries = fusion.data
+        group = entries["group"]
+        assert isinstance(group, IntegerAttr)
+        name, where = op.name.removeprefix("graph."), location_name(op.location)
+
+        def seconds(key: str) -> float:
+            value = entries[key]
+            assert isinstance(value, FloatAttr)
+            return value.value.data
+
+        if "fused_s" in entries:
+            decision = entries["decision"]
+            assert isinstance(decision, StringAttr)
+            options = (("separate", seconds("separate_s")), ("fused", seconds("fused_s")))
+            decisions.append(FusionDecision(group.value.data, name, where, "join", options, decision.data))
+        if "library_s" in entries:
+            kind = entries["kind"]
+            assert isinstance(kind, StringAttr)
+            chosen = "generated" if kind.data == "generated" else "library"
+            options = (("generated", seconds("generated_s")), ("library", seconds("library_s")))
+            decisions.append(FusionDecision(group.value.data, name, where, "kind", options, chosen))
+    return decisions
+
+
+def explain(decisions: Sequence[FusionDecision], device: str) -> str:
+    """`--explain`'s table: every priced choice, both predictions and what was taken."""
+    lines = [f"fusion decisions ({len(decisions)}), predicted on {device}:"]
+    lines.append(f"  {'group':>5}  {'op':<24} {'question':<9} {'option A':>18} {'option B':>18}  decision  location")
+    for d in decisions:
+        (name_a, a), (name_b, b) = d.options
+        lines.append(
+            f"  {d.group:>5}  {d.op:<24} {d.question:<9} {name_a:>9} {a * 1e6:>7.2f} us {name_b:>9} {b * 1e6:>7.2f} us"
+            f"  {d.decision:<8}  {d.location}"
+        )
+    return "\n".join(lines)
