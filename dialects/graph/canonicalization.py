@@ -52,8 +52,9 @@ class SimplifyConstantPow(RewritePattern):
     """x ** 2 = x * x and x ** 1 = x, for a constant exponent that every element shares: a generated kernel would
     call libm's pow per element (RMS norm squares its input so), where the product is one exact multiply."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: ew.PowOp, rewriter: PatternRewriter) -> None:
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, ew.PowOp):
+            return
         exponent = _constant_array(op.rhs)
         if exponent is None or exponent.size == 0 or op.lhs.type != op.result.type:
             return
