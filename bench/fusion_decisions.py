@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gnomon.bundled import light_models
 from gnomon.context import gnomon_context
 from gnomon.dialects.graph.tensor import ConstantOp
-from gnomon.passes.graph_fuse import GraphFusePass, _Fuser, fusion_device
+from gnomon.passes.graph_fuse import GraphFusePass, Fuser, fusion_device
 from gnomon.passes.graph_to_kernel import (
     FUSION_ATTR,
     Group,
@@ -178,7 +178,7 @@ def _lowered(choice: Choice, way: Way) -> ModuleOp:
     return run_pipeline(module, "lowering", choice.model, spec="graph-to-kernel,kernel-to-rt")
 
 
-def _predicted(choice: Choice, way: Way, fuser: _Fuser) -> float:
+def _predicted(choice: Choice, way: Way, fuser: Fuser) -> float:
     function = next(op for op in choice.module.ops if isinstance(op, func.FuncOp))
     ops, _ = kernel_ops(function)
     groups = [Group([o for o, g in zip(ops, way.groups) if g == i], way.kinds[i], []) for i in range(len(way.kinds))]
@@ -222,7 +222,7 @@ def main() -> None:
     args = parser.parse_args()
     device = fusion_device(args.device)
     threads = os.cpu_count() or 1
-    fuser = _Fuser(device, threads)
+    fuser = Fuser(device, threads)
     print(f"device: {device.provenance}; load average before: {os.getloadavg()[0]:.2f}")
     started = time.perf_counter()
     rows: list[Choice] = []

@@ -1,8 +1,8 @@
 """`graph-fuse{device=...}`: which ops share a kernel, decided by the cost model.
 
 `graph-to-kernel` knows which joins are legal (an op joins the kernel before it when it consumes that kernel's
-only result, once, and the kernel can take it: a library call's epilogue or a generated loop nest's elementwise
-op). This pass decides which legal joins are worth taking, and which kind of kernel an op starts where gnomon
+result, as its only user, and the kernel can take it: a library call's epilogue, a generated loop nest's elementwise
+op or reduction). This pass decides which legal joins are worth taking, and which kind of kernel an op starts where gnomon
 can both generate it and call the library for it (`CHOICE_OPS`: reductions). Each choice is priced by
 `gnomon.cost.kernel_cost`, the model `program_report` predicts the compiled program with, on the kernel ops
 `graph-to-kernel` would build, their calls priced as a serving loop finds them (each function last called about
@@ -92,7 +92,7 @@ class _Choice:
         return DictionaryAttr(entries)
 
 
-class _Fuser:
+class Fuser:
     """Forms one function's kernel groups in program order, pricing each choice."""
 
     def __init__(self, device: Device, threads: int):
@@ -159,6 +159,7 @@ class _Fuser:
         return (generated if prices["generated_s"] < prices["library_s"] else library), prices
 
     def fuse(self, function: func.FuncOp) -> None:
+        """Group `function`'s kernel ops, greedily in program order, and record every choice on its op."""
         ops, prologues = kernel_ops(function)
         choices: dict[Operation, _Choice] = {}
         groups: list[Group] = []
@@ -216,7 +217,7 @@ class GraphFusePass(ModulePass):
     """Threads per generated kernel, as `graph-to-kernel`'s option; 0 means all of this machine's cores."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        fuser = _Fuser(fusion_device(self.device), self.threads or os.cpu_count() or 1)
+        fuser = Fuser(fusion_device(self.device), self.threads or os.cpu_count() or 1)
         for function in op.ops:
             if isinstance(function, func.FuncOp) and function.body.blocks:
                 fuser.fuse(function)
