@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gnomon.bundled import light_models
 from gnomon.context import gnomon_context
 from gnomon.dialects.graph.tensor import ConstantOp
-from gnomon.passes.graph_fuse import GraphFusePass, Fuser, fusion_device
+from gnomon.passes.graph_fuse import Fuser, GraphFusePass, fusion_device
 from gnomon.passes.graph_to_kernel import (
     FUSION_ATTR,
     Group,

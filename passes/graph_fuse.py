@@ -2,8 +2,8 @@
 
 `graph-to-kernel` knows which joins are legal (an op joins the kernel before it when it consumes that kernel's
 result, as its only user, and the kernel can take it: a library call's epilogue, a generated loop nest's elementwise
-op or reduction). This pass decides which legal joins are worth taking, and which kind of kernel an op starts where gnomon
-can both generate it and call the library for it (`CHOICE_OPS`: reductions). Each choice is priced by
+op or reduction). This pass decides which legal joins are worth taking, and which kind of kernel an op starts
+where gnomon can both generate it and call the library for it (`CHOICE_OPS`: reductions). Each choice is priced by
 `gnomon.cost.kernel_cost`, the model `program_report` predicts the compiled program with, on the kernel ops
 `graph-to-kernel` would build, their calls priced as a serving loop finds them (each function last called about
 one kernel's traffic before):
