@@ -137,16 +137,13 @@ def _choices(model: str, module: ModuleOp) -> list[Choice]:
         if not isinstance(fusion, DictionaryAttr) or prologues.get(op):
             continue
         group = fusion_group(op)
-        members = [o for o in ops[:index] if fusion_group(o) == group]
         if "fused_s" in fusion.data:
-            start = members[0] if members else op
-            kind = fusion_kind(start) or default_kind(start)
             decision = fusion.data["decision"]
             assert isinstance(decision, StringAttr)
-            if not members:  # split: the open kernel is the previous group
-                previous = fusion_group(ops[index - 1])
-                members = [o for o in ops[:index] if fusion_group(o) == previous]
-                kind = fusion_kind(members[0]) or default_kind(members[0])
+            # The kernel the op was priced against: its own group if it joined, else the one before it.
+            open_group = group if decision.data == "fuse" else fusion_group(ops[index - 1])
+            members = [o for o in ops[:index] if fusion_group(o) == open_group]
+            kind = fusion_kind(members[0]) or default_kind(members[0])
             cut, clones = _cut_out([*members, op])
             n = len(members)
             alone = default_kind(clones[-1])

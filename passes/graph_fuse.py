@@ -37,6 +37,7 @@ from gnomon.cost.devices import LOCAL, Device, load_device, local_device_path
 from gnomon.cost.program import kernel_cost
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.reduce import ReduceOp
+from gnomon.locations import location_name
 from gnomon.passes.graph_to_kernel import (
     FUSION_ATTR,
     Group,
@@ -57,9 +58,9 @@ AUTO_DEVICE = "auto"
 CHOICE_OPS = (ReduceOp,)
 """Ops that gnomon generates as the anchor of a loop nest and the library also computes: their kind is priced.
 Not yet softmax and matmul, which `graph-to-kernel` still sends to the library: on attention's softmaxes the cost
-model predicted the generated kernel within 3% of oneDNN's and it measured 1.2-1.7x slower (it computes each
-exponential twice, which the model does not price; bench/fusion_decisions.py), and generated matmuls were never
-measured against BLAS on these shapes."""
+model predicted the generated kernel within 3% of oneDNN's, and on all four of them it measured 1.2-1.7x slower (it
+computes each exponential twice, which the model does not price; bench/fusion_decisions.py), and generated matmuls
+were never measured against BLAS on these shapes."""
 
 
 def fusion_device(name: str) -> Device:
@@ -71,16 +72,15 @@ def fusion_device(name: str) -> Device:
 
 @dataclass
 class _Choice:
-    """What was decided for one op, written to its `gnomon.fusion` attribute."""
+    """What was decided for one op, written with its group to its `gnomon.fusion` attribute."""
 
-    group: int
     kind: Kind | None = None
     decision: str | None = None
     figures: dict[str, float] = field(default_factory=dict)
     unpriced: bool = False
 
-    def attribute(self) -> DictionaryAttr:
-        entries: dict[str, Attribute] = {"group": IntegerAttr(self.group, i64)}
+    def attribute(self, group: int) -> DictionaryAttr:
+        entries: dict[str, Attribute] = {"group": IntegerAttr(group, i64)}
         if self.kind is not None:
             entries["kind"] = StringAttr(self.kind)
         if self.decision is not None:
@@ -167,18 +167,20 @@ class Fuser:
         while index < len(ops):
             op = ops[index]
             if groups and legal_join(groups[-1], op):
-                choice = self._join(groups[-1], op, len(groups) - 1)
+                choice = self._join(groups[-1], op)
                 choices[op] = choice
                 if choice.decision == "fuse":
                     groups[-1].ops.append(op)
                     index += 1
                     continue
-            choice = choices.setdefault(op, _Choice(len(groups)))
-            choice.group = len(groups)
+            choice = choices.setdefault(op, _Choice())
             group = Group([op], default_kind(op), prologues.get(op, []))
             if isinstance(op, CHOICE_OPS) and generatable(op) and callee_of(op) is not None:
                 try:
-                    group, choice.figures["generated_s"], choice.figures["library_s"] = self._kind(ops, index, group)
+                    chosen, prices = self.kind_choice(ops, index, group.prologue)
+                    # Only the op's own kernel is committed: the ops it took are decided again, one by one, as joins.
+                    group = Group([op], chosen.kind, group.prologue)
+                    choice.figures.update(prices)
                 except CostModelError:
                     choice.unpriced = True
             choice.kind = group.kind
@@ -186,22 +188,15 @@ class Fuser:
             index += 1
         for group_index, group in enumerate(groups):
             for op in group.all_ops():
-                choice = choices.get(op, _Choice(group_index))
-                choice.group = group_index
-                op.attributes[FUSION_ATTR] = choice.attribute()
+                op.attributes[FUSION_ATTR] = choices.get(op, _Choice()).attribute(group_index)
 
-    def _kind(self, ops: Sequence[Operation], index: int, default: Group) -> tuple[Group, float, float]:
-        chosen, prices = self.kind_choice(ops, index, default.prologue)
-        # Only the op's own kernel is committed: the ops it took are decided again, one by one, as joins.
-        return Group([ops[index]], chosen.kind, default.prologue), prices["generated_s"], prices["library_s"]
-
-    def _join(self, group: Group, candidate: Operation, group_index: int) -> _Choice:
+    def _join(self, group: Group, candidate: Operation) -> _Choice:
         try:
             separate, fused = self.join_prices(group, candidate)
         except CostModelError:
-            return _Choice(group_index, decision="fuse", unpriced=True)
+            return _Choice(decision="fuse", unpriced=True)
         decision = "fuse" if fused <= separate else "split"
-        return _Choice(group_index, decision=decision, figures={"separate_s": separate, "fused_s": fused})
+        return _Choice(decision=decision, figures={"separate_s": separate, "fused_s": fused})
 
 
 @dataclass(frozen=True)
@@ -239,8 +234,6 @@ class FusionDecision:
 
 def fusion_decisions(module: ModuleOp) -> list[FusionDecision]:
     """The priced choices recorded on `module`'s graph ops by `graph-fuse`, in program order."""
-    from gnomon.locations import location_name
-
     decisions: list[FusionDecision] = []
     for op in module.walk():
         fusion = op.attributes.get(FUSION_ATTR)

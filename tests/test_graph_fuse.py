@@ -4,7 +4,6 @@ unfused program computes."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -46,15 +45,6 @@ func.func @main(%x: tensor<2x16x24x24xf32>, %r: tensor<2x16x24x24xf32>) -> tenso
   func.return %q : tensor<2x1xf32>
 }
 """
-
-
-@pytest.fixture(scope="module", autouse=True)
-def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Kernels compile into a fresh cache, and `auto` finds no calibration: the decisions are generic-cpu's."""
-    directory = tmp_path_factory.mktemp("cache")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("GNOMON_CACHE_DIR", str(directory))
-        yield directory
 
 
 def parse(text: str) -> ModuleOp:
