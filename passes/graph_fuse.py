@@ -36,6 +36,7 @@ from gnomon.cost.calls import library_calls
 from gnomon.cost.devices import LOCAL, Device, load_device, local_device_path
 from gnomon.cost.program import kernel_cost
 from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.nn import ConvOp
 from gnomon.dialects.graph.reduce import ReduceOp
 from gnomon.locations import location_name
 from gnomon.passes.graph_to_kernel import (
@@ -55,8 +56,10 @@ from gnomon.passes.kernel_to_rt import outline_kernel
 AUTO_DEVICE = "auto"
 """The device option's default: this machine's calibration (`local`) when there is one, else `generic-cpu`."""
 
-CHOICE_OPS = (ReduceOp,)
-"""Ops that gnomon generates as the anchor of a loop nest and the library also computes: their kind is priced.
+CHOICE_OPS = (ReduceOp, ConvOp)
+"""Ops that gnomon generates as the anchor of a loop nest and the library also computes: their kind is priced (a
+convolution only where its generated kernel can take a depthwise convolution, `conv_join`; alone the library's is
+as fast).
 Not yet softmax and matmul, which `graph-to-kernel` still sends to the library: on attention's softmaxes the cost
 model predicted the generated kernel within 3% of oneDNN's, and on all four of them it measured 1.2-1.7x slower (it
 computes each exponential twice, which the model does not price; bench/fusion_decisions.py), and generated matmuls
@@ -175,7 +178,7 @@ class Fuser:
                     continue
             choice = choices.setdefault(op, _Choice())
             group = Group([op], default_kind(op), prologues.get(op, []))
-            if isinstance(op, CHOICE_OPS) and generatable(op) and callee_of(op) is not None:
+            if self._has_choice(ops, index):
                 try:
                     chosen, prices = self.kind_choice(ops, index, group.prologue)
                     # Only the op's own kernel is committed: the ops it took are decided again, one by one, as joins.
@@ -189,6 +192,24 @@ class Fuser:
         for group_index, group in enumerate(groups):
             for op in group.all_ops():
                 op.attributes[FUSION_ATTR] = choices.get(op, _Choice()).attribute(group_index)
+
+    @staticmethod
+    def _has_choice(ops: Sequence[Operation], index: int) -> bool:
+        """Whether the kind of the kernel `ops[index]` starts is a choice: gnomon can generate it, the library has
+        it, and a convolution's generated kernel would reach a depthwise convolution."""
+        op = ops[index]
+        if not (isinstance(op, CHOICE_OPS) and generatable(op) and callee_of(op) is not None):
+            return False
+        if not isinstance(op, ConvOp):
+            return True
+        group = Group([op], "generated", [])
+        for candidate in ops[index + 1 :]:
+            if not legal_join(group, candidate):
+                return False
+            if isinstance(candidate, ConvOp):
+                return True
+            group.ops.append(candidate)
+        return False
 
     def _join(self, group: Group, candidate: Operation) -> _Choice:
         try:

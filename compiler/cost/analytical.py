@@ -152,16 +152,18 @@ def op_cost(
     library: bool = False,
     weights_in_dram: bool = False,
     cores: int | None = None,
+    generated: bool = False,
 ) -> OpCost:
     """The cost of one graph op on `device`; a CostModelError if its shapes are not static. With `conv_as_gemm` a
     convolution is priced as the BLAS product a runtime computes it with (gnomon's, for 1x1 convolutions); with
     `library` the kernel is a library call, which pays `library_call_s` at its launch; with `weights_in_dram` the
     model's weights and tables do not fit the caches together, so each kernel reads its own from DRAM, however
     small (else they are where the op's working set fits, as activations are); `cores` is how many of the device's
-    cores the kernel runs on (default: all), a share of its compute and bandwidth."""
+    cores the kernel runs on (default: all), a share of its compute and bandwidth; with `generated` a convolution is
+    gnomon's generated one (`kernel_to_linalg.conv`), not the library's."""
     work = op_work(op)
     eff = efficiency(device)
-    kernel = _kernel(op, work, device, eff, conv_as_gemm, weights_in_dram)
+    kernel = _kernel(op, work, device, eff, conv_as_gemm, weights_in_dram, generated)
     compute_roof = work.flops / device.peak(work.peak_key) if work.flops else 0.0
     call_s = eff.library_call_s if library else 0.0
     return _cost(work.flops, work.bytes, compute_roof, _on_cores(kernel, device, cores), device, call_s)
@@ -175,6 +177,7 @@ def group_cost(
     library: bool = False,
     weights_in_dram: bool = False,
     cores: int | None = None,
+    generated: bool = False,
 ) -> OpCost:
     """The cost of `ops` fused into one kernel: only the bytes that cross the group's boundary count (the options
     are `op_cost`'s)."""
@@ -184,7 +187,7 @@ def group_cost(
     flops, compute_roof, compute_s, reuse_s, weights_s = 0, 0.0, 0.0, 0.0, 0.0
     works = [op_work(op) for op in ops]
     for op, work in zip(ops, works, strict=True):
-        kernel = _kernel(op, work, device, eff, conv_as_gemm, weights_in_dram)
+        kernel = _kernel(op, work, device, eff, conv_as_gemm, weights_in_dram, generated)
         flops += work.flops
         compute_roof += work.flops / device.peak(work.peak_key) if work.flops else 0.0
         compute_s += kernel.compute_s
@@ -291,7 +294,12 @@ def _kernel(
     eff: Efficiency,
     conv_as_gemm: bool = False,
     weights_in_dram: bool = False,
+    generated: bool = False,
 ) -> _Kernel:
+    if generated and isinstance(op, ConvOp):
+        # gnomon's register-blocked loops over packed weights, which stay in cache (`kernel_to_linalg.conv`).
+        fraction = eff.generated_depthwise if _is_depthwise(op) else eff.generated_conv
+        return _stream("generated-conv", work, device, eff, device.peak(work.peak_key) * fraction)
     kernel = _family_kernel(op, work, device, eff, conv_as_gemm, weights_in_dram)
     if weights_in_dram and isinstance(op, LinearOp | ConvOp | ConvTransposeOp):
         rows = min(shape.m for shape in gemm_shapes(op))

@@ -65,6 +65,11 @@ class Efficiency:
     pool_wake_s: float = 0.0
     """Seconds a generated kernel split over several threads takes beyond a one-thread launch: waking the OpenMP
     team and joining it (`gnomon.cost.program.kernel_cost`)."""
+    generated_conv: float = 0.5
+    """Fraction of the fp32 peak gnomon's generated dense convolution sustains (`kernel_to_linalg.conv`): about
+    100 GFLOP/s of torch.mm's 200 on the 2-core AVX-512 Xeon (bench/fusion.py)."""
+    generated_depthwise: float = 0.35
+    """Fraction of the fp32 peak the depthwise convolution fused after it sustains."""
     thin_call_cold_s: float = 0.0
     """What a thin call adds when its code path is no longer in any cache level: a generated kernel's launch (the
     runtime's loop, ctypes, the kernel's few KB of code) or a copy into ATen's copy kernel. Their paths are far

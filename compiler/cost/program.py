@@ -87,11 +87,23 @@ def kernel_cost(
         cores = library_threads(ops, device) if library else generated_threads(kernel_func, device)
     if len(ops) == 1:
         cost = op_cost(
-            ops[0], device, conv_as_gemm=as_gemm, library=library, weights_in_dram=weights_in_dram, cores=cores
+            ops[0],
+            device,
+            conv_as_gemm=as_gemm,
+            library=library,
+            weights_in_dram=weights_in_dram,
+            cores=cores,
+            generated=not library,
         )
     else:
         cost = group_cost(
-            ops, device, conv_as_gemm=as_gemm, library=library, weights_in_dram=weights_in_dram, cores=cores
+            ops,
+            device,
+            conv_as_gemm=as_gemm,
+            library=library,
+            weights_in_dram=weights_in_dram,
+            cores=cores,
+            generated=not library,
         )
     if library:
         calls = calls if calls is not None else library_calls(kernel_func)

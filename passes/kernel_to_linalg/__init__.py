@@ -31,7 +31,7 @@ share) and `support` (`generatable`: which ops the code generator handles).
 """
 
 from gnomon.passes.kernel_to_linalg.lowering import KernelToLinalgPass, LoweredKernel, lower_kernel
-from gnomon.passes.kernel_to_linalg.support import MATMUL_GENERATED, CodegenError, generatable
+from gnomon.passes.kernel_to_linalg.support import MATMUL_GENERATED, CodegenError, generatable, is_depthwise
 
 __all__ = [
     "MATMUL_GENERATED",
@@ -39,5 +39,6 @@ __all__ = [
     "KernelToLinalgPass",
     "LoweredKernel",
     "generatable",
+    "is_depthwise",
     "lower_kernel",
 ]

@@ -25,10 +25,11 @@ from xdsl.rewriter import Rewriter
 
 from gnomon.dialects import kernel
 from gnomon.dialects.graph.linalg import MatmulOp
-from gnomon.dialects.graph.nn import LogSoftmaxOp, SoftmaxOp
+from gnomon.dialects.graph.nn import ConvOp, LogSoftmaxOp, SoftmaxOp
 from gnomon.dialects.graph.reduce import ReduceMaxOp, ReduceMeanOp, ReduceMinOp, ReduceOp, ReduceProdOp, ReduceSumOp
 from gnomon.passes.kernel_to_linalg.approx import exp_of, log_of
 from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
+from gnomon.passes.kernel_to_linalg.conv import conv_kernel
 from gnomon.passes.kernel_to_linalg.matmul import MatmulPlan, emit_matmul, matmul_plan
 from gnomon.passes.kernel_to_linalg.nest import (
     Access,
@@ -312,13 +313,6 @@ def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> Lower
             raise CodegenError(
                 f"kernel @{name}: cannot generate code for {op.name} on {[str(v.type) for v in op.operands]}"
             )
-    anchors = [op for op in ops if isinstance(op, ANCHORS)]
-    prologue = ops[: ops.index(anchors[0])] if anchors else []
-    if len(anchors) > 1 or (prologue and not isinstance(anchors[0], ReduceOp)):
-        raise CodegenError(
-            f"kernel @{name}: a matmul, reduction or softmax must be the kernel's only one, and only a reduction "
-            "may follow elementwise ops"
-        )
     terminator = block.last_op
     assert isinstance(terminator, kernel.YieldOp)
     inputs = [memref_of(arg.type) for arg in block.args]
@@ -328,10 +322,22 @@ def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> Lower
     part, parts = args[-2], args[-1]
     sources: dict[SSAValue, SSAValue] = dict(zip(block.args, args[: len(inputs)], strict=True))
     results = list(zip(terminator.values, args[len(inputs) : len(inputs) + len(outputs)], strict=True))
-    if in_place is not None and (anchors or len(results) != 1 or inputs[in_place] != outputs[0]):
-        raise CodegenError(f"kernel @{name}: only a pointwise kernel's one result may overwrite an input")
     b = ScalarBuilder()
     nest = Nest(b, part, parts)
+    if isinstance(ops[0], ConvOp):
+        if in_place is not None or len(results) != 1:
+            raise CodegenError(f"kernel @{name}: a generated convolution kernel returns one value, not in place")
+        count, work = conv_kernel(nest, kernel_op, ops, results[0], sources)
+        return _finish(name, entry, b, count, work)
+    anchors = [op for op in ops if isinstance(op, ANCHORS)]
+    prologue = ops[: ops.index(anchors[0])] if anchors else []
+    if len(anchors) > 1 or (prologue and not isinstance(anchors[0], ReduceOp)):
+        raise CodegenError(
+            f"kernel @{name}: a matmul, reduction or softmax must be the kernel's only one, and only a reduction "
+            "may follow elementwise ops"
+        )
+    if in_place is not None and (anchors or len(results) != 1 or inputs[in_place] != outputs[0]):
+        raise CodegenError(f"kernel @{name}: only a pointwise kernel's one result may overwrite an input")
     if anchors:
         anchor = anchors[0]
         shapes = [shape_of(anchor.results[0])]
@@ -347,10 +353,16 @@ def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> Lower
         overwritten = args[in_place] if in_place is not None else None
         count = _fused_nests(nest, kernel_op, results, sources, overwritten)
         work = sum(prod(shape_of(value)) for value, _ in results)
+    return _finish(name, entry, b, count, work)
+
+
+def _finish(name: str, entry: Block, b: ScalarBuilder, parts: int, work: int) -> LoweredKernel:
+    """The kernel's function: `entry` (arguments: inputs, outputs, part, parts) holding the body built in `b`."""
     entry.add_ops([*b.ops, func.ReturnOp()])
-    function = func.FuncOp(name, FunctionType.from_lists([*inputs, *outputs, index, index], []), Region(entry))
+    signature = [arg.type for arg in entry.args]
+    function = func.FuncOp(name, FunctionType.from_lists(signature, []), Region(entry))
     function.attributes["llvm.emit_c_interface"] = UnitAttr()
-    return LoweredKernel(function, count, work)
+    return LoweredKernel(function, parts, work)
 
 
 def _matmul_kernel(

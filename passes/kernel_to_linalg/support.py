@@ -6,7 +6,7 @@ from xdsl.dialects.builtin import TensorType, f32
 from xdsl.ir import Operation, SSAValue
 
 from gnomon.dialects.graph.linalg import MatmulOp
-from gnomon.dialects.graph.nn import LogSoftmaxOp, SoftmaxOp
+from gnomon.dialects.graph.nn import ConvOp, LogSoftmaxOp, SoftmaxOp
 from gnomon.dialects.graph.reduce import ReduceOp
 from gnomon.dialects.graph.tensor import ExpandOp, TransposeOp
 from gnomon.errors import GnomonError
@@ -36,13 +36,21 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
     return value.type.get_shape()
 
 
+def is_depthwise(op: Operation) -> bool:
+    """A 2-D convolution with one input channel per group, as many groups as channels."""
+    if not isinstance(op, ConvOp):
+        return False
+    x, w = _shape(op.input), _shape(op.weight)
+    return len(x) == 4 and w[1] == 1 and op.groups.value.data == x[1] == w[0]
+
+
 def generatable(op: Operation) -> bool:
     """Whether gnomon can generate a loop nest for `op` (static shapes, supported element types).
 
     Elementwise ops with broadcasting, casts, `where`, transposes and expands (f32 and f64 for
     everything, i32/i64 for arithmetic and comparisons, i1 for logic); float sum/mean/prod/max/min
     reductions over trailing axes and softmax/log_softmax over the last; 2-D f32 matmuls when
-    `MATMUL_GENERATED`.
+    `MATMUL_GENERATED`; 2-D f32 convolutions, dense or depthwise (a depthwise one only after a dense one, `conv`).
     """
     if not op.results or not _static_tensors(op):
         return False
@@ -60,5 +68,8 @@ def generatable(op: Operation) -> bool:
         assert isinstance(lhs, TensorType)
         assert isinstance(rhs, TensorType)
         return MATMUL_GENERATED and lhs.get_num_dims() == rhs.get_num_dims() == 2 and lhs.element_type == f32
+    if isinstance(op, ConvOp):
+        dense = op.groups.value.data == 1 and len(_shape(op.input)) == 4
+        return operand_element(op) == f32 and (dense or is_depthwise(op))
     scalar = SCALAR_OPS.get(type(op))
     return scalar is not None and scalar.accepts(operand_element(op))
