@@ -49,3 +49,30 @@ func.func @reduce_scale(%x: tensor<8x128x128xf32>) -> tensor<8x128x128xf32> {
   %p = graph.softmax %a {axis = -1 : i64} : (tensor<8x128x128xf32>) -> tensor<8x128x128xf32>
   func.return %p : tensor<8x128x128xf32>
 }
+
+// A convolution whose generated kernel can take the depthwise convolution after it (an inverted-residual block's
+// expand and depthwise layers) has its kind priced: one generated kernel, whose intermediate feature map stays
+// in a line buffer in cache, against two library calls. On generic-cpu the generated kernel wins and every join
+// after it is taken.
+
+// CHECK-LABEL: func.func @expand_depthwise(
+// CHECK:         graph.conv {{.*}}gnomon.fusion = {group = 0 : i64, kind = "generated", generated_s = {{.*}} : f64, library_s = {{.*}} : f64}
+// CHECK-NEXT:    graph.clip {{.*}}gnomon.fusion = {group = 0 : i64, decision = "fuse", {{.*}}}
+// CHECK-NEXT:    graph.conv {{.*}}gnomon.fusion = {group = 0 : i64, decision = "fuse", {{.*}}}
+// CHECK-NEXT:    graph.clip {{.*}}gnomon.fusion = {group = 0 : i64, decision = "fuse", {{.*}}}
+// KERNEL-LABEL: func.func @expand_depthwise(
+// KERNEL:         kernel.generated "conv_clip_conv_clip_0"
+// KERNEL:           graph.conv
+// KERNEL-SAME:        groups = 1 : i64
+// KERNEL:           graph.conv
+// KERNEL-SAME:        groups = 96 : i64
+func.func @expand_depthwise(%x: tensor<1x16x28x28xf32>) -> tensor<1x96x28x28xf32> {
+  %w = graph.constant {value = dense<0.1> : tensor<96x16x1x1xf32>} : () -> tensor<96x16x1x1xf32>
+  %b = graph.constant {value = dense<0.1> : tensor<96xf32>} : () -> tensor<96xf32>
+  %d = graph.constant {value = dense<0.2> : tensor<96x1x3x3xf32>} : () -> tensor<96x1x3x3xf32>
+  %c = graph.conv %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x16x28x28xf32>, tensor<96x16x1x1xf32>, tensor<96xf32>) -> tensor<1x96x28x28xf32>
+  %r = graph.clip %c {min = 0.0 : f32, max = 6.0 : f32} : (tensor<1x96x28x28xf32>) -> tensor<1x96x28x28xf32>
+  %e = graph.conv %r, %d, %b {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 96 : i64} : (tensor<1x96x28x28xf32>, tensor<96x1x3x3xf32>, tensor<96xf32>) -> tensor<1x96x28x28xf32>
+  %y = graph.clip %e {min = 0.0 : f32, max = 6.0 : f32} : (tensor<1x96x28x28xf32>) -> tensor<1x96x28x28xf32>
+  func.return %y : tensor<1x96x28x28xf32>
+}

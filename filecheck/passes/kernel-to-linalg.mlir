@@ -128,3 +128,26 @@ kernel.func @conv_7(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<
   %c = graph.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
   kernel.yield %c : tensor<1x4x6x6xf32>
 }
+
+// A 1x1 convolution and the depthwise convolution after it, one kernel: the producer's register block is a
+// K-loop of broadcast FMAs over 16-channel vectors (its bias starts the accumulators), its rows go to a line
+// buffer, the depthwise row reads it with vector FMAs, and the rows are stored back to NCHW as 8x8 tiles
+// transposed by shuffles (the 12 columns here: one whole tile, then one with a masked store of 4).
+
+// CHECK-LABEL: func.func @conv_relu_conv_0(
+// CHECK-SAME:      %{{[^:]*}}: memref<1x8x12x12xf32>, %{{[^:]*}}: memref<16x8x1x1xf32>, %{{[^:]*}}: memref<16xf32>, %{{[^:]*}}: memref<16x1x3x3xf32>, %{{[^:]*}}: memref<1x16x12x12xf32>, %{{[^:]*}}: index, %{{[^:]*}}: index)
+// CHECK:         scf.for
+// CHECK:           vector.broadcast %{{.*}} : f32 to vector<16xf32>
+// CHECK-NEXT:      vector.fma
+// CHECK:           arith.maximumf
+// CHECK:           vector.fma
+// CHECK:           vector.shuffle
+// CHECK:           vector.store %{{.*}} : memref<1x16x12x12xf32>, vector<8xf32>
+// CHECK:           vector.create_mask
+// CHECK:           vector.maskedstore
+kernel.func @conv_relu_conv_0(%x: tensor<1x8x12x12xf32>, %w: tensor<16x8x1x1xf32>, %b: tensor<16xf32>, %d: tensor<16x1x3x3xf32>) -> tensor<1x16x12x12xf32> attributes {kind = "generated", schedule = #kernel.schedule<tile = [], vector = 16, order = [], threads = 2>} {
+  %c = graph.conv %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x8x12x12xf32>, tensor<16x8x1x1xf32>, tensor<16xf32>) -> tensor<1x16x12x12xf32>
+  %r = graph.relu %c : (tensor<1x16x12x12xf32>) -> tensor<1x16x12x12xf32>
+  %e = graph.conv %r, %d {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 16 : i64} : (tensor<1x16x12x12xf32>, tensor<16x1x3x3xf32>) -> tensor<1x16x12x12xf32>
+  kernel.yield %e : tensor<1x16x12x12xf32>
+}

@@ -31,7 +31,7 @@ from xdsl.ir import Operation, SSAValue
 
 from gnomon.dialects import kernel
 from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
-from gnomon.passes.kernel_to_linalg.conv_rows import ConvChain, Point, RowEmitter
+from gnomon.passes.kernel_to_linalg.conv_rows import SPARE, ConvChain, Point, RowEmitter
 from gnomon.passes.kernel_to_linalg.matmul import for_loop
 from gnomon.passes.kernel_to_linalg.nest import Nest
 from gnomon.passes.kernel_to_linalg.support import CodegenError
@@ -98,12 +98,12 @@ class _ConvKernel:
         self.pl = dw.pads[1] if dw is not None else 0
         self.ring_cols = e.cols + (dw.pads[1] + dw.pads[3] if dw is not None else 0)
         span = dw.span if dw is not None else 0
-        self.buffer = e.alloc([span + 1, self.ring_cols, e.block])
+        self.buffer = e.alloc([span + 1, self.ring_cols + SPARE, e.block])
         self.flat_buffer = e.flat(b, self.buffer)
         self.ring: _Ring | None = None
         if dw is not None:
-            e.zero(b, self.buffer, [span + 1, self.ring_cols, e.block])
-            out_row = e.alloc([e.out_cols, e.block])
+            e.zero(b, self.buffer, [span + 1, self.ring_cols + SPARE, e.block])
+            out_row = e.alloc([e.out_cols + SPARE, e.block])
             packed = e.alloc([dw.kernel[0] * dw.kernel[1], e.block])
             self.ring = _Ring(self.buffer, self.flat_buffer, packed, e.alloc([e.block]), out_row, e.flat(b, out_row))
 
@@ -165,7 +165,7 @@ class _ConvKernel:
         def point(sb: ScalarBuilder, x: SSAValue, c: SSAValue) -> Point:
             return (n, e.channel(sb, c0, c), y, x)
 
-        row_start = b.emit(arith.MuliOp(slot, b.const(self.ring_cols * e.block, index)))
+        row_start = b.emit(arith.MuliOp(slot, b.const((self.ring_cols + SPARE) * e.block, index)))
         base = b.emit(arith.AddiOp(row_start, b.const(pl * e.block, index)))
         e.pointwise(b, self.chain.first, self.chain.producer.result, self.flat_buffer, base, e.cols, point)
 

@@ -23,6 +23,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     VectorType,
     f32,
+    i1,
     i64,
 )
 from xdsl.ir import Operation, SSAValue
@@ -45,6 +46,10 @@ BLOCK = 16
 """Channels per block: one AVX-512 vector, two AVX2 ones."""
 POSITIONS = 12
 """Producer columns per micro-tile, in vectors of BLOCK channels: 12 accumulators (6 x 2 vectors with AVX2)."""
+TILE = 8
+"""Columns x channels of the tiles `store_row` transposes in registers."""
+SPARE = TILE
+"""Columns a row buffer has past its last, which the last transposed tile reads and never stores."""
 COLUMNS = 8
 """Depthwise output columns computed at once, in vectors of BLOCK channels: enough independent FMA chains to hide
 the FMA latency."""
@@ -214,45 +219,51 @@ class RowEmitter:
 
     def im2col(self, b: ScalarBuilder, columns: SSAValue, n: SSAValue, y: SSAValue) -> None:
         """columns[(ci * kh + ky) * kw + kx, x] = input[n, ci, y * sh - pt + ky * dh, x * sw - pl + kx * dw], or 0
-        in the padding."""
+        in the padding. The window offsets are unrolled, so that the columns inside the input are a static range
+        with no bounds check; a row outside it reads row 0 and stores zeros (a select LLVM hoists)."""
         kh, kw = self.conv.kernel
         sh, sw = self.conv.stride
         pt, pl = self.conv.pads[0], self.conv.pads[1]
         dh, dw = self.conv.dilation
+        zero = b.const(0.0, f32)
 
-        def inside(sb: ScalarBuilder, at: SSAValue, size: int) -> SSAValue:
-            low = sb.cmpi("sge", at, sb.const(0, index))
-            return sb.emit(arith.AndIOp(low, sb.cmpi("slt", at, sb.const(size, index))))
-
-        def clamped(sb: ScalarBuilder, at: SSAValue, size: int) -> SSAValue:
-            low = sb.emit(arith.MaxSIOp(at, sb.const(0, index)))
-            return sb.emit(arith.MinSIOp(low, sb.const(size - 1, index)))
-
-        def per_k(kb: ScalarBuilder, k: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            ci = kb.emit(arith.DivUIOp(k, kb.const(kh * kw, index)))
-            ky = kb.emit(arith.RemUIOp(kb.emit(arith.DivUIOp(k, kb.const(kw, index))), kb.const(kh, index)))
-            kx = kb.emit(arith.RemUIOp(k, kb.const(kw, index)))
-            iy = kb.emit(
-                arith.AddiOp(
-                    kb.emit(arith.MuliOp(y, kb.const(sh, index))), kb.emit(arith.MuliOp(ky, kb.const(dh, index)))
+        def per_channel(cb: ScalarBuilder, ci: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            for ky in range(kh):
+                iy = cb.emit(arith.AddiOp(cb.emit(arith.MuliOp(y, cb.const(sh, index))), cb.const(ky * dh - pt, index)))
+                inside = cb.emit(
+                    arith.AndIOp(
+                        cb.cmpi("sge", iy, cb.const(0, index)), cb.cmpi("slt", iy, cb.const(self.height, index))
+                    )
                 )
-            )
-            iy = kb.emit(arith.SubiOp(iy, kb.const(pt, index)))
-            row_inside = inside(kb, iy, self.height)
-            row = clamped(kb, iy, self.height)
-            offset = kb.emit(arith.SubiOp(kb.emit(arith.MuliOp(kx, kb.const(dw, index))), kb.const(pl, index)))
+                row = cb.select(inside, iy, cb.const(0, index))
+                for kx in range(kw):
+                    k = cb.emit(
+                        arith.AddiOp(cb.emit(arith.MuliOp(ci, cb.const(kh * kw, index))), cb.const(ky * kw + kx, index))
+                    )
+                    offset = kx * dw - pl
+                    low = min(max(0, -(offset // sw)), self.cols)  # first x with x * sw + offset >= 0
+                    high = max(min(self.cols, -(-(self.in_width - offset) // sw)), low)
 
-            def per_x(xb: ScalarBuilder, x: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-                ix = xb.emit(arith.AddiOp(xb.emit(arith.MuliOp(x, xb.const(sw, index))), offset))
-                valid = xb.emit(arith.AndIOp(row_inside, inside(xb, ix, self.in_width)))
-                loaded = xb.emit(memref.LoadOp.get(self.x, [n, ci, row, clamped(xb, ix, self.in_width)]))
-                xb.insert(memref.StoreOp.get(xb.select(valid, loaded, xb.const(0.0, f32)), columns, [k, x]))
-                return []
+                    def pad(xb: ScalarBuilder, x: SSAValue, _: list[SSAValue], k: SSAValue = k) -> list[SSAValue]:
+                        xb.insert(memref.StoreOp.get(zero, columns, [k, x]))
+                        return []
 
-            for_loop(kb, kb.const(0, index), kb.const(self.cols, index), 1, per_x)
+                    def copy(
+                        xb: ScalarBuilder, x: SSAValue, _: list[SSAValue], k: SSAValue = k, offset: int = offset
+                    ) -> list[SSAValue]:
+                        ix = xb.emit(
+                            arith.AddiOp(xb.emit(arith.MuliOp(x, xb.const(sw, index))), xb.const(offset, index))
+                        )
+                        loaded = xb.emit(memref.LoadOp.get(self.x, [n, ci, row, ix]))
+                        xb.insert(memref.StoreOp.get(xb.select(inside, loaded, zero), columns, [k, x]))
+                        return []
+
+                    for_loop(cb, cb.const(0, index), cb.const(low, index), 1, pad)
+                    for_loop(cb, cb.const(low, index), cb.const(high, index), 1, copy)
+                    for_loop(cb, cb.const(high, index), cb.const(self.cols, index), 1, pad)
             return []
 
-        for_loop(b, self.i(0), self.i(self.reduction), 1, per_k)
+        for_loop(b, self.i(0), self.i(self.in_channels), 1, per_channel)
 
     def produce_row(
         self,
@@ -371,51 +382,50 @@ class RowEmitter:
         count: int,
         valid: SSAValue,
     ) -> None:
-        """output[n, c0 + c, y, x] = buffer[at(x, c)] for the block's `valid` channels and x < count: a full block
-        by `width` x `width` tiles transposed in registers (unit-stride loads and stores), the rest element by
-        element."""
-        width = self.width
-        whole = count // width * width
+        """output[n, c0 + c, y, x] = buffer[at(x, c)] for the block's `valid` channels and x < count. A full block
+        goes by `TILE` x `TILE` tiles transposed in registers (unit-stride loads and stores; the last tile's stores
+        masked, its loads reading the buffer's `SPARE` columns); the last block, element by element."""
+        vec = VectorType(f32, [TILE])
+        tail = count % TILE
 
-        def elementwise(eb: ScalarBuilder, channels: SSAValue, first_x: int) -> None:
-            def per_c(cb: ScalarBuilder, c: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-                channel = cb.emit(arith.AddiOp(c0, c))
-
-                def per_x(xb: ScalarBuilder, x: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-                    loaded = xb.emit(memref.LoadOp.get(buffer, at(xb, x, c)))
-                    xb.insert(memref.StoreOp.get(loaded, output, [n, channel, y, x]))
-                    return []
-
-                for_loop(cb, cb.const(first_x, index), cb.const(count, index), 1, per_x)
-                return []
-
-            for_loop(eb, eb.const(0, index), channels, 1, per_c)
-
-        def tiles(tb: ScalarBuilder, x0: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            for lane in range(self.lanes):
-                first = tb.const(lane * width, index)
-                rows = [
-                    tb.emit(
-                        vector.LoadOp(
-                            buffer,
-                            at(tb, x0 if r == 0 else tb.emit(arith.AddiOp(x0, tb.const(r, index))), first),
-                            self.vec,
-                        )
-                    )
-                    for r in range(width)
-                ]
+        def tile(tb: ScalarBuilder, x0: SSAValue, mask: SSAValue | None) -> None:
+            for group in range(self.block // TILE):
+                first = tb.const(group * TILE, index)
+                columns = [tb.emit(arith.AddiOp(x0, tb.const(r, index))) if r else x0 for r in range(TILE)]
+                rows = [tb.emit(vector.LoadOp(buffer, at(tb, x, first), vec)) for x in columns]
                 for c, column in enumerate(_transpose(tb, rows)):
-                    channel = tb.emit(arith.AddiOp(c0, tb.const(lane * width + c, index)))
-                    tb.insert(vector.StoreOp(column, output, [n, channel, y, x0]))
+                    channel = tb.emit(arith.AddiOp(c0, tb.const(group * TILE + c, index)))
+                    where = [n, channel, y, x0]
+                    tb.insert(
+                        vector.StoreOp(column, output, where)
+                        if mask is None
+                        else vector.MaskedStoreOp(output, where, mask, column)
+                    )
+
+        def whole(tb: ScalarBuilder, x0: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            tile(tb, x0, None)
             return []
 
         fast = ScalarBuilder()
-        for_loop(fast, fast.const(0, index), fast.const(whole, index), width, tiles)
-        if whole < count:
-            elementwise(fast, fast.const(self.block, index), whole)
+        for_loop(fast, fast.const(0, index), fast.const(count - tail, index), TILE, whole)
+        if tail:
+            mask = fast.emit(vector.CreateMaskOp([fast.const(tail, index)], VectorType(i1, [TILE])))
+            tile(fast, fast.const(count - tail, index), mask)
         fast.insert(scf.YieldOp())
+
+        def per_c(cb: ScalarBuilder, c: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            channel = cb.emit(arith.AddiOp(c0, c))
+
+            def per_x(xb: ScalarBuilder, x: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                loaded = xb.emit(memref.LoadOp.get(buffer, at(xb, x, c)))
+                xb.insert(memref.StoreOp.get(loaded, output, [n, channel, y, x]))
+                return []
+
+            for_loop(cb, cb.const(0, index), cb.const(count, index), 1, per_x)
+            return []
+
         slow = ScalarBuilder()
-        elementwise(slow, valid, 0)
+        for_loop(slow, slow.const(0, index), valid, 1, per_c)
         slow.insert(scf.YieldOp())
         full = b.cmpi("eq", valid, self.i(self.block))
         b.insert(scf.IfOp(full, [], fast.ops, slow.ops))

@@ -1,0 +1,171 @@
+"""A convolution fused with the depthwise convolution after it (`kernel_to_linalg.conv`): the same numbers as torch
+for any stride, padding, dilation and channel count, the decision priced by `graph-fuse`, and illegal groups refused.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+from conftest import relative_l2
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from torch import nn
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+
+import gnomon
+from gnomon.errors import GnomonError
+from gnomon.executable import lower
+from gnomon.passes.graph_fuse import fusion_decisions
+from gnomon.passes.graph_to_kernel import FUSION_ATTR, kernel_ops
+from gnomon.pipeline import load, run_pipeline
+from gnomon.runtime.executor import Program
+
+ACTIVATIONS = {"relu": nn.ReLU, "relu6": nn.ReLU6, "silu": nn.SiLU, "hardswish": nn.Hardswish, "none": nn.Identity}
+
+
+class ConvPair(nn.Module):
+    """conv -> act -> [depthwise conv -> act]."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        channels: int,
+        conv: tuple[int, int, int, int],
+        depthwise: tuple[int, int, int, int] | None,
+        act: str,
+        bias: bool = True,
+    ):
+        super().__init__()
+        kernel, stride, padding, dilation = conv
+        self.conv = nn.Conv2d(in_channels, channels, kernel, stride, padding, dilation, bias=bias)
+        self.act = ACTIVATIONS[act]()
+        self.dw: nn.Module | None = None
+        if depthwise is not None:
+            kernel, stride, padding, dilation = depthwise
+            self.dw = nn.Conv2d(channels, channels, kernel, stride, padding, dilation, groups=channels, bias=bias)
+        self.dw_act = ACTIVATIONS[act]()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.act(self.conv(x))
+        return self.dw_act(self.dw(y)) if self.dw is not None else y
+
+
+def _graph(model: nn.Module, x: torch.Tensor) -> ModuleOp:
+    return run_pipeline(load(model, example_inputs=(x,)), "inference", "pair")
+
+
+def _program(module: ModuleOp, groups: list[int], kinds: list[str]) -> Program:
+    module = module.clone()
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    ops, _ = kernel_ops(function)
+    for op, group in zip(ops, groups, strict=True):
+        op.attributes[FUSION_ATTR] = DictionaryAttr(
+            {"group": IntegerAttr(group, i64), "kind": StringAttr(kinds[group])}
+        )
+    return Program(run_pipeline(module, "lowering", "pair", spec="graph-to-kernel,kernel-to-rt"))
+
+
+def _fused_output(model: nn.Module, x: torch.Tensor) -> np.ndarray:
+    module = _graph(model, x)
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    count = len(kernel_ops(function)[0])
+    program = _program(module, [0] * count, ["generated"])
+    (output,) = program.run([x.numpy()], profile=True)
+    assert [timing.kind for timing in program.profile.timings] == ["generated"]
+    return output
+
+
+window = st.tuples(st.sampled_from([1, 3, 5]), st.integers(1, 2), st.integers(0, 2), st.integers(1, 2))
+
+
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    batch=st.integers(1, 2),
+    in_channels=st.integers(1, 20),
+    channels=st.integers(1, 40),
+    size=st.integers(5, 19),
+    conv=window,
+    depthwise=st.one_of(st.none(), window),
+    act=st.sampled_from(sorted(ACTIVATIONS)),
+    bias=st.booleans(),
+)
+def test_fused_conv_matches_torch(
+    batch: int,
+    in_channels: int,
+    channels: int,
+    size: int,
+    conv: tuple[int, int, int, int],
+    depthwise: tuple[int, int, int, int] | None,
+    act: str,
+    bias: bool,
+) -> None:
+    kernel, stride, padding, dilation = conv
+    produced = (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+    if depthwise is not None:
+        kernel, stride, padding, dilation = depthwise
+        assume(produced + 2 * padding - dilation * (kernel - 1) - 1 >= 0)
+    assume(produced >= 1)
+    torch.manual_seed(0)
+    model = ConvPair(in_channels, channels, conv, depthwise, act, bias).eval()
+    x = torch.randn(batch, in_channels, size, size)
+    with torch.inference_mode():
+        expected = model(x).numpy()
+    assert relative_l2(_fused_output(model, x), expected) <= 1e-5
+
+
+@pytest.mark.parametrize(
+    ("in_channels", "channels", "conv", "depthwise", "size"),
+    [
+        (24, 144, (1, 1, 0, 1), (3, 1, 1, 1), 56),  # MobileNet-V2 expand + depthwise
+        (3, 32, (3, 2, 1, 1), (3, 1, 1, 1), 64),  # a stem
+        (40, 120, (1, 1, 0, 1), (5, 2, 2, 1), 28),  # MnasNet, 120 channels: a partial last block
+        (160, 960, (1, 1, 0, 1), (3, 1, 1, 1), 7),  # seven columns: only the masked tile
+    ],
+)
+def test_fused_and_separate_agree_on_network_shapes(
+    in_channels: int, channels: int, conv: tuple[int, int, int, int], depthwise: tuple[int, int, int, int], size: int
+) -> None:
+    torch.manual_seed(1)
+    model = ConvPair(in_channels, channels, conv, depthwise, "relu6").eval()
+    x = torch.randn(1, in_channels, size, size)
+    module = _graph(model, x)
+    fused = _program(module, [0, 0, 0, 0], ["generated"]).run([x.numpy()])[0]
+    separate = _program(module, [0, 0, 1, 1], ["anchor", "anchor"]).run([x.numpy()])[0]
+    assert relative_l2(fused, separate) <= 1e-5
+
+
+def test_graph_fuse_prices_the_pair_and_fuses_it() -> None:
+    model = ConvPair(24, 96, (1, 1, 0, 1), (3, 1, 1, 1), "relu6").eval()
+    x = torch.randn(1, 24, 28, 28)
+    module = load(model, example_inputs=(x,))
+    lowered = lower(module, device="generic-cpu")
+    decisions = fusion_decisions(
+        run_pipeline(_graph(model, x), "lowering", "pair", spec="graph-fuse{device=generic-cpu}")
+    )
+    kind = next(d for d in decisions if d.question == "kind")
+    assert kind.op == "conv"
+    assert [name for name, _ in kind.options] == ["generated", "library"]
+    assert kind.decision == ("generated" if kind.options[0][1] < kind.options[1][1] else "library")
+    joins = [d for d in decisions if d.question == "join"]
+    assert [d.op for d in joins] == ["clip", "conv", "clip"]
+    text = str(lowered)
+    assert "conv_clip_conv_clip" in text  # one kernel, as decided on generic-cpu
+    exe = gnomon.compile(model, example_inputs=(x,), device="generic-cpu")
+    with torch.inference_mode():
+        assert relative_l2(exe(x.numpy())[0], model(x).numpy()) <= 1e-5
+
+
+def test_a_dense_conv_cannot_join_a_generated_conv() -> None:
+    model = nn.Sequential(nn.Conv2d(8, 8, 1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1)).eval()
+    x = torch.randn(1, 8, 10, 10)
+    module = _graph(model, x)
+    message = (
+        "graph-to-kernel: graph.conv at 2 is in fusion group 0, but cannot join that kernel "
+        "(it must be the only user of the kernel's result)"
+    )
+    with pytest.raises(GnomonError, match=re.escape(message)):
+        _program(module, [0, 0, 0], ["generated"])
