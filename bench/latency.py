@@ -1,7 +1,8 @@
 """Inference latency: gnomon's native runtime next to PyTorch eager and ONNX Runtime, in one process.
 
 Models: the onnx package's light networks (batch 1, as shipped), and gnomon's torch models
-(a transformer block, a DLRM-style recommender, an MLP) at benchmark sizes. The systems:
+(a transformer block, a DLRM-style recommender, an MLP, MobileNet-V2 and an EfficientNet-B0-style network at
+224x224, batch 1) at benchmark sizes. The systems:
 
 - gnomon: `gnomon.compile(...)`, native backend;
 - torch eager: the torch module itself where one exists; for the ONNX networks, which have no
@@ -43,7 +44,7 @@ import torch
 
 import gnomon
 from gnomon.bundled import light_models
-from gnomon.models import DLRM, MLP, TransformerBlock
+from gnomon.models import DLRM, MLP, EfficientNetB0, MobileNetV2, TransformerBlock
 from gnomon.runtime.torch_eager import TorchEagerProgram
 
 THREADS = os.cpu_count() or 1
@@ -109,6 +110,16 @@ def dlrm_case() -> Case:
     return torch_case("dlrm", dlrm, dlrm.example_inputs(256))
 
 
+def mobilenet_v2_case() -> Case:
+    model = MobileNetV2()
+    return torch_case("mobilenet_v2", model, model.example_inputs(1))
+
+
+def efficientnet_case() -> Case:
+    model = EfficientNetB0()
+    return torch_case("efficientnet_b0", model, model.example_inputs(1))
+
+
 def mlp_case() -> Case:
     mlp = MLP(sizes=(1024, 2048, 2048, 1000))
     return torch_case("mlp", mlp, mlp.example_inputs(64))
@@ -159,6 +170,7 @@ def main() -> None:
         p.stem.removeprefix("light_"): partial(onnx_case, str(p)) for p in light_models()
     }
     factories |= {"transformer_block": transformer_case, "dlrm": dlrm_case, "mlp": mlp_case}
+    factories |= {"mobilenet_v2": mobilenet_v2_case, "efficientnet_b0": efficientnet_case}
     print(f"threads: {THREADS}; median of {args.repeat} turns x {BURST} back-to-back calls, interleaved; times in ms")
     print("torch = the torch module in eager mode; for ONNX networks, the graph op by op through ATen")
     header = f"{'model':<20}{'gnomon':>10}{'torch':>10}{'ORT':>10}{'g/torch':>9}{'g/ORT':>8}{'rel L2 vs ORT':>15}"

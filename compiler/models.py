@@ -160,3 +160,127 @@ class DLRM(nn.Module):
         indices = torch.randint(0, self.rows, (tables, batch * self.pooling))
         offsets = (torch.arange(batch) * self.pooling).repeat(tables, 1)
         return dense, indices, offsets
+
+
+def _conv_bn(
+    n_in: int, n_out: int, kernel: int, stride: int, groups: int, act: type[nn.Module] | None
+) -> nn.Sequential:
+    layers: list[nn.Module] = [
+        nn.Conv2d(n_in, n_out, kernel, stride, kernel // 2, groups=groups, bias=False),
+        nn.BatchNorm2d(n_out),
+    ]
+    if act is not None:
+        layers.append(act())
+    return nn.Sequential(*layers)
+
+
+def _randomize_batch_norms(model: nn.Module) -> None:
+    """Give every batch norm non-trivial statistics, as a trained network has, so that folding them is tested."""
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            nn.init.uniform_(module.weight, 0.5, 1.5)
+            nn.init.uniform_(module.bias, -0.1, 0.1)
+            nn.init.uniform_(module.running_mean, -0.1, 0.1)
+            nn.init.uniform_(module.running_var, 0.5, 1.5)
+
+
+class InvertedResidual(nn.Module):
+    """MobileNet-V2's block (and EfficientNet's MBConv with `excite`): 1x1 expand, depthwise, [squeeze-excite,]
+    1x1 project, with a residual where the shape allows."""
+
+    def __init__(
+        self, n_in: int, n_out: int, stride: int, expand: int, kernel: int = 3, act: type[nn.Module] = nn.ReLU6,
+        excite: bool = False,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        hidden = n_in * expand
+        layers: list[nn.Module] = [_conv_bn(n_in, hidden, 1, 1, 1, act)] if expand != 1 else []
+        layers.append(_conv_bn(hidden, hidden, kernel, stride, hidden, act))
+        self.expand_depthwise = nn.Sequential(*layers)
+        self.excite: nn.Module | None = None
+        if excite:
+            squeezed = max(1, n_in // 4)
+            self.excite = nn.Sequential(
+                nn.AdaptiveAvgPool2d(1), nn.Conv2d(hidden, squeezed, 1), act(), nn.Conv2d(squeezed, hidden, 1),
+                nn.Sigmoid(),
+            )  # fmt: skip
+        self.project = _conv_bn(hidden, n_out, 1, 1, 1, None)
+        self.residual = stride == 1 and n_in == n_out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.expand_depthwise(x)
+        if self.excite is not None:
+            y = y * self.excite(y)
+        y = self.project(y)
+        return x + y if self.residual else y
+
+
+class MobileNetV2(nn.Module):
+    """MobileNet-V2 (Sandler et al., 2018) at width 1.0: [batch, 3, 224, 224] -> logits [batch, classes]."""
+
+    SETTINGS = (
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 3, 2),
+        (6, 64, 4, 2),
+        (6, 96, 3, 1),
+        (6, 160, 3, 2),
+        (6, 320, 1, 1),
+    )
+    """(expand, channels, repeats, first stride) of each stage."""
+
+    def __init__(self, classes: int = 1000, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        layers: list[nn.Module] = [_conv_bn(3, 32, 3, 2, 1, nn.ReLU6)]
+        channels = 32
+        for expand, n_out, repeats, stride in self.SETTINGS:
+            for i in range(repeats):
+                layers.append(InvertedResidual(channels, n_out, stride if i == 0 else 1, expand))
+                channels = n_out
+        layers.append(_conv_bn(channels, 1280, 1, 1, 1, nn.ReLU6))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(1280, classes)
+        _randomize_batch_norms(self)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x).mean((2, 3)))
+
+    def example_inputs(self, batch: int = 1) -> tuple[torch.Tensor, ...]:
+        torch.manual_seed(1)
+        return (torch.randn(batch, 3, 224, 224),)
+
+
+class EfficientNetB0(nn.Module):
+    """An EfficientNet-B0-style network (Tan and Le, 2019): MBConv blocks with squeeze-excite and SiLU, no
+    stochastic depth: [batch, 3, 224, 224] -> logits [batch, classes]."""
+
+    SETTINGS = (
+        (1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 40, 2, 2, 5), (6, 80, 3, 2, 3), (6, 112, 3, 1, 5), (6, 192, 4, 2, 5),
+        (6, 320, 1, 1, 3),
+    )  # fmt: skip
+    """(expand, channels, repeats, first stride, kernel) of each stage."""
+
+    def __init__(self, classes: int = 1000, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        layers: list[nn.Module] = [_conv_bn(3, 32, 3, 2, 1, nn.SiLU)]
+        channels = 32
+        for expand, n_out, repeats, stride, kernel in self.SETTINGS:
+            for i in range(repeats):
+                block = InvertedResidual(channels, n_out, stride if i == 0 else 1, expand, kernel, nn.SiLU, True)
+                layers.append(block)
+                channels = n_out
+        layers.append(_conv_bn(channels, 1280, 1, 1, 1, nn.SiLU))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(1280, classes)
+        _randomize_batch_norms(self)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x).mean((2, 3)))
+
+    def example_inputs(self, batch: int = 1) -> tuple[torch.Tensor, ...]:
+        torch.manual_seed(1)
+        return (torch.randn(batch, 3, 224, 224),)

@@ -793,6 +793,8 @@ def test_torch_scatter_mean_is_refused() -> None:
     assert str(error.value) == (
         "unsupported op aten.scatter_reduce.two at node 'scatter_reduce' in Mean (scatter reduction 'mean')"
     )
+
+
 # ---- recurrent layers ----
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
@@ -1019,6 +1021,8 @@ def test_recurrent_cells_are_linear_and_elementwise_ops(cell: str) -> None:
     names = {op.name for op in gnomon.load(model, example_inputs=inputs).walk()}
     assert "graph.linear" in names
     assert not names & {"graph.lstm", "graph.gru", "graph.rnn"}
+
+
 # ---- rotary embedding, swish and Lp normalization ----
 
 
@@ -1069,6 +1073,8 @@ def test_lp_normalization_leaves_zero_vectors_zero(tmp_path: Path, p: int, axis:
     (got,) = gnomon.compile(_model(tmp_path / "lp.onnx", node, {"x": x})).run([x])
     norm = np.linalg.norm(x, ord=p, axis=axis, keepdims=True)
     np.testing.assert_allclose(got, np.where(norm == 0, 0, x / np.where(norm == 0, 1, norm)), rtol=1e-6)
+
+
 # ---- inverse trigonometric and hyperbolic functions, IsInf, Mod with fmod ----
 
 TRIGONOMETRIC = ["Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Sinh"]
@@ -1192,8 +1198,7 @@ def test_einsum_of_unequal_sizes_of_a_subscript_is_refused(tmp_path: Path) -> No
     with pytest.raises(UnsupportedOpsError) as error:
         gnomon.compile(tmp_path / "diag.onnx")
     assert str(error.value) == (
-        "unsupported op aten.einsum at node 'diag' in diag.onnx"
-        " (einsum subscript 'i' has sizes 3 and 4)"
+        "unsupported op aten.einsum at node 'diag' in diag.onnx (einsum subscript 'i' has sizes 3 and 4)"
     )
 
 
@@ -1231,6 +1236,8 @@ def test_wrap_pad_repeats_the_input_past_its_size(tmp_path: Path, dtype: type[An
     pads = {"pads": np.array([0, 4, 1, 1, 7, 0], np.int64)}
     node = helper.make_node("Pad", ["x", "pads"], ["y"], mode="wrap")
     _check(_model(tmp_path / "pad.onnx", node, {"x": x}, pads), {"x": x})
+
+
 # ---- stateful sequence ops and flex attention ----
 
 
@@ -1337,6 +1344,8 @@ def test_flex_attention_with_a_double_softmax_precision(tmp_path: Path) -> None:
         score_mod=_modifier("score_mod", "Mul", 0.5, onnx.TensorProto.DOUBLE),
     )
     _check(_model(tmp_path / "flex.onnx", node, inputs, opset=26, preview=True), inputs)
+
+
 # ---- grid sampling ----
 
 

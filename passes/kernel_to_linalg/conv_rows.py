@@ -1,7 +1,7 @@
 """The row-level emitters of a generated convolution kernel (`conv`): packing, im2col, the producer's register
 blocks, elementwise ops over a row, the depthwise convolution's row, and the transposed store back to NCHW.
 
-A row buffer is `[column][channel]` over one block of `BLOCK` channels, so that a vector of channels loads at
+A row buffer is `[column][channel]` over one block of channels (`block_vectors`), so that a vector of channels loads at
 once whatever the convolution's stride; NCHW's unit stride is along columns, which `store_row` restores with
 in-register transposes.
 """
@@ -42,17 +42,26 @@ index = IndexType()
 Point = tuple[SSAValue, SSAValue, SSAValue, SSAValue]
 """An element's (n, channel, row, column) in the graph."""
 
-BLOCK = 16
-"""Channels per block: one AVX-512 vector, two AVX2 ones."""
-POSITIONS = 12
-"""Producer columns per micro-tile, in vectors of BLOCK channels: 12 accumulators (6 x 2 vectors with AVX2)."""
+MAX_VECTORS = 2
+"""The most vectors of channels in a block: 16 or 32 channels with AVX-512 (16 with AVX2). Two vectors took 0.7x
+the time of one on 1x1 producers with 128-512 input channels; three took 1.5x on 24 (bench/fusion.py shapes)."""
+ACCUMULATORS = 12
+"""Vector accumulators of a producer micro-tile: positions x vectors, 12 x 1 or 6 x 2. More vectors per block
+mean fewer broadcasts per FMA (8 loads for 12 FMAs at 6 x 2, against 13 at 12 x 1)."""
 TILE = 8
 """Columns x channels of the tiles `store_row` transposes in registers."""
 SPARE = TILE
 """Columns a row buffer has past its last, which the last transposed tile reads and never stores."""
-COLUMNS = 8
-"""Depthwise output columns computed at once, in vectors of BLOCK channels: enough independent FMA chains to hide
-the FMA latency."""
+CHAINS = 8
+"""Independent FMA chains of the depthwise row (output columns x vectors): enough to hide the FMA latency."""
+
+
+def block_vectors(channels: int, width: int) -> int:
+    """Vectors of `width` channels per block: the most, up to `MAX_VECTORS`, that pads the channels to the fewest
+    extra (the last block computes channels that do not exist); a block is at least 16 channels, a multiple of the
+    transposed tile."""
+    options = [v for v in range(MAX_VECTORS, 0, -1) if v * width >= 2 * TILE and v * width % TILE == 0]
+    return min(options, key=lambda v: (-(-channels // (v * width)) * v * width - channels, -v))
 
 
 @dataclass(frozen=True)
@@ -111,14 +120,14 @@ class RowEmitter:
         self.b = b
         self.chain = chain
         self.sources = sources
-        if width not in (4, 8, 16):
-            raise CodegenError(f"a generated convolution takes vectors of 4, 8 or 16 lanes, not {width}")
-        self.width = width
-        self.block = BLOCK
-        self.lanes = BLOCK // width
-        self.positions = POSITIONS // self.lanes
-        self.columns = COLUMNS // self.lanes
+        if width not in (8, 16):
+            raise CodegenError(f"a generated convolution takes vectors of 8 or 16 lanes, not {width}")
         producer = chain.producer
+        self.width = width
+        self.lanes = block_vectors(shape_of(producer.result)[1], width)
+        self.block = self.lanes * width
+        self.positions = ACCUMULATORS // self.lanes
+        self.columns = max(2, CHAINS // self.lanes)
         self.x = sources[producer.input]
         self.n, self.in_channels, self.height, self.in_width = shape_of(producer.input)
         _, self.channels, self.rows, self.cols = shape_of(producer.result)
