@@ -1,14 +1,15 @@
 """A generated f32 2-D convolution, and a depthwise convolution fused after it, over a line buffer.
 
 The kernel is `conv (groups 1) -> elementwise ops [-> depthwise conv -> elementwise ops]`, NCHW in and out. The
-output channels split into blocks of `block` channels (a few vectors); a unit of work is one image, one channel
+output channels split into blocks of one or two vectors (`conv_rows.block_vectors`); a unit of work is one image, one channel
 block and one band of output rows, and a call's parts share the units out, bands innermost. For one unit:
 
-- the producer's weights for the block are packed `[k][channel]`, so a vector of channels loads at once;
+- the producer's weights for the block are packed `[k][channel]`, so a vector of channels loads at once, and its
+  bias (and the depthwise conv's) starts the accumulators;
 - each producer row the band needs is computed once, in order, into a ring of `span` rows (the depthwise window's
   height) laid out `[column][channel]`, with the depthwise conv's left and right padding as zero columns and one
   zero row standing for the rows above and below the image: the intermediate feature map lives in the ring, in
-  L1 and L2, and never goes to DRAM (seed: Optimizing depthwise-separable layers by fusion, 2.09x over oneDNN);
+  L1 and L2, and never goes to DRAM (what made the seed of issue 16 2.09x faster than oneDNN-backed PyTorch);
 - a producer row is a register-blocked micro-kernel, `positions` columns x `block` channels of accumulators, one
   broadcast of the input and one FMA per accumulator per reduction step; a 1x1 stride-1 producer reads its input
   row in place, any other reads an im2col row built for it (zeros for padding);
