@@ -58,8 +58,8 @@ AUTO_DEVICE = "auto"
 
 CHOICE_OPS = (ReduceOp, ConvOp)
 """Ops that gnomon generates as the anchor of a loop nest and the library also computes: their kind is priced (a
-convolution only where its generated kernel can take a depthwise convolution, `conv_join`; alone the library's is
-as fast).
+convolution only where its generated kernel can take the depthwise convolution after it: alone, it was never
+measured against oneDNN's).
 Not yet softmax and matmul, which `graph-to-kernel` still sends to the library: on attention's softmaxes the cost
 model predicted the generated kernel within 3% of oneDNN's, and on all four of them it measured 1.2-1.7x slower (it
 computes each exponential twice, which the model does not price; bench/fusion_decisions.py), and generated matmuls

@@ -72,8 +72,8 @@ lowers the groups it is given; without them it takes every legal join."""
 
 # Generatable, but the library is faster here: oneDNN's softmax (bench/codegen.py), and BLAS is as
 # fast as the generated matmul on square shapes and safer on ragged ones.
-# A generated convolution pays off where the library's does not fuse: with the depthwise conv after it, which
-# `graph-fuse` prices (`conv_join`); alone, oneDNN's is as fast or faster.
+# A generated convolution is meant for where the library cannot fuse: with the depthwise conv after it, which
+# `graph-fuse` prices (`_conv_join`); alone it was never measured against oneDNN's.
 _PREFER_LIBRARY = (linalg.MatmulOp, nn.SoftmaxOp, nn.LogSoftmaxOp, nn.ConvOp)
 
 
