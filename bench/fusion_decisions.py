@@ -47,6 +47,7 @@ from gnomon.passes.graph_to_kernel import (
     fusion_group,
     fusion_kind,
     kernel_ops,
+    legal_join,
     library_kind,
 )
 from gnomon.pipeline import load, run_pipeline
@@ -154,8 +155,16 @@ def _choices(model: str, module: ModuleOp) -> list[Choice]:
             cut, clones = _cut_out(taken)
             n = len(taken)
             generated = Way("generated", (0,) * n, ("generated",))
-            rest: tuple[Kind, ...] = ("generated",) if n > 1 else ()
-            library = Way("library", (0,) + (1,) * (n - 1), (library_kind(clones[0]), *rest))
+            # The library call with its epilogue, then the rest grouped as graph-to-kernel groups it by itself.
+            first = Group([clones[0]], library_kind(clones[0]), [])
+            groups = [first]
+            for clone in clones[1:]:
+                if legal_join(groups[-1], clone):
+                    groups[-1].ops.append(clone)
+                else:
+                    groups.append(Group([clone], default_kind(clone), []))
+            indices = tuple(i for i, group in enumerate(groups) for _ in group.ops)
+            library = Way("library", indices, tuple(group.kind for group in groups))
             kind = fusion_kind(op)
             choices.append(
                 Choice(
