@@ -66,8 +66,9 @@ class Efficiency:
     """Seconds a generated kernel split over several threads takes beyond a one-thread launch: waking the OpenMP
     team and joining it (`gnomon.cost.program.kernel_cost`)."""
     generated_conv: float = 0.5
-    """Fraction of the fp32 peak gnomon's generated dense convolution sustains (`kernel_to_linalg.conv`): about
-    100 GFLOP/s of torch.mm's 200 on the 2-core AVX-512 Xeon (bench/fusion.py)."""
+    """Fraction of the fp32 peak gnomon's generated dense convolution sustains (`kernel_to_linalg.conv`): 60-100
+    GFLOP/s of torch.mm's 200 on the 2-core AVX-512 Xeon, kernel alone (bench/fusion.py's shapes); not yet fitted by
+    calibration."""
     generated_depthwise: float = 0.35
     """Fraction of the fp32 peak the depthwise convolution fused after it sustains."""
     thin_call_cold_s: float = 0.0

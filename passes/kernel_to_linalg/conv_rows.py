@@ -43,8 +43,8 @@ Point = tuple[SSAValue, SSAValue, SSAValue, SSAValue]
 """An element's (n, channel, row, column) in the graph."""
 
 MAX_VECTORS = 2
-"""The most vectors of channels in a block: 16 or 32 channels with AVX-512 (16 with AVX2). Two vectors took 0.7x
-the time of one on 1x1 producers with 128-512 input channels; three took 1.5x on 24 (bench/fusion.py shapes)."""
+"""The most vectors of channels in a block: 16 or 32 channels with AVX-512 (16 with AVX2). Two vectors took 0.7-0.9x
+the time of one on 1x1 producers with 128-512 input channels; three took 1.4-1.5x on 24 (bench/fusion.py shapes)."""
 ACCUMULATORS = 12
 """Vector accumulators of a producer micro-tile: positions x vectors, 12 x 1 or 6 x 2. More vectors per block
 mean fewer broadcasts per FMA (8 loads for 12 FMAs at 6 x 2, against 13 at 12 x 1)."""
