@@ -19,6 +19,7 @@ from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringA
 import gnomon
 from gnomon.errors import GnomonError
 from gnomon.executable import lower
+from gnomon.passes import graph_to_kernel
 from gnomon.passes.graph_fuse import fusion_decisions
 from gnomon.passes.graph_to_kernel import FUSION_ATTR, kernel_ops
 from gnomon.pipeline import load, run_pipeline
@@ -59,6 +60,10 @@ def _graph(model: nn.Module, x: torch.Tensor) -> ModuleOp:
 
 
 def _program(module: ModuleOp, groups: list[int], kinds: list[str]) -> Program:
+    return Program(_lowered(module, groups, kinds))
+
+
+def _lowered(module: ModuleOp, groups: list[int], kinds: list[str]) -> ModuleOp:
     module = module.clone()
     function = next(op for op in module.ops if isinstance(op, func.FuncOp))
     ops, _ = kernel_ops(function)
@@ -66,7 +71,7 @@ def _program(module: ModuleOp, groups: list[int], kinds: list[str]) -> Program:
         op.attributes[FUSION_ATTR] = DictionaryAttr(
             {"group": IntegerAttr(group, i64), "kind": StringAttr(kinds[group])}
         )
-    return Program(run_pipeline(module, "lowering", "pair", spec="graph-to-kernel,kernel-to-rt"))
+    return run_pipeline(module, "lowering", "pair", spec="graph-to-kernel,kernel-to-rt")
 
 
 def _fused_output(model: nn.Module, x: torch.Tensor) -> np.ndarray:
@@ -169,3 +174,17 @@ def test_a_dense_conv_cannot_join_a_generated_conv() -> None:
     )
     with pytest.raises(GnomonError, match=re.escape(message)):
         _program(module, [0, 0, 0], ["generated"])
+
+
+def test_avx2_vectors_compute_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine without AVX-512 gets 8-lane vectors (two per block of 16 channels): the same numbers."""
+    monkeypatch.setattr(graph_to_kernel, "host_vector_lanes", lambda: 8)
+    torch.manual_seed(2)
+    model = ConvPair(12, 40, (3, 2, 1, 1), (5, 1, 2, 2), "silu").eval()
+    x = torch.randn(2, 12, 17, 17)
+    with torch.inference_mode():
+        expected = model(x).numpy()
+    module = _graph(model, x)
+    lowered = _lowered(module, [0, 0, 0, 0], ["generated"])
+    assert "vector = 8" in str(lowered)
+    assert relative_l2(Program(lowered).run([x.numpy()])[0], expected) <= 1e-5
