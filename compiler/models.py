@@ -180,8 +180,11 @@ def _randomize_batch_norms(model: nn.Module) -> None:
         if isinstance(module, nn.BatchNorm2d):
             nn.init.uniform_(module.weight, 0.5, 1.5)
             nn.init.uniform_(module.bias, -0.1, 0.1)
-            nn.init.uniform_(module.running_mean, -0.1, 0.1)
-            nn.init.uniform_(module.running_var, 0.5, 1.5)
+            mean, variance = module.running_mean, module.running_var
+            assert mean is not None  # tracked statistics: BatchNorm2d's default
+            assert variance is not None
+            nn.init.uniform_(mean, -0.1, 0.1)
+            nn.init.uniform_(variance, 0.5, 1.5)
 
 
 class InvertedResidual(nn.Module):

@@ -1,8 +1,9 @@
 """A generated f32 2-D convolution, and a depthwise convolution fused after it, over a line buffer.
 
 The kernel is `conv (groups 1) -> elementwise ops [-> depthwise conv -> elementwise ops]`, NCHW in and out. The
-output channels split into blocks of one or two vectors (`conv_rows.block_vectors`); a unit of work is one image, one channel
-block and one band of output rows, and a call's parts share the units out, bands innermost. For one unit:
+output channels split into blocks of one or two vectors (`conv_rows.block_vectors`); a unit of work is one image,
+one channel block and one band of output rows, and a call's parts share the units out, bands innermost. For one
+unit:
 
 - the producer's weights for the block are packed `[k][channel]`, so a vector of channels loads at once, and its
   bias (and the depthwise conv's) starts the accumulators;
