@@ -19,8 +19,9 @@ from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringA
 import gnomon
 from gnomon.errors import GnomonError
 from gnomon.executable import lower
+from gnomon.models import MobileNetV2
 from gnomon.passes import graph_to_kernel
-from gnomon.passes.graph_fuse import fusion_decisions
+from gnomon.passes.graph_fuse import FusionDecision, fusion_decisions
 from gnomon.passes.graph_to_kernel import FUSION_ATTR, kernel_ops
 from gnomon.pipeline import load, run_pipeline
 from gnomon.runtime.executor import Program
@@ -188,3 +189,19 @@ def test_avx2_vectors_compute_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     lowered = _lowered(module, [0, 0, 0, 0], ["generated"])
     assert "vector = 8" in str(lowered)
     assert relative_l2(Program(lowered).run([x.numpy()])[0], expected) <= 1e-5
+
+
+def test_mobilenet_v2_runs_its_pairs_fused_and_matches_torch() -> None:
+    """The whole network: each of the 17 conv + depthwise pairs (the stem, 16 expand layers) is a priced choice, and
+    each one decided generated runs as one kernel."""
+    model = MobileNetV2()
+    (x,) = model.example_inputs(1)
+    decisions: list[FusionDecision] = []
+    exe = gnomon.compile(model, example_inputs=(x,), device="generic-cpu", decisions=decisions)
+    kinds = [d for d in decisions if d.op == "conv" and d.question == "kind"]
+    (got,) = exe.run([x.numpy()], profile=True)
+    fused = [t for t in exe.profile().timings if t.kind == "generated" and t.source_ops.count("graph.conv") == 2]
+    assert len(kinds) == 17
+    assert len(fused) == sum(d.decision == "generated" for d in kinds) > 0
+    with torch.inference_mode():
+        assert relative_l2(got, model(x).numpy()) <= 1e-5
