@@ -25,29 +25,25 @@ from __future__ import annotations
 
 import argparse
 import io
-import math
-import os
-import statistics
-import time
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-import numpy as np
-import onnxruntime
 import torch
 from torch import nn
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ModuleOp
 
 from gnomon.passes.graph_fuse import AUTO_DEVICE, Fuser, fusion_device
-from gnomon.passes.graph_to_kernel import FUSION_ATTR, Group, Kind, kernel_ops, library_kind
+from gnomon.passes.graph_to_kernel import Group, Kind, kernel_ops, library_kind, set_groups
 from gnomon.pipeline import load, run_pipeline
 from gnomon.runtime.executor import Program
 
-THREADS = os.cpu_count() or 1
-COOLDOWN_S = 0.05
-BURST = 3
+sys.path.insert(0, str(Path(__file__).parent))
+
+from latency import BURST, THREADS, Case, geomean, measure, ort_session, relative_l2
 
 
 @dataclass(frozen=True)
@@ -183,12 +179,7 @@ def ways(module: ModuleOp) -> dict[str, tuple[tuple[int, ...], tuple[Kind, ...]]
 
 def lowered(module: ModuleOp, groups: tuple[int, ...], kinds: tuple[Kind, ...]) -> Program:
     module = module.clone()
-    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    ops, _ = kernel_ops(function)
-    for op, group in zip(ops, groups, strict=True):
-        op.attributes[FUSION_ATTR] = DictionaryAttr(
-            {"group": IntegerAttr(group, i64), "kind": StringAttr(kinds[group])}
-        )
+    set_groups(next(op for op in module.ops if isinstance(op, func.FuncOp)), groups, kinds)
     return Program(run_pipeline(module, "lowering", "pair", spec="graph-to-kernel,kernel-to-rt"))
 
 
@@ -197,41 +188,6 @@ def predicted(module: ModuleOp, groups: tuple[int, ...], kinds: tuple[Kind, ...]
     ops, _ = kernel_ops(function)
     members = [Group([o for o, g in zip(ops, groups) if g == i], kinds[i], []) for i in range(len(kinds))]
     return sum(fuser.price(group) for group in members)
-
-
-def relative_l2(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
-
-
-def ort_session(model: nn.Module, x: torch.Tensor) -> onnxruntime.InferenceSession:
-    buffer = io.BytesIO()
-    torch.onnx.export(model, (x,), buffer, dynamo=False)
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = THREADS
-    options.inter_op_num_threads = 1
-    return onnxruntime.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
-
-
-def medians(systems: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
-    """One round: each system's median over `repeat` turns of `BURST` calls, the systems interleaved."""
-    for call in systems.values():
-        for _ in range(3):
-            call()
-    samples: dict[str, list[float]] = {name: [] for name in systems}
-    for _ in range(repeat):
-        for name, call in systems.items():
-            time.sleep(COOLDOWN_S)
-            call()
-            for _ in range(BURST):
-                start = time.perf_counter()
-                call()
-                samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(times) for name, times in samples.items()}
-
-
-def geomean(values: Sequence[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
 SYSTEMS = ("fused", "separate", "torch", "ort")
@@ -263,9 +219,12 @@ def main() -> None:
         x = torch.randn(1, pair.in_channels, pair.size, pair.size)
         module = graph_module(model, x)
         inputs = [x.numpy()]
-        programs = {name: lowered(module, *way) for name, way in ways(module).items()}
-        prediction = {name: predicted(module, *way, fuser) for name, way in ways(module).items()}
-        session = ort_session(model, x)
+        both = ways(module)
+        programs = {name: lowered(module, *way) for name, way in both.items()}
+        prediction = {name: predicted(module, *way, fuser) for name, way in both.items()}
+        exported = io.BytesIO()
+        torch.onnx.export(model, (x,), exported, dynamo=False)
+        session = ort_session(exported.getvalue())
         feed = {session.get_inputs()[0].name: inputs[0]}
         with torch.inference_mode():
             reference = model(x).numpy()
@@ -282,7 +241,7 @@ def main() -> None:
             "torch": eager,
             "ort": lambda: session.run(None, feed),
         }
-        rounds = [medians(systems, args.repeat) for _ in range(args.rounds)]
+        rounds = [measure(Case(pair.name, inputs, systems), args.repeat) for _ in range(args.rounds)]  # ms
         best = {name: min(r[name] for r in rounds) for name in SYSTEMS}
         spread = max(max(r[name] for r in rounds) / best[name] - 1 for name in SYSTEMS)
         predicted_ratio = prediction["fused"] / prediction["separate"]
@@ -291,7 +250,7 @@ def main() -> None:
         agree += same_sign
         to_torch.append(best["torch"] / best["fused"])
         to_ort.append(best["ort"] / best["fused"])
-        us = {name: best[name] * 1e6 for name in SYSTEMS}
+        us = {name: best[name] * 1e3 for name in SYSTEMS}
         print(
             f"{pair.name:<40}{us['fused']:>8.0f}{us['separate']:>9.0f}{us['torch']:>8.0f}{us['ort']:>8.0f}"
             f"{to_torch[-1]:>8.2f}{to_ort[-1]:>7.2f}{spread:>7.0%}{predicted_ratio:>9.2f}{measured_ratio:>9.2f}"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, FunctionType, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import DictionaryAttr, FunctionType, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -49,6 +49,7 @@ from gnomon.passes.graph_to_kernel import (
     kernel_ops,
     legal_join,
     library_kind,
+    set_groups,
 )
 from gnomon.pipeline import load, run_pipeline
 from gnomon.runtime.calibration.profile import smooth
@@ -176,11 +177,7 @@ def _choices(model: str, module: ModuleOp) -> list[Choice]:
 
 def _lowered(choice: Choice, way: Way) -> ModuleOp:
     module = choice.module.clone()
-    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    ops, _ = kernel_ops(function)
-    for op, group in zip(ops, way.groups, strict=True):
-        entries = {"group": IntegerAttr(group, i64), "kind": StringAttr(way.kinds[group])}
-        op.attributes[FUSION_ATTR] = DictionaryAttr(entries)
+    set_groups(next(op for op in module.ops if isinstance(op, func.FuncOp)), way.groups, way.kinds)
     return run_pipeline(module, "lowering", choice.model, spec="graph-to-kernel,kernel-to-rt")
 
 

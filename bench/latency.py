@@ -60,7 +60,7 @@ class Case:
     systems: dict[str, Callable[[], Any]]
 
 
-def _ort_session(model: bytes | str) -> onnxruntime.InferenceSession:
+def ort_session(model: bytes | str) -> onnxruntime.InferenceSession:
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = THREADS
     options.inter_op_num_threads = 1
@@ -78,7 +78,7 @@ def onnx_case(path: str) -> Case:
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal(shape).astype(dtype) for shape, dtype in zip(exe.input_shapes, exe.input_dtypes)]
     eager = TorchEagerProgram(gnomon.load(path))
-    session = _ort_session(path)
+    session = ort_session(path)
     return Case(
         name,
         inputs,
@@ -91,7 +91,7 @@ def torch_case(name: str, model: torch.nn.Module, example: tuple[torch.Tensor, .
     inputs = [x.numpy() for x in example]
     buffer = io.BytesIO()
     torch.onnx.export(model, example, buffer, dynamo=False)
-    session = _ort_session(buffer.getvalue())
+    session = ort_session(buffer.getvalue())
 
     def eager() -> Any:
         with torch.inference_mode():

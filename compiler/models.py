@@ -218,30 +218,27 @@ class InvertedResidual(nn.Module):
         return x + y if self.residual else y
 
 
-class MobileNetV2(nn.Module):
-    """MobileNet-V2 (Sandler et al., 2018) at width 1.0: [batch, 3, 224, 224] -> logits [batch, classes]."""
+class _InvertedResidualNet(nn.Module):
+    """A stem, stages of `InvertedResidual` blocks (`SETTINGS`), a 1x1 conv to 1280 channels, global average pooling
+    and a linear classifier: [batch, 3, 224, 224] -> logits [batch, classes]."""
 
-    SETTINGS = (
-        (1, 16, 1, 1),
-        (6, 24, 2, 2),
-        (6, 32, 3, 2),
-        (6, 64, 4, 2),
-        (6, 96, 3, 1),
-        (6, 160, 3, 2),
-        (6, 320, 1, 1),
-    )
-    """(expand, channels, repeats, first stride) of each stage."""
+    SETTINGS: tuple[tuple[int, int, int, int, int], ...] = ()
+    """(expand, channels, repeats, first stride, kernel) of each stage."""
+    ACTIVATION: type[nn.Module] = nn.ReLU6
+    EXCITE = False
 
     def __init__(self, classes: int = 1000, seed: int = 0) -> None:
         super().__init__()
         torch.manual_seed(seed)
-        layers: list[nn.Module] = [_conv_bn(3, 32, 3, 2, 1, nn.ReLU6)]
+        act = self.ACTIVATION
+        layers: list[nn.Module] = [_conv_bn(3, 32, 3, 2, 1, act)]
         channels = 32
-        for expand, n_out, repeats, stride in self.SETTINGS:
+        for expand, n_out, repeats, stride, kernel in self.SETTINGS:
             for i in range(repeats):
-                layers.append(InvertedResidual(channels, n_out, stride if i == 0 else 1, expand))
+                first_stride = stride if i == 0 else 1
+                layers.append(InvertedResidual(channels, n_out, first_stride, expand, kernel, act, self.EXCITE))
                 channels = n_out
-        layers.append(_conv_bn(channels, 1280, 1, 1, 1, nn.ReLU6))
+        layers.append(_conv_bn(channels, 1280, 1, 1, 1, act))
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Linear(1280, classes)
         _randomize_batch_norms(self)
@@ -255,35 +252,22 @@ class MobileNetV2(nn.Module):
         return (torch.randn(batch, 3, 224, 224),)
 
 
-class EfficientNetB0(nn.Module):
+class MobileNetV2(_InvertedResidualNet):
+    """MobileNet-V2 (Sandler et al., 2018) at width 1.0, ReLU6."""
+
+    SETTINGS = (
+        (1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 32, 3, 2, 3), (6, 64, 4, 2, 3), (6, 96, 3, 1, 3), (6, 160, 3, 2, 3),
+        (6, 320, 1, 1, 3),
+    )  # fmt: skip
+
+
+class EfficientNetB0(_InvertedResidualNet):
     """An EfficientNet-B0-style network (Tan and Le, 2019): MBConv blocks with squeeze-excite and SiLU, no
-    stochastic depth: [batch, 3, 224, 224] -> logits [batch, classes]."""
+    stochastic depth."""
 
     SETTINGS = (
         (1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 40, 2, 2, 5), (6, 80, 3, 2, 3), (6, 112, 3, 1, 5), (6, 192, 4, 2, 5),
         (6, 320, 1, 1, 3),
     )  # fmt: skip
-    """(expand, channels, repeats, first stride, kernel) of each stage."""
-
-    def __init__(self, classes: int = 1000, seed: int = 0) -> None:
-        super().__init__()
-        torch.manual_seed(seed)
-        layers: list[nn.Module] = [_conv_bn(3, 32, 3, 2, 1, nn.SiLU)]
-        channels = 32
-        for expand, n_out, repeats, stride, kernel in self.SETTINGS:
-            for i in range(repeats):
-                block = InvertedResidual(channels, n_out, stride if i == 0 else 1, expand, kernel, nn.SiLU, True)
-                layers.append(block)
-                channels = n_out
-        layers.append(_conv_bn(channels, 1280, 1, 1, 1, nn.SiLU))
-        self.features = nn.Sequential(*layers)
-        self.classifier = nn.Linear(1280, classes)
-        _randomize_batch_norms(self)
-        self.eval()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.features(x).mean((2, 3)))
-
-    def example_inputs(self, batch: int = 1) -> tuple[torch.Tensor, ...]:
-        torch.manual_seed(1)
-        return (torch.randn(batch, 3, 224, 224),)
+    ACTIVATION = nn.SiLU
+    EXCITE = True

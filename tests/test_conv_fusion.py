@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from torch import nn
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ModuleOp
 
 import gnomon
 from gnomon.errors import GnomonError
@@ -22,7 +22,7 @@ from gnomon.executable import lower
 from gnomon.models import MobileNetV2
 from gnomon.passes import graph_to_kernel
 from gnomon.passes.graph_fuse import FusionDecision, fusion_decisions
-from gnomon.passes.graph_to_kernel import FUSION_ATTR, kernel_ops
+from gnomon.passes.graph_to_kernel import Kind, kernel_ops, set_groups
 from gnomon.pipeline import load, run_pipeline
 from gnomon.runtime.executor import Program
 
@@ -60,18 +60,13 @@ def _graph(model: nn.Module, x: torch.Tensor) -> ModuleOp:
     return run_pipeline(load(model, example_inputs=(x,)), "inference", "pair")
 
 
-def _program(module: ModuleOp, groups: list[int], kinds: list[str]) -> Program:
+def _program(module: ModuleOp, groups: list[int], kinds: list[Kind]) -> Program:
     return Program(_lowered(module, groups, kinds))
 
 
-def _lowered(module: ModuleOp, groups: list[int], kinds: list[str]) -> ModuleOp:
+def _lowered(module: ModuleOp, groups: list[int], kinds: list[Kind]) -> ModuleOp:
     module = module.clone()
-    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    ops, _ = kernel_ops(function)
-    for op, group in zip(ops, groups, strict=True):
-        op.attributes[FUSION_ATTR] = DictionaryAttr(
-            {"group": IntegerAttr(group, i64), "kind": StringAttr(kinds[group])}
-        )
+    set_groups(next(op for op in module.ops if isinstance(op, func.FuncOp)), groups, kinds)
     return run_pipeline(module, "lowering", "pair", spec="graph-to-kernel,kernel-to-rt")
 
 

@@ -35,7 +35,7 @@ from typing import Literal
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, TensorType, f32
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, TensorType, f32, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -237,6 +237,18 @@ def build_kernel(group: Group, index: int, threads: int) -> GeneratedOp | Librar
     if call is None:
         return LibraryOp(f"numpy.{_short(group.ops[0])}", operands, result_types, body)
     return LibraryOp(call.callee, operands, result_types, body, epilogue=call.epilogue, transposed=call.transposed)
+
+
+def set_groups(function: func.FuncOp, groups: Sequence[int], kinds: Sequence[Kind]) -> None:
+    """Put `function`'s kernel ops (`kernel_ops`, in order) into `groups`, group i of kind `kinds[i]`, as `graph-fuse`
+    records its decisions: a way to lower a grouping of one's own (a benchmark's, a test's)."""
+    ops, _ = kernel_ops(function)
+    if len(groups) != len(ops):
+        raise GnomonError(f"graph-to-kernel: {len(groups)} groups given for {len(ops)} kernel ops")
+    for op, group in zip(ops, groups, strict=True):
+        op.attributes[FUSION_ATTR] = DictionaryAttr(
+            {"group": IntegerAttr(group, i64), "kind": StringAttr(kinds[group])}
+        )
 
 
 def fusion_group(op: Operation) -> int | None:

@@ -308,17 +308,7 @@ class RowEmitter:
                     column = tb.emit(arith.AddiOp(where[-1], tb.const(lane * width, index)))
                     tb.insert(vector.StoreOp(final[r * lanes + lane], where[0], [*where[1:-1], column]))
 
-        positions = self.positions
-        whole = self.cols // positions * positions
-
-        def full(fb: ScalarBuilder, x0: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            tile(fb, x0, positions)
-            return []
-
-        if whole:
-            for_loop(b, self.i(0), self.i(whole), positions, full)
-        if self.cols > whole:
-            tile(b, self.i(whole), self.cols - whole)
+        _tiles(b, self.cols, self.positions, tile)
 
     def flat(self, b: ScalarBuilder, buffer: SSAValue) -> SSAValue:
         """`buffer` as one dim."""
@@ -395,9 +385,11 @@ class RowEmitter:
         goes by `TILE` x `TILE` tiles transposed in registers (unit-stride loads and stores; the last tile's stores
         masked, its loads reading the buffer's `SPARE` columns); the last block, element by element."""
         vec = VectorType(f32, [TILE])
-        tail = count % TILE
 
-        def tile(tb: ScalarBuilder, x0: SSAValue, mask: SSAValue | None) -> None:
+        def tile(tb: ScalarBuilder, x0: SSAValue, stored_columns: int) -> None:
+            mask = None
+            if stored_columns < TILE:
+                mask = tb.emit(vector.CreateMaskOp([tb.const(stored_columns, index)], VectorType(i1, [TILE])))
             for group in range(self.block // TILE):
                 first = tb.const(group * TILE, index)
                 columns = [tb.emit(arith.AddiOp(x0, tb.const(r, index))) if r else x0 for r in range(TILE)]
@@ -411,15 +403,8 @@ class RowEmitter:
                         else vector.MaskedStoreOp(output, where, mask, column)
                     )
 
-        def whole(tb: ScalarBuilder, x0: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            tile(tb, x0, None)
-            return []
-
         fast = ScalarBuilder()
-        for_loop(fast, fast.const(0, index), fast.const(count - tail, index), TILE, whole)
-        if tail:
-            mask = fast.emit(vector.CreateMaskOp([fast.const(tail, index)], VectorType(i1, [TILE])))
-            tile(fast, fast.const(count - tail, index), mask)
+        _tiles(fast, count, TILE, tile)
         fast.insert(scf.YieldOp())
 
         def per_c(cb: ScalarBuilder, c: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
@@ -482,17 +467,21 @@ class RowEmitter:
                 for lane in range(lanes):
                     tb.insert(vector.StoreOp(acc[t * lanes + lane], out_row, [x, tb.const(lane * width, index)]))
 
-        columns = self.columns
-        whole = self.out_cols // columns * columns
+        _tiles(b, self.out_cols, self.columns, tile)
 
-        def full(fb: ScalarBuilder, x0: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            tile(fb, x0, columns)
-            return []
 
-        if whole:
-            for_loop(b, b.const(0, index), b.const(whole, index), columns, full)
-        if self.out_cols > whole:
-            tile(b, b.const(whole, index), self.out_cols - whole)
+def _tiles(b: ScalarBuilder, count: int, size: int, tile: Callable[[ScalarBuilder, SSAValue, int], None]) -> None:
+    """tile(start, size) over [0, count) in steps of `size` (a loop), then tile(start, rest) for the rest (once)."""
+    whole = count // size * size
+
+    def full(fb: ScalarBuilder, x0: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+        tile(fb, x0, size)
+        return []
+
+    if whole:
+        for_loop(b, b.const(0, index), b.const(whole, index), size, full)
+    if count > whole:
+        tile(b, b.const(whole, index), count - whole)
 
 
 def _transpose(b: ScalarBuilder, rows: list[SSAValue]) -> list[SSAValue]:
