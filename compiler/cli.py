@@ -1,4 +1,4 @@
-"""The `gnomon` command line: `import`, `summary`, `compile`, `run`, `analyze` and `calibrate`.
+"""The `gnomon` command line: `import`, `summary`, `compile`, `run`, `tune`, `analyze` and `calibrate`.
 
 User errors (a missing file, an unsupported op, a bad `--input-shape`) print one line each and
 exit with status 2; `--debug` shows the traceback instead. So do bad arguments, and, as a last resort, an
@@ -177,6 +177,21 @@ def _cmd_run(args: argparse.Namespace) -> None:
     )
 
 
+def _cmd_tune(args: argparse.Namespace) -> None:
+    from gnomon.tuning.command import tune_command
+
+    check_readable(args.model)
+    tune_command(
+        args.model,
+        input_shapes=_input_shapes(args.input_shape),
+        budget_s=args.budget_s,
+        top=args.top,
+        retune=args.retune,
+        device=args.device,
+        seed=args.seed,
+    )
+
+
 def _cmd_analyze(args: argparse.Namespace) -> None:
     from gnomon.analysis import analyze
     from gnomon.bundled import model_path
@@ -265,6 +280,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_pipeline_arguments(runner)
     runner.set_defaults(run=_cmd_run)
+
+    tuner = verbs.add_parser(
+        "tune", help="measure schedules for a model's generated kernels and keep the fastest for later runs"
+    )
+    _add_model_arguments(tuner)
+    tuner.add_argument("--budget-s", type=float, default=600.0, help="seconds of measuring at most (default 600)")
+    tuner.add_argument(
+        "--top", type=int, default=4, help="schedules measured per kernel besides the default, the cost model's best"
+    )
+    tuner.add_argument("--retune", action="store_true", help="tune kernels the tuning database already has")
+    tuner.add_argument(
+        "--device", default="auto", help="the device whose cost model ranks the schedules (as `compile --device`)"
+    )
+    tuner.add_argument("--seed", type=int, default=0, help="seed of the random inputs the kernels run on")
+    tuner.set_defaults(run=_cmd_tune)
 
     analyzer = verbs.add_parser("analyze", help="predict a model's cost per kernel and end to end on a device")
     _add_model_arguments(analyzer)

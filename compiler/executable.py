@@ -47,11 +47,13 @@ def lower(
     dump_ir: str | Path | None = None,
     device: str = AUTO_DEVICE,
     decisions: list[FusionDecision] | None = None,
+    tuned: bool = True,
 ) -> ModuleOp:
     """Run the inference rewrites and the lowering to rt on a graph module, in place.
 
     `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device` is the one whose predicted times decide
-    fusion (`graph-fuse`'s option); `decisions`, when given, receives the fusion decisions it took."""
+    fusion (`graph-fuse`'s option); `decisions`, when given, receives the fusion decisions it took; `tuned=False`
+    keeps every generated kernel's default schedule (no `kernel-tuned-schedules`)."""
     run_pipeline(module, "inference", source, verify_each=verify_each, dump_ir=dump_ir)
 
     def after_pass(name: str, module: ModuleOp) -> None:
@@ -61,6 +63,8 @@ def lower(
     spec = PIPELINES["lowering"]
     if device != AUTO_DEVICE:
         spec = spec.replace("graph-fuse", f'graph-fuse{{device="{device}"}}', 1)
+    if not tuned:
+        spec = spec.replace(",kernel-tuned-schedules", "")
     return run_pipeline(
         module, "lowering", source, verify_each=verify_each, dump_ir=dump_ir, spec=spec, after_pass=after_pass
     )
@@ -126,6 +130,11 @@ class Executable:
         check_fits(f"the program's arena ({rt.ARENA_SIZE} = {size})", size)
 
     @property
+    def program(self):
+        """The loaded native program (`gnomon.runtime.executor.Program`); None on the reference backend."""
+        return self._program
+
+    @property
     def input_shapes(self) -> list[tuple[int, ...]]:
         return [shape for shape, _ in self._signature]
 
@@ -184,16 +193,17 @@ def compile_model(
     dump_ir: str | Path | None = None,
     device: str = AUTO_DEVICE,
     decisions: list[FusionDecision] | None = None,
+    tuned: bool = True,
 ) -> Executable:
     """Import, rewrite and lower a model; the reference backend interprets the graph program instead.
 
-    `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device` and `decisions` are `lower`'s."""
+    `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device`, `decisions` and `tuned` are `lower`'s."""
     if backend not in BACKENDS:
         raise GnomonError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     module = load(model, example_inputs, input_shapes, verify_each=verify_each, dump_ir=dump_ir)
     if backend == "native":
         source = str(model) if isinstance(model, str | Path) else type(model).__name__
-        lower(module, source, verify_each=verify_each, dump_ir=dump_ir, device=device, decisions=decisions)
+        lower(module, source, verify_each=verify_each, dump_ir=dump_ir, device=device, decisions=decisions, tuned=tuned)
     return Executable(module, backend)
 
 

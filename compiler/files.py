@@ -66,3 +66,12 @@ def writing(path: str | Path, what: str = "", mode: Literal["w", "wb"] = "w") ->
             yield stream
     except OSError as error:
         raise FileAccessError(f"{prefix}: {error.strerror or error}") from error
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file in the same directory, then rename it: a reader never sees
+    a partial file, and writers racing on one path leave one whole file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)

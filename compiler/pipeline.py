@@ -2,7 +2,8 @@
 
 A model goes through three pipelines, in order: `import` (a frontend's torch-dialect module into the graph
 dialect), `inference` (the rewrites that inference allows) and `lowering` (kernels over one planned arena, in
-the rt dialect; `graph-fuse` first decides by predicted time which ops share a kernel). The passes that run
+the rt dialect; `graph-fuse` first decides by predicted time which ops share a kernel, and generated kernels
+take the schedules `gnomon tune` measured fastest last). The passes that run
 are parsed from these strings through gnomon's pass registry, so what
 `gnomon compile --print-pipeline` prints is what runs, and `gnomon-opt -p` or `xdsl-opt -p` take the same
 strings: the frontend's module carries what the passes need from the model file (its name, its inputs' and
@@ -38,7 +39,7 @@ from gnomon.registry import PASSES
 PIPELINES: dict[str, str] = {
     "import": "torch-to-graph,graph-shape-inference,graph-canonicalize",
     "inference": "graph-drop-dropout,graph-fold-batch-norm,graph-fold-constants,graph-canonicalize",
-    "lowering": "graph-fuse,graph-to-kernel,kernel-to-rt",
+    "lowering": "graph-fuse,graph-to-kernel,kernel-to-rt,kernel-tuned-schedules",
 }
 """The pipelines a model goes through, in order, by stage."""
 

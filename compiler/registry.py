@@ -98,6 +98,12 @@ def _kernel_to_rt() -> type[ModulePass]:
     return KernelToRtPass
 
 
+def _kernel_tuned_schedules() -> type[ModulePass]:
+    from gnomon.passes.kernel_tuned_schedules import KernelTunedSchedulesPass
+
+    return KernelTunedSchedulesPass
+
+
 def _torch_to_graph() -> type[ModulePass]:
     from gnomon.passes.torch_to_graph import TorchToGraphPass
 
@@ -123,5 +129,6 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "graph-to-kernel": _graph_to_kernel,
     "kernel-to-linalg": _kernel_to_linalg,
     "kernel-to-rt": _kernel_to_rt,
+    "kernel-tuned-schedules": _kernel_tuned_schedules,
     "torch-to-graph": _torch_to_graph,
 }

@@ -94,6 +94,8 @@ def profile_summary(executable: Executable) -> dict[str, Any]:
         "generated_kernels_compiled": profile.kernels_compiled,
         "generated_kernels_from_cache": profile.kernels_from_cache,
         "compile_seconds": profile.compile_seconds,
+        "generated_kernels": profile.kernels_generated,
+        "generated_kernels_tuned": profile.kernels_tuned,
     }
 
 
@@ -122,6 +124,11 @@ def render_profile(summary: Mapping[str, Any]) -> str:
     lines.append(
         f"generated kernels: {summary['generated_kernels_compiled']} compiled, "
         f"{summary['generated_kernels_from_cache']} from the disk cache ({summary['compile_seconds']:.2f} s)"
+    )
+    # `gnomon run` never tunes; it says how many kernels run what `gnomon tune` chose for them.
+    lines.append(
+        f"schedules: {summary['generated_kernels_tuned']} of {summary['generated_kernels']} generated kernels tuned "
+        "(from the tuning database), none tuned in this run"
     )
     return "\n".join(lines)
 

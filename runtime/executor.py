@@ -28,12 +28,13 @@ from gnomon.dialects.graph.constant_values import constant_to_numpy, element_byt
 from gnomon.errors import GnomonError
 from gnomon.locations import location_name
 from gnomon.passes.kernel_to_rt import ALIGNMENT, rt_functions, verify_plan
+from gnomon.passes.kernel_tuned_schedules import TUNED_ATTR
 from gnomon.runtime.malloc import keep_freed_memory
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["KernelTiming", "Profile", "Program", "ProgramError", "verify_program"]
+__all__ = ["KernelTiming", "Launch", "Profile", "Program", "ProgramError", "verify_program"]
 
 
 class ProgramError(GnomonError):
@@ -66,13 +67,21 @@ class Profile:
     kernels_compiled: int = 0
     kernels_from_cache: int = 0
     compile_seconds: float = 0.0
+    kernels_tuned: int = 0
+    """Generated kernels that run a schedule from the tuning database (`kernel-tuned-schedules`)."""
+    kernels_generated: int = 0
 
 
 @dataclass(frozen=True)
-class _Launch:
+class Launch:
+    """One `rt.launch`, bound: its kernel, the arrays it reads and writes (views of the arena, constants, inputs)
+    and the closure that runs it."""
+
     kernel: kernel.FuncOp
     location: str
     run: Callable[[], None]
+    args: tuple[np.ndarray, ...]
+    results: tuple[np.ndarray, ...]
 
 
 def _aligned_arena(size: int) -> np.ndarray:
@@ -211,7 +220,7 @@ class Program:
         block = function.body.block
         self.inputs = [_array(arg.type) for arg in block.args if isinstance(arg.type, MemRefType)]
         arrays: dict[SSAValue, np.ndarray] = dict(zip(block.args, self.inputs, strict=True))
-        self._launches: list[_Launch] = []
+        self.launches: list[Launch] = []
         self._results: list[np.ndarray] = []
         compiled: dict[str, object] = {}
         for op in block.ops:
@@ -228,7 +237,7 @@ class Program:
                 kernel_func = kernels[op.callee.string_value()]
                 args, results = [arrays[v] for v in op.ins], [arrays[v] for v in op.outs]
                 run = self._bind(kernel_func, args, results, compiled)
-                self._launches.append(_Launch(kernel_func, location_name(op.location), run))
+                self.launches.append(Launch(kernel_func, location_name(op.location), run, tuple(args), tuple(results)))
             elif isinstance(op, func.ReturnOp):
                 self._results = [arrays[v] for v in op.operands]
 
@@ -255,6 +264,8 @@ class Program:
             key = f"{kernel_func.sym_name.data}/{in_place}"
             if key not in compiled:
                 compiled[key] = compiled_kernel = compile_kernel(kernel_func, in_place)
+                self.profile.kernels_generated += 1
+                self.profile.kernels_tuned += TUNED_ATTR in kernel_func.attributes
                 self.profile.compile_seconds += compiled_kernel.compile_seconds
                 if compiled_kernel.from_cache:
                     self.profile.kernels_from_cache += 1
@@ -280,21 +291,26 @@ class Program:
         if profile:
             self._run_profiled()
         else:
-            for launch in self._launches:
+            for launch in self.launches:
                 launch.run()
         return [np.array(result) for result in self._results]
+
+    def run_launches(self, stop: int) -> None:
+        """Run launches 0..stop-1 on the inputs of the last `run`: what launch `stop` reads is then in place."""
+        for launch in self.launches[:stop]:
+            launch.run()
 
     def _run_profiled(self) -> None:
         # Only clock reads between launches: building the timings in the loop took more time than a small launch,
         # and left it slower than in an unprofiled run.
         clock = time.perf_counter_ns
-        stamps = [0] * (len(self._launches) + 1)
+        stamps = [0] * (len(self.launches) + 1)
         stamps[0] = clock()
-        for index, launch in enumerate(self._launches, 1):
+        for index, launch in enumerate(self.launches, 1):
             launch.run()
             stamps[index] = clock()
         timings: list[KernelTiming] = []
-        for index, launch in enumerate(self._launches):
+        for index, launch in enumerate(self.launches):
             kernel_func = launch.kernel
             kind = kernel_func.profile_name
             ops = tuple(op.name for op in kernel_func.body.block.ops if not isinstance(op, kernel.YieldOp))

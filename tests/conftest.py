@@ -44,9 +44,11 @@ if TYPE_CHECKING:  # torch and the runtime load when a test first needs them
 
 # `graph-fuse` decides by this machine's calibration when there is one (`auto`); the tests see none, as CI's fresh
 # machine does, so that a developer's `gnomon calibrate` cannot change the kernels they check. Kernels compile
-# into the same fresh cache, one per run that pytest-xdist's workers share.
+# into the same fresh cache, one per run that pytest-xdist's workers share; the tuning database is fresh too, so
+# that a developer's `gnomon tune` cannot change the schedules.
 _RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid()))
 os.environ["GNOMON_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), f"gnomon-tests-{_RUN}")
+os.environ["GNOMON_TUNING_DIR"] = os.path.join(tempfile.gettempdir(), f"gnomon-tests-{_RUN}-tuning")
 
 BACKEND_MODELS = sorted(
     path

@@ -139,7 +139,7 @@ def test_gnomon_opt_reports_unsupported_torch_ops(tmp_path: Path) -> None:
 PRINTED_PIPELINE = [
     "import:    torch-to-graph,graph-shape-inference,graph-canonicalize",
     "inference: graph-drop-dropout,graph-fold-batch-norm,graph-fold-constants,graph-canonicalize",
-    "lowering:  graph-fuse,graph-to-kernel,kernel-to-rt",
+    "lowering:  graph-fuse,graph-to-kernel,kernel-to-rt,kernel-tuned-schedules",
 ]
 
 
@@ -179,17 +179,18 @@ def test_the_printed_pipelines_rerun_each_stage_of_compile_in_gnomon_opt_and_xds
         "graph-fuse",
         "graph-to-kernel",
         "kernel-to-rt",
+        "kernel-tuned-schedules",
     ]
     assert sorted(p.name for p in dumps.iterdir()) == [f"{n:02d}-{name}.mlir" for n, name in enumerate(names)]
     pipelines = dict(line.split(":") for line in run("compile", "--print-pipeline").stdout.splitlines())
     # Each stage, from the dump before it, gives the dump after it; the dumps carry locations, which name weights.
     files = sorted(dumps.iterdir())
-    stages = [("import", 0, 3, "xdsl-opt"), ("inference", 3, 7, "gnomon-opt"), ("lowering", 7, 10, "gnomon-opt")]
+    stages = [("import", 0, 3, "xdsl-opt"), ("inference", 3, 7, "gnomon-opt"), ("lowering", 7, 11, "gnomon-opt")]
     for stage, before, after, tool in stages:
         flags = ["--allow-unregistered-dialect"] if stage == "import" else []  # torch-mlir's ops print generically
         rerun = _opt(tool, str(files[before]), *flags, "--print-debuginfo", "-p", pipelines[stage].strip())
         assert _lines(rerun) == _lines(files[after].read_text()), stage
-    assert _lines(_opt("gnomon-opt", str(dumps / "10-kernel-to-rt.mlir"))) == _lines(program.read_text())
+    assert _lines(_opt("gnomon-opt", str(dumps / "11-kernel-tuned-schedules.mlir"))) == _lines(program.read_text())
 
 
 def test_the_import_pipeline_reruns_with_the_model_files_dim_names(tmp_path: Path) -> None:

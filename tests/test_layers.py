@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("utilities", ("gnomon.errors", "gnomon.locations")),
+    ("utilities", ("gnomon.errors", "gnomon.files", "gnomon.locations", "gnomon.machine")),
     ("dialects", ("gnomon.dialects",)),
     ("reference", ("gnomon.reference",)),
     ("cost", ("gnomon.cost",)),

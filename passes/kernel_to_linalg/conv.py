@@ -11,7 +11,8 @@ unit:
   height) laid out `[column][channel]`, with the depthwise conv's left and right padding as zero columns and one
   zero row standing for the rows above and below the image: the intermediate feature map lives in the ring, in
   L1 and L2, and never goes to DRAM (what made the seed of issue 16 2.09x faster than oneDNN-backed PyTorch);
-- a producer row is a register-blocked micro-kernel, `positions` columns x `block` channels of accumulators, one
+- a producer row is a register-blocked micro-kernel, `positions` columns x `block` channels of accumulators (the
+  schedule's `tile = [vectors, positions]` where set, else 12 accumulators over `block_vectors`), one
   broadcast of the input and one FMA per accumulator per reduction step; a 1x1 stride-1 producer reads its input
   row in place, any other reads an im2col row built for it (zeros for padding);
 - the first elementwise ops run over the row in the ring; the depthwise conv reads the ring with vectors over
@@ -32,6 +33,7 @@ from xdsl.dialects.builtin import IndexType
 from xdsl.ir import Operation, SSAValue
 
 from gnomon.dialects import kernel
+from gnomon.dialects.graph.base import ints
 from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
 from gnomon.passes.kernel_to_linalg.conv_rows import SPARE, ConvChain, Point, RowEmitter
 from gnomon.passes.kernel_to_linalg.matmul import for_loop
@@ -86,7 +88,7 @@ class _ConvKernel:
         self.nest = nest
         self.output = output
         b = nest.b
-        self.e = e = RowEmitter(b, self.chain, sources, schedule.vector.data)
+        self.e = e = RowEmitter(b, self.chain, sources, schedule.vector.data, ints(schedule.tile))
         self.blocks = -(-e.channels // e.block)
         threads = max(schedule.threads.data, 1)
         self.bands = 1

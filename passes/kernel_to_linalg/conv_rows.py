@@ -64,6 +64,23 @@ def block_vectors(channels: int, width: int) -> int:
     return min(options, key=lambda v: (-(-channels // (v * width)) * v * width - channels, -v))
 
 
+def register_tile(tile: Sequence[int], width: int) -> tuple[int, int]:
+    """A schedule's `tile = [vectors, positions]`: vectors of channels per block and producer columns per micro-tile,
+    checked to fit the vector registers (32 with 16 lanes, 16 with 8) beside one weight vector each and a broadcast."""
+    if len(tile) != 2:
+        raise CodegenError(f"a generated convolution's tile is [vectors, positions], not {list(tile)}")
+    vectors, positions = tile
+    registers = 32 if width == 16 else 16
+    if not (1 <= vectors <= MAX_VECTORS and vectors * width % TILE == 0 and vectors * width >= 2 * TILE):
+        raise CodegenError(f"a generated convolution's block of {vectors} vectors of {width} lanes is not supported")
+    if positions < 1 or vectors * (positions + 1) + 1 > registers:
+        raise CodegenError(
+            f"a generated convolution's micro-tile of {positions} positions x {vectors} vectors does not fit "
+            f"{registers} vector registers"
+        )
+    return vectors, positions
+
+
 @dataclass(frozen=True)
 class ConvChain:
     """A generated convolution kernel's ops: the producer, its elementwise ops, the depthwise conv and its."""
@@ -116,7 +133,14 @@ class Window:
 class RowEmitter:
     """The row-level code of one generated convolution kernel: its geometry, and emitters that append to a builder."""
 
-    def __init__(self, b: ScalarBuilder, chain: ConvChain, sources: dict[SSAValue, SSAValue], width: int):
+    def __init__(
+        self,
+        b: ScalarBuilder,
+        chain: ConvChain,
+        sources: dict[SSAValue, SSAValue],
+        width: int,
+        tile: Sequence[int] = (),
+    ):
         self.b = b
         self.chain = chain
         self.sources = sources
@@ -124,9 +148,12 @@ class RowEmitter:
             raise CodegenError(f"a generated convolution takes vectors of 8 or 16 lanes, not {width}")
         producer = chain.producer
         self.width = width
-        self.lanes = block_vectors(shape_of(producer.result)[1], width)
+        if tile:
+            self.lanes, self.positions = register_tile(tile, width)
+        else:
+            self.lanes = block_vectors(shape_of(producer.result)[1], width)
+            self.positions = ACCUMULATORS // self.lanes
         self.block = self.lanes * width
-        self.positions = ACCUMULATORS // self.lanes
         self.columns = max(2, CHAINS // self.lanes)
         self.x = sources[producer.input]
         self.n, self.in_channels, self.height, self.in_width = shape_of(producer.input)

@@ -19,9 +19,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
-import importlib.metadata
 import os
-import platform
 import shutil
 import tempfile
 import warnings
@@ -29,9 +27,13 @@ from functools import cache
 from pathlib import Path
 
 from gnomon.errors import GnomonError, GnomonWarning
+from gnomon.files import write_atomically
+from gnomon.machine import host_identity
 
 CODEGEN_VERSION = 2
-"""Bump whenever the lowering, the pipeline or the entries' format changes what is cached for the same IR."""
+"""Bump whenever the lowering, the pipeline or the entries' format changes what is cached for the same IR. (The
+tuning database keys its schedules by `kernel_tuned_schedules.database.FORMAT` instead: the kernel's IR, before
+lowering.)"""
 
 _MAGIC = b"\ngnomon-sha256:"
 _TRAILER = len(_MAGIC) + 64
@@ -95,17 +97,9 @@ def _problem(directory: Path) -> str | None:
     return None
 
 
-@cache
 def machine_identity() -> str:
-    """The CPU model and flags of this machine (Linux's /proc/cpuinfo), its architecture and the MLIR build."""
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as info:
-            lines = [line for line in info.read().splitlines() if line.startswith(("model name", "flags"))]
-        cpu = "\n".join(dict.fromkeys(lines))
-    except OSError:
-        pass
-    return "\n".join([platform.machine(), cpu, importlib.metadata.version("torch-mlir"), f"codegen {CODEGEN_VERSION}"])
+    """This machine (`gnomon.machine.host_identity`) and gnomon's code generator."""
+    return f"{host_identity()}\ncodegen {CODEGEN_VERSION}"
 
 
 def cache_key(mlir_text: str, link_command: str) -> str:
@@ -114,14 +108,6 @@ def cache_key(mlir_text: str, link_command: str) -> str:
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()[:32]
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same directory, then rename it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
 
 
 def _checksum(name: str, library: bytes) -> bytes:
