@@ -5,10 +5,11 @@ The entry's key depends on the machine, so a lit test makes it where it runs, as
 import sys
 from pathlib import Path
 
+from xdsl.parser import Parser
+
 from gnomon.context import gnomon_context
 from gnomon.dialects import kernel
 from gnomon.passes.kernel_tuned_schedules.database import Entry, Trial, TuningDatabase, kernel_key
-from xdsl.parser import Parser
 
 module_path, directory, name, schedule = sys.argv[1:]
 module = Parser(gnomon_context(), Path(module_path).read_text()).parse_module()
