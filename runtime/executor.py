@@ -223,20 +223,24 @@ class Program:
         self.launches: list[Launch] = []
         self._results: list[np.ndarray] = []
         compiled: dict[str, object] = {}
+        constants: set[SSAValue] = set()  # the weights and their views: no launch writes them (`verify_program`)
         for op in block.ops:
             if isinstance(op, rt.BufferOp):
                 arrays[op.result] = self._buffer(op)
             elif isinstance(op, rt.ConstantOp):
                 arrays[op.result] = _constant(op)
+                constants.add(op.result)
             elif isinstance(op, rt.ViewOp):
                 shape = op.result.type.get_shape()
                 start = op.element_offset
                 window = arrays[op.source].reshape(-1)[start : start + prod(shape)]  # views, never copies
                 arrays[op.result] = window.reshape(shape)
+                if op.source in constants:
+                    constants.add(op.result)
             elif isinstance(op, rt.LaunchOp):
                 kernel_func = kernels[op.callee.string_value()]
                 args, results = [arrays[v] for v in op.ins], [arrays[v] for v in op.outs]
-                run = self._bind(kernel_func, args, results, compiled)
+                run = self._bind(kernel_func, args, results, compiled, [v in constants for v in op.ins])
                 self.launches.append(Launch(kernel_func, location_name(op.location), run, tuple(args), tuple(results)))
             elif isinstance(op, func.ReturnOp):
                 self._results = [arrays[v] for v in op.operands]
@@ -256,6 +260,7 @@ class Program:
         args: Sequence[np.ndarray],
         results: Sequence[np.ndarray],
         compiled: dict[str, object],
+        constant: Sequence[bool],
     ) -> Callable[[], None]:
         if kernel_func.is_generated:
             from gnomon.runtime.codegen import compile_kernel
@@ -282,7 +287,7 @@ class Program:
         library = bind_call(call, kernel_func.body.block)
         if library is None:
             raise ProgramError(f"kernel @{kernel_func.sym_name.data}: no library call {kernel_func.profile_name}")
-        return library.bind([_tensor_over(a) for a in args], [_tensor_over(r) for r in results])
+        return library.bind([_tensor_over(a) for a in args], [_tensor_over(r) for r in results], constant)
 
     def run(self, inputs: Sequence[np.ndarray], profile: bool = False) -> list[np.ndarray]:
         """Run on `inputs` (already checked: one contiguous array per input, right shape and dtype)."""

@@ -200,3 +200,42 @@ def test_mobilenet_v2_runs_its_pairs_fused_and_matches_torch() -> None:
     assert len(fused) == sum(d.decision == "generated" for d in kinds) > 0
     with torch.inference_mode():
         assert relative_l2(got, model(x).numpy()) <= 1e-5
+
+
+@pytest.mark.parametrize(
+    ("shape", "packed"),
+    [
+        ((1, 256, 7, 7, 256, 3, 1, 1), True),  # a late layer: its weight outweighs its activations
+        ((1, 64, 14, 14, 64, 3, 1, 64), True),  # depthwise
+        ((1, 16, 56, 56, 16, 3, 1, 1), False),  # an early layer: its activations outweigh its weight
+        ((1, 64, 9, 9, 256, 3, 2, 1), True),  # strided
+    ],
+)
+def test_library_convolutions_pack_a_constant_weight_where_it_pays(
+    shape: tuple[int, int, int, int, int, int, int, int], packed: bool
+) -> None:
+    """A library convolution whose weight is a program constant runs on oneDNN's packed copy of it where the
+    weight outweighs the activations (or it is depthwise), and gives torch's numbers either way."""
+    from gnomon.runtime.library import kernel as library
+
+    batch, channels, height, width, outputs, size, stride, groups = shape
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Conv2d(channels, outputs, size, stride, size // 2, groups=groups), nn.ReLU()).eval()
+    x = torch.randn(batch, channels, height, width)
+    with torch.inference_mode():
+        expected = model(x).numpy()
+    module = _graph(model, x)
+    lowered = _lowered(module, [0, 0], ["library"])
+    made: list[bool] = []
+    original = library._packed_weight
+
+    def spy(*args: object) -> object:
+        result = original(*args)  # pyright: ignore[reportArgumentType]
+        made.append(result is not None)
+        return result
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(library, "_packed_weight", spy)
+        program = Program(lowered)
+    assert made == [packed]
+    assert relative_l2(program.run([x.numpy()])[0], expected) <= 1e-5
