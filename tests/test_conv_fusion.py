@@ -5,6 +5,7 @@ for any stride, padding, dilation and channel count, the decision priced by `gra
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -239,3 +240,23 @@ def test_library_convolutions_pack_a_constant_weight_where_it_pays(
         program = Program(lowered)
     assert made == [packed]
     assert relative_l2(program.run([x.numpy()])[0], expected) <= 1e-5
+
+
+def test_onnx_silu_is_one_op_that_joins_the_convolution(tmp_path: Path) -> None:
+    """ONNX writes SiLU as x * sigmoid(x); imported, it is `graph.silu`, so that an ONNX EfficientNet block's
+    convolutions take it as their epilogue (or their generated kernel) rather than running it as a third kernel."""
+    torch.manual_seed(4)
+    model = ConvPair(8, 24, (1, 1, 0, 1), (3, 1, 1, 1), "silu").eval()
+    x = torch.randn(1, 8, 12, 12)
+    path = tmp_path / "pair.onnx"
+    torch.onnx.export(model, (x,), str(path), dynamo=False)
+    with torch.inference_mode():
+        expected = model(x).numpy()
+    module = load(path)
+    text = str(module)
+    assert "graph.sigmoid" not in text
+    assert text.count("graph.silu") == 2
+    exe = gnomon.compile(path)
+    assert relative_l2(exe(x.numpy())[0], expected) <= 1e-5
+    exe.run([x.numpy()], profile=True)
+    assert len(exe.profile().timings) <= 2  # each silu in its convolution's kernel

@@ -68,6 +68,29 @@ class SimplifyConstantPow(RewritePattern):
             rewriter.replace(op, [square])
 
 
+class ActivationProduct(RewritePattern):
+    """x * sigmoid(x) is silu(x), and x * hard_sigmoid(x) with alpha 1/6 and beta 1/2 is hard_swish(x): the forms
+    ONNX exporters write SiLU (EfficientNet's) and older opsets' HardSwish in. As one op, the activation joins a
+    convolution as its library epilogue or its generated kernel, where the product of two of its values cannot."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, ew.MulOp):
+            return
+        for x, gate in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+            owner = gate.owner
+            if x.type != op.result.type or not isinstance(owner, ew.SigmoidOp | ew.HardSigmoidOp) or owner.input != x:
+                continue
+            if isinstance(owner, ew.HardSigmoidOp) and not (
+                math.isclose(owner.alpha.value.data, 1 / 6, rel_tol=1e-6) and owner.beta.value.data == 0.5
+            ):
+                continue
+            kind = ew.SiluOp if isinstance(owner, ew.SigmoidOp) else ew.HardSwishOp
+            activation = kind.build(operands=[x], result_types=[op.result.type])
+            activation.location = op.location
+            rewriter.replace(op, [activation])
+            return
+
+
 class CollapseReshapeChain(RewritePattern):
     """reshape(reshape(x)) = reshape(x)."""
 

@@ -87,3 +87,13 @@ class PowCanonicalization(HasCanonicalizationPatternsTrait):
         from gnomon.dialects.graph.canonicalization import SimplifyConstantPow
 
         return (SimplifyConstantPow(),)
+
+
+class MulCanonicalization(HasCanonicalizationPatternsTrait):
+    """`graph.mul`: x times its own sigmoid (or hard sigmoid) is one activation op."""
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from gnomon.dialects.graph.canonicalization import ActivationProduct
+
+        return (ActivationProduct(),)

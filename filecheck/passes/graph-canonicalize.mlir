@@ -233,3 +233,27 @@ func.func @constant_pow(%x: tensor<4x8xf32>, %e: tensor<f32>) -> tensor<4x8xf32>
   %h = graph.pow %i, %e : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
   func.return %h : tensor<4x8xf32>
 }
+
+// x * sigmoid(x), either way round, is silu(x) (ONNX's SiLU); x * hard_sigmoid(x) with alpha 1/6, beta 1/2 is
+// hard_swish(x). A product with another value's sigmoid, or another hard sigmoid, stays.
+// CHECK-LABEL: func.func @activation_products(
+// CHECK-NEXT:    %[[A:.*]] = graph.silu %[[X:.*]] : (tensor<2x8xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT:    %[[B:.*]] = graph.silu %[[X]] : (tensor<2x8xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT:    %[[C:.*]] = graph.hard_swish %[[X]] : (tensor<2x8xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT:    %[[G:.*]] = graph.sigmoid %[[Z:.*]] : (tensor<2x8xf32>) -> tensor<2x8xf32>
+// CHECK-NEXT:    %[[D:.*]] = graph.mul %[[X]], %[[G]]
+// CHECK-NEXT:    %[[H:.*]] = graph.hard_sigmoid %[[X]] {alpha = 2.000000e-01 : f64, beta = 5.000000e-01 : f64}
+// CHECK-NEXT:    %[[E:.*]] = graph.mul %[[X]], %[[H]]
+// CHECK-NEXT:    func.return %[[A]], %[[B]], %[[C]], %[[D]], %[[E]]
+func.func @activation_products(%x: tensor<2x8xf32>, %z: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
+  %s = graph.sigmoid %x : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %a = graph.mul %x, %s : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %b = graph.mul %s, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %hs = graph.hard_sigmoid %x {alpha = 0.16666666666666666 : f64, beta = 0.5 : f64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %c = graph.mul %x, %hs : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %g = graph.sigmoid %z : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %d = graph.mul %x, %g : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %h = graph.hard_sigmoid %x {alpha = 0.2 : f64, beta = 0.5 : f64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %e = graph.mul %x, %h : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  func.return %a, %b, %c, %d, %e : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
+}
