@@ -23,13 +23,7 @@ Graph = Dialect(
     "graph",
     sorted(
         [
-            *ELEMENTWISE_OPS,
-            *EMBEDDING_OPS,
-            *LINALG_OPS,
-            *NN_OPS,
-            *RECURRENT_OPS,
-            *REDUCE_OPS,
-            *SAMPLING_OPS,
+            *ELEMENTWISE_OPS, *EMBEDDING_OPS, *LINALG_OPS, *NN_OPS, *RECURRENT_OPS, *REDUCE_OPS, *SAMPLING_OPS,
             *TENSOR_OPS,
         ],
         key=lambda op: op.name,

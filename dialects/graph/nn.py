@@ -121,10 +121,14 @@ class ConvOp(GraphOperation):
         if groups < 1 or (w[0] != DYN and w[0] % groups):
             raise VerifyException(f"graph.conv: output channels {w[0]} are not divisible by groups {groups}")
         if not dims_compatible(x[1], DYN if w[1] == DYN else w[1] * groups):
-            raise VerifyException(f"graph.conv: input has {x[1]} channels but weight expects {w[1]} x {groups} groups")
+            raise VerifyException(
+                f"graph.conv: input has {x[1]} channels but weight expects {w[1]} x {groups} groups"
+            )
         if self.bias is not None:
             _check_bias(self.name, shape_of(self.bias, "graph.conv bias"), w[0])
-        spatial = _spatial_output(self.name, x, w[2:], ints(self.strides), ints(self.pads), ints(self.dilations))
+        spatial = _spatial_output(
+            self.name, x, w[2:], ints(self.strides), ints(self.pads), ints(self.dilations)
+        )
         return [tensor_of(dtype_of(self.input, "input"), [x[0], w[0], *spatial])]
 
 
@@ -153,11 +157,17 @@ class ConvTransposeOp(GraphOperation):
         x, w = _activation_shape(self.name, self.input), shape_of(self.weight, "graph.conv_transpose weight")
         groups = self.groups.value.data
         if len(w) != len(x):
-            raise VerifyException(f"graph.conv_transpose: weight rank {len(w)} differs from input rank {len(x)}")
+            raise VerifyException(
+                f"graph.conv_transpose: weight rank {len(w)} differs from input rank {len(x)}"
+            )
         if not dims_compatible(x[1], w[0]):
-            raise VerifyException(f"graph.conv_transpose: input has {x[1]} channels but weight expects {w[0]}")
+            raise VerifyException(
+                f"graph.conv_transpose: input has {x[1]} channels but weight expects {w[0]}"
+            )
         if groups < 1 or (w[0] != DYN and w[0] % groups):
-            raise VerifyException(f"graph.conv_transpose: input channels {w[0]} are not divisible by groups {groups}")
+            raise VerifyException(
+                f"graph.conv_transpose: input channels {w[0]} are not divisible by groups {groups}"
+            )
         out_channels = DYN if w[1] == DYN else w[1] * groups
         if self.bias is not None:
             _check_bias(self.name, shape_of(self.bias, "graph.conv_transpose bias"), out_channels)
@@ -550,7 +560,9 @@ class AttentionOp(GraphOperation):
                 f"graph.attention: query {shape_str(q)}, key {shape_str(k)} and value {shape_str(v)} need one rank >= 2"
             )
         if not dims_compatible(q[-1], k[-1]):
-            raise VerifyException(f"graph.attention: query embedding {q[-1]} differs from key embedding {k[-1]}")
+            raise VerifyException(
+                f"graph.attention: query embedding {q[-1]} differs from key embedding {k[-1]}"
+            )
         if not dims_compatible(k[-2], v[-2]):
             raise VerifyException(f"graph.attention: key length {k[-2]} differs from value length {v[-2]}")
         return [tensor_of(dtype_of(self.query, "query"), [*q[:-1], v[-1]])]
