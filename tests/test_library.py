@@ -453,6 +453,25 @@ def test_op_matches_reference_eagerly_and_as_kernel(case: OpCase) -> None:
         assert_matches(actual, want)
 
 
+def test_max_pool_propagates_a_nan_as_the_reference_does() -> None:
+    """oneDNN's max pooling (the fast path) drops NaN; a window holding one must still give NaN, as ATen's, ONNX's
+    and the reference's max do, while the windows without one are computed as before."""
+    module = parse("""
+    func.func @main(%x: tensor<1x3x9x9xf32>) -> tensor<1x3x4x4xf32> {
+      %y = graph.max_pool %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>,
+                              dilations = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x3x9x9xf32>) -> tensor<1x3x4x4xf32>
+      func.return %y : tensor<1x3x4x4xf32>
+    }""")
+    x = np.random.default_rng(0).standard_normal((1, 3, 9, 9)).astype(np.float32)
+    _, (clean,) = run_kernel(function_block(module), [x])
+    np.testing.assert_array_equal(clean, run_reference(module, [x])[0])
+    x[0, 1, 4, 4] = np.nan
+    _, (output,) = run_kernel(function_block(module), [x])
+    expected = run_reference(module, [x])[0]
+    assert np.isnan(expected).sum() == 4  # the four windows around (4, 4)
+    np.testing.assert_array_equal(output, expected)  # NaN where the reference has NaN, equal elsewhere
+
+
 def test_constants_as_program_values_and_kernels() -> None:
     module = parse("""
     func.func @main(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<3xi64>) {

@@ -22,6 +22,7 @@ from gnomon.runtime.library.base import (
     Launch,
     TorchImpl,
     aten,
+    copy_back,
     static_shape,
     symmetric_pads,
     torch_impl,
@@ -100,17 +101,38 @@ def max_pool(op: nn.MaxPoolOp) -> TorchImpl:
     kernel, strides, pads, dilations = ints(op.kernel), ints(op.strides), ints(op.pads), ints(op.dilations)
     ceil_mode, n = bool(op.ceil_mode.value.data), len(kernel)
     pool: Callable[..., torch.Tensor] = {1: torch.max_pool1d, 2: torch.max_pool2d, 3: torch.max_pool3d}[n]
-    if _torch_pads_pool(pads, kernel):
-        return TorchImpl(
-            partial(pool, kernel_size=kernel, stride=strides, padding=pads[:n], dilation=dilations, ceil_mode=ceil_mode)
-        )
-    spec = torch_padding(pads)
+    in_torch = _torch_pads_pool(pads, kernel)
+    padding, spec = list(pads[:n]) if in_torch else [0] * n, torch_padding(pads)
+
+    def padded(x: torch.Tensor) -> torch.Tensor:
+        # Padding with -inf: padded positions never win.
+        return x if in_torch else F.pad(x, spec, value=-math.inf)
 
     def run(x: torch.Tensor) -> torch.Tensor:
-        # Padding with -inf: padded positions never win.
-        return pool(F.pad(x, spec, value=-math.inf), kernel, strides, [0] * n, dilations, ceil_mode)
+        return pool(padded(x), kernel, strides, padding, dilations, ceil_mode)
 
-    return TorchImpl(run)
+    onednn = n == 2 and all(d == 1 for d in dilations) and torch.backends.mkldnn.is_available()
+
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        """oneDNN's pooling, 5-10x ATen's NCHW max_pool2d here (6.5 ms against 1.2 ms on SqueezeNet's first, whose
+        compare-and-branch loop mispredicts on real data), unless the input holds a NaN: oneDNN's max drops it,
+        where ATen's, ONNX's and the reference propagate it (a NaN or mixed infinities make the sum NaN)."""
+        x, out = args[0], results[0]
+        if not onednn or x.dtype != torch.float32:
+            return copy_back(run, args, results)
+
+        def launch() -> None:
+            source = padded(x)
+            if torch.isnan(source.sum()):
+                out.copy_(pool(source, kernel, strides, padding, dilations, ceil_mode))
+                return
+            out.copy_(
+                torch.mkldnn_max_pool2d(source.to_mkldnn(), kernel, strides, padding, dilations, ceil_mode).to_dense()
+            )
+
+        return launch
+
+    return TorchImpl(run, into)
 
 
 def _avg_pool_function(rank: int) -> Callable[..., torch.Tensor]:
