@@ -458,8 +458,9 @@ def test_max_pool_propagates_a_nan_as_the_reference_does() -> None:
     and the reference's max do, while the windows without one are computed as before."""
     module = parse("""
     func.func @main(%x: tensor<1x3x9x9xf32>) -> tensor<1x3x4x4xf32> {
-      %y = graph.max_pool %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>,
-                              dilations = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x3x9x9xf32>) -> tensor<1x3x4x4xf32>
+      %y = graph.max_pool %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>,
+                              pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false}
+                              : (tensor<1x3x9x9xf32>) -> tensor<1x3x4x4xf32>
       func.return %y : tensor<1x3x4x4xf32>
     }""")
     x = np.random.default_rng(0).standard_normal((1, 3, 9, 9)).astype(np.float32)
