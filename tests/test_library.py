@@ -264,6 +264,11 @@ OP_CASES = [
            " dilations = array<i64: 1, 2>, groups = 1 : i64}", ["1x3x7x7xf32", "4x3x3x3xf32"], ["1x4x4x4xf32"]),
     OpCase("conv_grouped_dilated", "graph.conv {strides = array<i64: 1, 1>, pads = array<i64: 2, 2, 2, 2>,"
            " dilations = array<i64: 2, 2>, groups = 2 : i64}", ["1x4x5x5xf32", "6x2x3x3xf32"], ["1x6x5x5xf32"]),
+    OpCase("conv_grouped_1x1", "graph.conv {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>,"
+           " dilations = array<i64: 1, 1>, groups = 3 : i64}", ["2x6x4x5xf32", "9x2x1x1xf32", "9xf32"],
+           ["2x9x4x5xf32"]),
+    OpCase("conv_grouped_1x1_no_bias", "graph.conv {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>,"
+           " dilations = array<i64: 1, 1>, groups = 4 : i64}", ["1x8x3x3xf32", "4x2x1x1xf32"], ["1x4x3x3xf32"]),
     OpCase("conv1d", "graph.conv {strides = array<i64: 2>, pads = array<i64: 1, 1>, dilations = array<i64: 1>,"
            " groups = 1 : i64}", ["2x3x9xf32", "4x3x3xf32", "4xf32"], ["2x4x5xf32"]),
     OpCase("conv3d", "graph.conv {strides = array<i64: 1, 1, 1>, pads = array<i64: 0, 0, 0, 0, 0, 0>,"

@@ -49,18 +49,30 @@ def conv(op: nn.ConvOp) -> TorchImpl:
 
 
 def _gemm_conv_into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    """A 1x1, stride-1 convolution as one BLAS product per image, straight into the output."""
+    """A 1x1, stride-1 convolution as one BLAS product per image (a batched one over its groups), into the output."""
     x, weight, *bias = args
     out = results[0]
     images, channels, outputs = x.shape[0], x.shape[1], weight.shape[0]
-    matrix = weight.reshape(outputs, channels)
-    products = []
-    for image in range(images):  # out[n] = W @ x[n], each image's pixels the columns
-        columns, into = x[image].reshape(channels, -1), out[image].view(outputs, -1)
-        if bias:
-            products.append(partial(torch.addmm, bias[0].reshape(outputs, 1), matrix, columns, out=into))
-        else:
-            products.append(partial(torch.mm, matrix, columns, out=into))
+    groups = channels // weight.shape[1]
+    if groups > 1:
+        per_group = (groups, outputs // groups)
+        matrices = weight.reshape(*per_group, channels // groups)
+        products = []
+        for image in range(images):  # out[n, g] = W[g] @ x[n, g]
+            columns, into = x[image].reshape(groups, channels // groups, -1), out[image].view(*per_group, -1)
+            if bias:
+                products.append(partial(torch.baddbmm, bias[0].reshape(*per_group, 1), matrices, columns, out=into))
+            else:
+                products.append(partial(torch.bmm, matrices, columns, out=into))
+    else:
+        matrix = weight.reshape(outputs, channels)
+        products = []
+        for image in range(images):  # out[n] = W @ x[n], each image's pixels the columns
+            columns, into = x[image].reshape(channels, -1), out[image].view(outputs, -1)
+            if bias:
+                products.append(partial(torch.addmm, bias[0].reshape(outputs, 1), matrix, columns, out=into))
+            else:
+                products.append(partial(torch.mm, matrix, columns, out=into))
     if len(products) == 1:
         return products[0]
 
