@@ -288,6 +288,12 @@ OP_CASES = [
            ["1x2x6x6xf32"], ["1x2x4x4xf32"]),
     OpCase("max_pool1d_dilated", "graph.max_pool {kernel = array<i64: 2>, strides = array<i64: 1>,"
            " pads = array<i64: 0, 0>, dilations = array<i64: 2>, ceil_mode = false}", ["2x3x8xf32"], ["2x3x6xf32"]),
+    OpCase("avg_pool_channel_window", "graph.avg_pool {kernel = array<i64: 5, 1, 1>, strides = array<i64: 1, 1, 1>,"
+           " pads = array<i64: 0, 0, 0, 0, 0, 0>, ceil_mode = false, count_include_pad = true}",
+           ["1x1x12x4x5xf32"], ["1x1x8x4x5xf32"]),
+    OpCase("avg_pool_row_window", "graph.avg_pool {kernel = array<i64: 1, 3>, strides = array<i64: 1, 1>,"
+           " pads = array<i64: 0, 0, 0, 0>, ceil_mode = true, count_include_pad = false}",
+           ["2x3x4x6xf32"], ["2x3x4x4xf32"]),
     OpCase("avg_pool_include_pad", "graph.avg_pool {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>,"
            " pads = array<i64: 1, 1, 1, 1>, ceil_mode = false, count_include_pad = true}",
            ["1x2x7x7xf32"], ["1x2x4x4xf32"]),

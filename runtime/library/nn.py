@@ -164,11 +164,38 @@ def _counted_cells(
     return pool(padded, kernel, strides, [0] * len(kernel), ceil_mode, True)
 
 
+def _window_sums_into(dim: int, size: int) -> Callable[[Sequence[torch.Tensor], Sequence[torch.Tensor]], Launch]:
+    """An average over a window of `size` along one dim (stride 1, no padding): `size` shifted slices summed into
+    the output, then scaled. torch-mlir lowers ONNX's LRN to such a pool over channels, of a (1, 1, C, H, W) view,
+    which ATen's avg_pool3d runs on one thread (its only plane): 7.6 ms against 0.3 ms for Inception-v1's."""
+
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        x, out = args[0], results[0]
+        count = out.shape[dim]
+        slices = [x.narrow(dim, start, count) for start in range(size)]
+
+        def launch() -> None:
+            out.copy_(slices[0])
+            for shifted in slices[1:]:
+                out.add_(shifted)
+            out.mul_(1.0 / size)
+
+        return launch
+
+    return into
+
+
 @torch_impl(nn.AvgPoolOp)
 def avg_pool(op: nn.AvgPoolOp) -> TorchImpl:
     kernel, strides, pads = ints(op.kernel), ints(op.strides), ints(op.pads)
     ceil_mode, include_pad, n = bool(op.ceil_mode.value.data), bool(op.count_include_pad.value.data), len(kernel)
     pool = _avg_pool_function(n + 2)
+    windowed = [d for d, k in enumerate(kernel) if k > 1]
+    if len(windowed) == 1 and all(s == 1 for s in strides) and not any(pads):
+        dim = windowed[0]
+        window = {"kernel_size": kernel, "stride": strides, "padding": [0] * n, "ceil_mode": ceil_mode}
+        functional = partial(pool, **window, count_include_pad=include_pad)
+        return TorchImpl(functional, _window_sums_into(dim + 2, kernel[dim]))
     if _torch_pads_pool(pads, kernel):
         window = {"kernel_size": kernel, "stride": strides, "padding": pads[:n], "ceil_mode": ceil_mode}
         if n == 1:  # avg_pool1d has no out= kernel
