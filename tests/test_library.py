@@ -36,6 +36,7 @@ from gnomon.passes.graph_to_kernel.library import (
 from gnomon.reference import run_reference
 from gnomon.registry import DIALECTS
 from gnomon.runtime.library import TORCH_IMPLS, bind_call, library_kernel
+from gnomon.runtime.library.nn import ONEDNN_POOL_MIN
 from gnomon.runtime.torch_eager import TorchEagerError, TorchEagerProgram, unsupported_ops
 
 
@@ -464,17 +465,22 @@ def test_op_matches_reference_eagerly_and_as_kernel(case: OpCase) -> None:
         assert_matches(actual, want)
 
 
-def test_max_pool_propagates_a_nan_as_the_reference_does() -> None:
-    """oneDNN's max pooling (the fast path) drops NaN; a window holding one must still give NaN, as ATen's, ONNX's
-    and the reference's max do, while the windows without one are computed as before."""
-    module = parse("""
-    func.func @main(%x: tensor<1x3x9x9xf32>) -> tensor<1x3x4x4xf32> {
-      %y = graph.max_pool %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>,
-                              pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false}
-                              : (tensor<1x3x9x9xf32>) -> tensor<1x3x4x4xf32>
-      func.return %y : tensor<1x3x4x4xf32>
-    }""")
-    x = np.random.default_rng(0).standard_normal((1, 3, 9, 9)).astype(np.float32)
+def _pool_module(op: str, attributes: str, shape: str, result: str) -> ModuleOp:
+    return parse(f"""
+    func.func @main(%x: tensor<{shape}xf32>) -> tensor<{result}xf32> {{
+      %y = graph.{op} %x {{{attributes}}} : (tensor<{shape}xf32>) -> tensor<{result}xf32>
+      func.return %y : tensor<{result}xf32>
+    }}""")
+
+
+def test_max_pool_on_onednn_propagates_a_nan_as_the_reference_does() -> None:
+    """A large input goes to oneDNN's max pooling, which drops NaN; a window holding one must still give NaN, as
+    ATen's, ONNX's and the reference's max do, and the others the same maxima."""
+    window = "kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>,"
+    module = _pool_module("max_pool", window + " dilations = array<i64: 1, 1>, ceil_mode = false", "1x16x65x65",
+                          "1x16x32x32")  # fmt: skip
+    x = np.random.default_rng(0).standard_normal((1, 16, 65, 65)).astype(np.float32)
+    assert x.size >= ONEDNN_POOL_MIN
     _, (clean,) = run_kernel(function_block(module), [x])
     np.testing.assert_array_equal(clean, run_reference(module, [x])[0])
     x[0, 1, 4, 4] = np.nan
@@ -482,6 +488,17 @@ def test_max_pool_propagates_a_nan_as_the_reference_does() -> None:
     expected = run_reference(module, [x])[0]
     assert np.isnan(expected).sum() == 4  # the four windows around (4, 4)
     np.testing.assert_array_equal(output, expected)  # NaN where the reference has NaN, equal elsewhere
+
+
+@pytest.mark.parametrize("include_pad", ["true", "false"])
+def test_avg_pool_on_onednn_matches_the_reference(include_pad: str) -> None:
+    window = "kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>,"
+    module = _pool_module("avg_pool", window + f" ceil_mode = false, count_include_pad = {include_pad}",
+                          "1x96x28x28", "1x96x28x28")  # fmt: skip
+    x = np.random.default_rng(1).standard_normal((1, 96, 28, 28)).astype(np.float32)
+    assert x.size >= ONEDNN_POOL_MIN
+    _, (output,) = run_kernel(function_block(module), [x])
+    assert_matches(output, run_reference(module, [x])[0])
 
 
 def test_constants_as_program_values_and_kernels() -> None:
