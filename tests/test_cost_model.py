@@ -19,7 +19,8 @@ from xdsl.parser import Parser
 
 import gnomon
 from gnomon.context import gnomon_context
-from gnomon.cost import CostModelError, efficiency, group_cost, op_cost, op_work, roofline
+from gnomon.cost import CostModelError, analytical, efficiency, group_cost, op_cost, op_work, roofline
+from gnomon.cost.analytical import ONEDNN_POOL_COPIES, ONEDNN_POOL_MIN, library_pool
 from gnomon.cost.devices import (
     DeviceError,
     DeviceFileError,
@@ -505,36 +506,62 @@ def test_library_calls_pay_their_call_cost_at_launch() -> None:
 
 def test_pools_and_transposes_have_their_own_rates() -> None:
     module = parse("""
-    func.func @f(%a: tensor<1x64x56x56xf32>, %c: tensor<1x1x68x40x40xf32>, %t: tensor<512x2048xf32>)
-        -> (tensor<1x64x28x28xf32>, tensor<1x64x28x28xf32>, tensor<1x1x64x40x40xf32>, tensor<2048x512xf32>) {
+    func.func @f(%a: tensor<1x16x56x56xf32>, %c: tensor<1x1x68x40x40xf32>, %t: tensor<512x2048xf32>)
+        -> (tensor<1x16x28x28xf32>, tensor<1x16x28x28xf32>, tensor<1x1x64x40x40xf32>, tensor<2048x512xf32>) {
       %0 = graph.max_pool %a {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>,
-        dilations = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x64x56x56xf32>) -> tensor<1x64x28x28xf32>
+        dilations = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x16x56x56xf32>) -> tensor<1x16x28x28xf32>
       %1 = graph.avg_pool %a {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>,
-        count_include_pad = true, ceil_mode = false} : (tensor<1x64x56x56xf32>) -> tensor<1x64x28x28xf32>
+        count_include_pad = true, ceil_mode = false} : (tensor<1x16x56x56xf32>) -> tensor<1x16x28x28xf32>
       %2 = graph.avg_pool %c {kernel = array<i64: 5, 1, 1>, strides = array<i64: 1, 1, 1>,
         pads = array<i64: 0, 0, 0, 0, 0, 0>, count_include_pad = true, ceil_mode = false}
         : (tensor<1x1x68x40x40xf32>) -> tensor<1x1x64x40x40xf32>
       %3 = graph.transpose %t {permutation = array<i64: 1, 0>} : (tensor<512x2048xf32>) -> tensor<2048x512xf32>
-      func.return %0, %1, %2, %3 : tensor<1x64x28x28xf32>, tensor<1x64x28x28xf32>, tensor<1x1x64x40x40xf32>,
+      func.return %0, %1, %2, %3 : tensor<1x16x28x28xf32>, tensor<1x16x28x28xf32>, tensor<1x1x64x40x40xf32>,
         tensor<2048x512xf32>
     }""")
     cpu = load_device("generic-cpu")
     eff = efficiency(cpu)
     max_pool = only(module, "graph.max_pool")
     avg_pool, channel_pool = [op for op in graph_ops(module) if op.name == "graph.avg_pool"]
-    # A 2x2 window's output costs a CPU the floor (POOL_OUTPUT_FLOOR): 9 adds for an average, 5 compares for a max,
-    # each compare at MAX_POOL_INSTRUCTIONS (2) adds.
-    average_adds = 64 * 28 * 28 * 9
+    # Below ONEDNN_POOL_MIN input elements ATen pools: a 2x2 window's output costs a CPU the floor
+    # (POOL_OUTPUT_FLOOR): 9 adds for an average, 5 compares for a max, each at MAX_POOL_INSTRUCTIONS (2) adds.
+    assert library_pool(max_pool) == library_pool(avg_pool) == "aten"
+    average_adds = 16 * 28 * 28 * 9
     assert op_cost(avg_pool, cpu).compute_s == pytest.approx(average_adds / (cpu.peak("fp32") * eff.pool))
     assert op_cost(max_pool, cpu).compute_s == pytest.approx(op_cost(avg_pool, cpu).compute_s * 2 * 5 / 9)
     gpu = load_device("a100")  # no floor: 3 compares against 4 adds
     assert op_cost(max_pool, gpu).compute_s == pytest.approx(op_cost(avg_pool, gpu).compute_s * 2 * 3 / 4)
-    window_adds = 64 * 40 * 40 * 5
-    assert op_cost(channel_pool, cpu).compute_s == pytest.approx(window_adds / (cpu.peak("fp32") * eff.pool3d))
+    # A window along one dim (LRN's channel pool) is its shifted slices summed, at the vector rate.
+    assert library_pool(channel_pool) == "window-sums"
+    work = op_work(channel_pool)
+    assert op_cost(channel_pool, cpu).compute_s == pytest.approx(work.flops / (cpu.peak("fp32") * eff.vector))
     transpose = only(module, "graph.transpose")
     assert op_cost(transpose, cpu).model == "transpose"
     streamed = replace(cpu, efficiency={"transpose": 1.0})
     assert op_cost(transpose, cpu).memory_s == pytest.approx(op_cost(transpose, streamed).memory_s / eff.transpose)
+
+
+def test_large_pools_are_priced_as_onednn_runs_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From ONEDNN_POOL_MIN input elements a 2-D float32 pool runs on oneDNN: its vectorized windows, and its bytes
+    moved ONEDNN_POOL_COPIES times (into the blocked layout, the pooling, back out, the NaN check)."""
+    module = parse("""
+    func.func @f(%a: tensor<1x64x56x56xf32>) -> (tensor<1x64x27x27xf32>, tensor<1x64x26x26xf32>) {
+      %0 = graph.max_pool %a {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>,
+        dilations = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x64x56x56xf32>) -> tensor<1x64x27x27xf32>
+      %1 = graph.max_pool %a {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>,
+        dilations = array<i64: 2, 2>, ceil_mode = false} : (tensor<1x64x56x56xf32>) -> tensor<1x64x26x26xf32>
+      func.return %0, %1 : tensor<1x64x27x27xf32>, tensor<1x64x26x26xf32>
+    }""")
+    plain, dilated = [op for op in graph_ops(module) if op.name == "graph.max_pool"]
+    assert 64 * 56 * 56 >= ONEDNN_POOL_MIN
+    assert library_pool(plain) == "onednn"
+    assert library_pool(dilated) == "aten"  # oneDNN's max pooling takes no dilation
+    cpu = load_device("generic-cpu")
+    work = op_work(plain)
+    assert op_cost(plain, cpu).compute_s == pytest.approx(work.flops / (cpu.peak("fp32") * efficiency(cpu).vector))
+    moved = op_cost(plain, cpu).memory_s
+    monkeypatch.setattr(analytical, "ONEDNN_POOL_COPIES", 1)
+    assert moved == pytest.approx(ONEDNN_POOL_COPIES * op_cost(plain, cpu).memory_s)
 
 
 def test_embedding_lookups_pay_their_index_handling() -> None:

@@ -22,6 +22,7 @@ from xdsl.ir import Block, Operation
 from xdsl.parser import Parser
 
 from gnomon.context import gnomon_context
+from gnomon.cost.analytical import ONEDNN_POOL_MIN
 from gnomon.dialects.graph.constant_values import numpy_dtype
 from gnomon.dialects.graph.nn import BatchNormTrainOp
 from gnomon.dialects.graph.tensor import ConstantOp
@@ -36,7 +37,6 @@ from gnomon.passes.graph_to_kernel.library import (
 from gnomon.reference import run_reference
 from gnomon.registry import DIALECTS
 from gnomon.runtime.library import TORCH_IMPLS, bind_call, library_kernel
-from gnomon.runtime.library.nn import ONEDNN_POOL_MIN
 from gnomon.runtime.torch_eager import TorchEagerError, TorchEagerProgram, unsupported_ops
 
 

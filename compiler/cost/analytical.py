@@ -55,7 +55,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
+from xdsl.dialects.builtin import TensorType, f32
 from xdsl.ir import Operation, SSAValue
 
 from gnomon.cost.devices import Device
@@ -74,7 +76,7 @@ from gnomon.cost.roofline import (
     static_shape,
 )
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.base import GraphOperation, ints
 from gnomon.dialects.graph.elementwise import DropoutOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
@@ -346,6 +348,14 @@ def _family_kernel(
             volumetric = len(static_shape(op.results[0])) > 4
             rate = device.peak(work.peak_key) * (eff.pool3d if volumetric else eff.pool)
             kernel = _stream("pool", work, device, eff, rate)
+            if isinstance(op, MaxPoolOp | AvgPoolOp) and device.kind == "cpu" and library_pool(op) != "aten":
+                # Vectorized windows: oneDNN's over a blocked copy of the input (and the result copied back), or
+                # slices summed, which overlap, so that one pass from where the bytes live brings them in (a pass per
+                # window position predicted Inception-v1's LRN pools 4-5x too slow).
+                passes = ONEDNN_POOL_COPIES if library_pool(op) == "onednn" else 1
+                bandwidth = _sustained(device, eff, _resident_index(device, work.bytes))
+                compute_s = work.flops / (device.peak(work.peak_key) * eff.vector)
+                return _Kernel("pool", compute_s, passes * work.bytes / bandwidth)
             if isinstance(op, MaxPoolOp | AvgPoolOp) and not volumetric and device.kind == "cpu":
                 floor = math.prod(static_shape(op.results[0])) * POOL_OUTPUT_FLOOR[type(op)]
                 kernel = replace(kernel, compute_s=max(work.flops, floor) / rate)
@@ -375,6 +385,39 @@ GEMM_OPS = (MatmulOp, LinearOp, ConvOp, ConvTransposeOp, AttentionOp)
 MAX_POOL_INSTRUCTIONS = 2
 """A windowed max pool's cost per compare, in an average pool's adds: ATen's CPU max pooling keeps each window's
 argmax as it compares, so its windows run at about half the rate of average pooling's."""
+
+ONEDNN_POOL_MIN = 1 << 16
+"""Input elements from which the runtime pools a 2-D float32 tensor with oneDNN, on a blocked copy of it, rather
+than with ATen's NCHW kernels: 3-10x faster there, slower below (a 7x7 average over 1024x7x7 took 90 us there
+against 35 in ATen)."""
+
+ONEDNN_POOL_COPIES = 5
+"""How many times a oneDNN pool moves its bytes: the input into the blocked layout and through the pooling, the
+result back out and into the arena, and a max pool's NaN check. Set from SqueezeNet's three max pools here (three
+passes predicted them 2x too fast); Inception-v2's pools are the check."""
+
+PoolKernel = Literal["onednn", "window-sums", "aten"]
+
+
+def library_pool(op: MaxPoolOp | AvgPoolOp) -> PoolKernel:
+    """How the runtime's library runs a windowed pooling (`gnomon.runtime.library.nn`), decided here, once, for
+    the runtime and for this model: an average over a window along one dim, stride 1 and unpadded (torch-mlir's
+    LRN), as shifted slices summed; an undilated 2-D max pool, or a 2-D average pool with pads torch takes and no
+    ceil mode, of a float32 input of at least `ONEDNN_POOL_MIN` elements, on oneDNN; anything else on ATen."""
+    kernel, strides, pads = ints(op.kernel), ints(op.strides), ints(op.pads)
+    if isinstance(op, AvgPoolOp) and sum(k > 1 for k in kernel) == 1 and set(strides) == {1} and not any(pads):
+        return "window-sums"
+    source = op.operands[0].type
+    if not isinstance(source, TensorType) or source.get_element_type() != f32 or len(kernel) != 2:
+        return "aten"
+    if math.prod(source.get_shape()) < ONEDNN_POOL_MIN:
+        return "aten"
+    if isinstance(op, MaxPoolOp):
+        return "onednn" if all(d == 1 for d in ints(op.dilations)) else "aten"
+    torch_pads = pads[:2] == pads[2:] and all(p <= k // 2 for p, k in zip(pads, kernel, strict=False))
+    # A ceil-mode average's last windows have divisors of ATen's own rules: those stay ATen's.
+    return "onednn" if torch_pads and not op.ceil_mode.value.data else "aten"
+
 
 POOL_OUTPUT_FLOOR: dict[type[GraphOperation], int] = {AvgPoolOp: 9, MaxPoolOp: 5}
 """The fewest window reductions an output of ATen's 2-D CPU pooling costs, however small its window: each output

@@ -14,6 +14,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
+from gnomon.cost.analytical import library_pool
 from gnomon.dialects.graph import nn, sampling
 from gnomon.dialects.graph.base import ints
 from gnomon.passes.graph_to_kernel.library import gemm_conv
@@ -108,21 +109,6 @@ def _torch_pads_pool(pads: Sequence[int], kernel: Sequence[int]) -> bool:
     return symmetric_pads(pads) and all(p <= k // 2 for p, k in zip(pads, kernel, strict=False))
 
 
-ONEDNN_POOL_MIN = 1 << 16
-"""Input elements from which oneDNN's pooling (on a blocked copy of the input) beats ATen's NCHW kernels here: a
-7x7 average over 1024x7x7 took 90 us there against 35 in ATen; 3x3 ones over 150K elements 3-9x less."""
-
-
-def _onednn_pools(x: torch.Tensor) -> bool:
-    """Whether a 2-D pooling of `x` goes to oneDNN: float32, large enough, and oneDNN present."""
-    return (
-        x.dim() == 4
-        and x.dtype == torch.float32
-        and x.numel() >= ONEDNN_POOL_MIN
-        and torch.backends.mkldnn.is_available()
-    )
-
-
 @torch_impl(nn.MaxPoolOp)
 def max_pool(op: nn.MaxPoolOp) -> TorchImpl:
     kernel, strides, pads, dilations = ints(op.kernel), ints(op.strides), ints(op.pads), ints(op.dilations)
@@ -143,7 +129,7 @@ def max_pool(op: nn.MaxPoolOp) -> TorchImpl:
         compare-and-branch loop mispredicts on real data), unless the input holds a NaN: oneDNN's max drops it,
         where ATen's, ONNX's and the reference propagate it (a NaN or mixed infinities make the sum NaN)."""
         x, out = args[0], results[0]
-        if not (_onednn_pools(x) and all(d == 1 for d in dilations)):
+        if library_pool(op) != "onednn" or not torch.backends.mkldnn.is_available():
             return copy_back(run, args, results)
 
         def launch() -> None:
@@ -203,9 +189,8 @@ def avg_pool(op: nn.AvgPoolOp) -> TorchImpl:
     kernel, strides, pads = ints(op.kernel), ints(op.strides), ints(op.pads)
     ceil_mode, include_pad, n = bool(op.ceil_mode.value.data), bool(op.count_include_pad.value.data), len(kernel)
     pool = _avg_pool_function(n + 2)
-    windowed = [d for d, k in enumerate(kernel) if k > 1]
-    if len(windowed) == 1 and all(s == 1 for s in strides) and not any(pads):
-        dim = windowed[0]
+    if library_pool(op) == "window-sums":
+        dim = next(d for d, k in enumerate(kernel) if k > 1)
         window = {"kernel_size": kernel, "stride": strides, "padding": [0] * n, "ceil_mode": ceil_mode}
         functional = partial(pool, **window, count_include_pad=include_pad)
         return TorchImpl(functional, _window_sums_into(dim + 2, kernel[dim]))
@@ -218,10 +203,10 @@ def avg_pool(op: nn.AvgPoolOp) -> TorchImpl:
             return in_aten
 
         def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-            """oneDNN's pooling where it pays (`ONEDNN_POOL_MIN`): 3-9x ATen's NCHW avg_pool2d on Inception's 3x3
-            ones, with the same results (sums in the same order)."""
+            """oneDNN's pooling where it pays (`library_pool`): 3-9x ATen's NCHW avg_pool2d on Inception's 3x3 ones,
+            with the same results (sums in the same order)."""
             x, out = args[0], results[0]
-            if not _onednn_pools(x):
+            if library_pool(op) != "onednn" or not torch.backends.mkldnn.is_available():
                 return in_aten.bind(args, results)
             arguments = (kernel, strides, pads[:n], ceil_mode, include_pad)
             return lambda: out.copy_(pool(x.to_mkldnn(), *arguments).to_dense())
