@@ -238,6 +238,15 @@ def test_tune_rejects_bad_options_in_one_line(tmp_path: Path, args: list[str], m
     assert result.stderr == message
 
 
+def test_tune_names_an_unwritable_database_before_it_starts(tmp_path: Path) -> None:
+    model = _elementwise_onnx(tmp_path / "model.onnx")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = _gnomon("tune", str(model), tuning=blocker / "db")
+    assert result.returncode == 2
+    assert result.stderr == f"gnomon: error: cannot write the tuning database {blocker / 'db'}: Not a directory\n"
+
+
 def test_tune_names_a_missing_model(tmp_path: Path) -> None:
     result = _gnomon("tune", str(tmp_path / "missing.onnx"), tuning=tmp_path / "db")
     assert result.returncode == 2

@@ -52,7 +52,7 @@ def _row_cycles(columns: int, positions: int, vectors: int) -> float:
     return whole * tile_cycles(positions, vectors) + (tile_cycles(rest, vectors) if rest else 0.0)
 
 
-def _conv_tile(kernel_func: kernel.FuncOp, conv: ConvOp, lanes: int) -> tuple[int, int, int]:
+def _conv_tile(kernel_func: kernel.FuncOp, conv: ConvOp) -> tuple[int, int, int]:
     """(vectors, positions, width) of a generated convolution's schedule; the default's where it sets no tile."""
     schedule = kernel_func.schedule
     assert schedule is not None
@@ -69,7 +69,7 @@ def _conv_tile(kernel_func: kernel.FuncOp, conv: ConvOp, lanes: int) -> tuple[in
 
 def _conv_cycles(kernel_func: kernel.FuncOp, conv: ConvOp, lanes: int) -> float:
     """Relative cycles of the slowest thread of a generated convolution: its producer's micro-kernel, per block."""
-    vectors, positions, width = _conv_tile(kernel_func, conv, lanes)
+    vectors, positions, width = _conv_tile(kernel_func, conv)
     n, channels, _, columns = static_shape(conv.result)
     last = [op for op in kernel_func.body.block.ops if isinstance(op, ConvOp)][-1]
     out_rows = static_shape(last.result)[2]

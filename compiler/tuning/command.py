@@ -118,11 +118,12 @@ def tune_command(
     pricing = fusion_device(device)
     if pricing.kind != "cpu":
         raise GnomonError(f"--device {device}: tuning measures on this machine, so it prices on a CPU device")
+    database = TuningDatabase()
+    database.check_writable()
     executable = compile_model(model, input_shapes=input_shapes, device=device, tuned=False)
     program = executable.program
     assert program is not None
     arrays = random_inputs(executable, seed)
-    database = TuningDatabase()
     print(f"tuning {model} on this machine; candidates priced on {pricing.provenance}", file=sys.stderr)
     results = tune_program(
         program,

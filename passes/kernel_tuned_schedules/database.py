@@ -141,6 +141,16 @@ class TuningDatabase:
             warnings.warn(f"tuning entry {path} does not read ({detail}); ignoring it", GnomonWarning, 2)
             return None
 
+    def check_writable(self) -> None:
+        """A GnomonError naming the directory unless entries can be written into it (checked before tuning starts,
+        not after its first kernel's minutes)."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.directory / ".probe", b"")
+            (self.directory / ".probe").unlink()
+        except OSError as error:
+            raise GnomonError(f"cannot write the tuning database {self.directory}: {error.strerror}") from error
+
     def store(self, key: str, entry: Entry) -> None:
         data = {"format": FORMAT, **asdict(entry), "trials": [asdict(t) for t in entry.trials]}
         try:
