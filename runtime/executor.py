@@ -70,6 +70,7 @@ class Profile:
     kernels_tuned: int = 0
     """Generated kernels that run a schedule from the tuning database (`kernel-tuned-schedules`)."""
     kernels_generated: int = 0
+    """Generated kernels loaded (compiled or from the disk cache), each in-place variant counted apart."""
 
 
 @dataclass(frozen=True)
@@ -260,7 +261,7 @@ class Program:
         args: Sequence[np.ndarray],
         results: Sequence[np.ndarray],
         compiled: dict[str, object],
-        constant: Sequence[bool],
+        constants: Sequence[bool],
     ) -> Callable[[], None]:
         if kernel_func.is_generated:
             from gnomon.runtime.codegen import compile_kernel
@@ -287,7 +288,7 @@ class Program:
         library = bind_call(call, kernel_func.body.block)
         if library is None:
             raise ProgramError(f"kernel @{kernel_func.sym_name.data}: no library call {kernel_func.profile_name}")
-        return library.bind([_tensor_over(a) for a in args], [_tensor_over(r) for r in results], constant)
+        return library.bind([_tensor_over(a) for a in args], [_tensor_over(r) for r in results], constants)
 
     def run(self, inputs: Sequence[np.ndarray], profile: bool = False) -> list[np.ndarray]:
         """Run on `inputs` (already checked: one contiguous array per input, right shape and dtype)."""

@@ -20,7 +20,6 @@ from xdsl.parser import Parser
 import gnomon
 from gnomon.context import gnomon_context
 from gnomon.cost import CostModelError, analytical, efficiency, group_cost, op_cost, op_work, roofline
-from gnomon.cost.analytical import ONEDNN_POOL_COPIES, ONEDNN_POOL_MIN, library_pool
 from gnomon.cost.devices import (
     DeviceError,
     DeviceFileError,
@@ -31,6 +30,7 @@ from gnomon.cost.devices import (
     load_device,
     save_device,
 )
+from gnomon.cost.pools import ONEDNN_POOL_COPIES, ONEDNN_POOL_MIN, library_pool
 from gnomon.dialects.graph import Graph
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.models import DLRM, MLP, SmallCNN, TransformerBlock

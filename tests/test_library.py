@@ -22,7 +22,7 @@ from xdsl.ir import Block, Operation
 from xdsl.parser import Parser
 
 from gnomon.context import gnomon_context
-from gnomon.cost.analytical import ONEDNN_POOL_MIN
+from gnomon.cost.pools import ONEDNN_POOL_MIN
 from gnomon.dialects.graph.constant_values import numpy_dtype
 from gnomon.dialects.graph.nn import BatchNormTrainOp
 from gnomon.dialects.graph.tensor import ConstantOp

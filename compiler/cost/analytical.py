@@ -22,10 +22,11 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
 - transposes: their bytes at `transpose` of the streaming bandwidth, as is a fused group of streaming ops that holds
   one: a tiled transpose and a permutation that keeps the innermost axis both move short runs (a tile's row, an
   attention head's row), not whole lines of a stream;
-- windowed pooling: its window reductions (a max pool's at `MAX_POOL_INSTRUCTIONS` each; on a CPU, at least
-  `POOL_OUTPUT_FLOOR` per output) at `pool` of the vector peak, or `pool3d` for 3-D windows (ATen's CPU pooling
-  loops run far below the vector units, its volumetric ones further still), or its bytes, whichever takes longer;
-  a global pool is a reduction (ATen's `mean`), priced as one;
+- windowed pooling, as the runtime runs it (`gnomon.cost.pools.library_pool`): oneDNN's and the window sums'
+  vectorized windows, their bytes moved as often as they move them; ATen's, its window reductions (a max pool's
+  at `MAX_POOL_INSTRUCTIONS` each; on a CPU, at least `POOL_OUTPUT_FLOOR` per output) at `pool` of the vector
+  peak, or `pool3d` for 3-D windows (ATen's CPU pooling loops run far below the vector units, its volumetric
+  ones further still), or its bytes, whichever takes longer; a global pool is a reduction (ATen's `mean`);
 - elementwise, reductions, normalizations and data movement: their vector instructions (`VECTOR_INSTRUCTIONS`:
   a transcendental function is a polynomial of a dozen or more, where the roofline counts it as one FLOP) at
   `vector` of the vector peak, or their bytes, at the bandwidth of the innermost
@@ -55,13 +56,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
 
-from xdsl.dialects.builtin import TensorType, f32
 from xdsl.ir import Operation, SSAValue
 
 from gnomon.cost.devices import Device
 from gnomon.cost.efficiency import Efficiency, efficiency
+from gnomon.cost.pools import MAX_POOL_INSTRUCTIONS, ONEDNN_POOL_COPIES, POOL_OUTPUT_FLOOR, library_pool
 from gnomon.cost.roofline import (
     VIEW_OPS,
     Bound,
@@ -76,7 +76,7 @@ from gnomon.cost.roofline import (
     static_shape,
 )
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph.base import GraphOperation, ints
+from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import DropoutOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
@@ -351,7 +351,8 @@ def _family_kernel(
             if isinstance(op, MaxPoolOp | AvgPoolOp) and device.kind == "cpu" and library_pool(op) != "aten":
                 # Vectorized windows: oneDNN's over a blocked copy of the input (and the result copied back), or
                 # slices summed, which overlap, so that one pass from where the bytes live brings them in (a pass per
-                # window position predicted Inception-v1's LRN pools 4-5x too slow).
+                # window position predicted Inception-v1's two LRN pools 4-5x too slow; one pass predicts AlexNet's
+                # and ZFNet's four, not used to set it, at 0.92-1.21x of the measured time).
                 passes = ONEDNN_POOL_COPIES if library_pool(op) == "onednn" else 1
                 bandwidth = _sustained(device, eff, _resident_index(device, work.bytes))
                 compute_s = work.flops / (device.peak(work.peak_key) * eff.vector)
@@ -381,49 +382,6 @@ def _family_kernel(
 
 
 GEMM_OPS = (MatmulOp, LinearOp, ConvOp, ConvTransposeOp, AttentionOp)
-
-MAX_POOL_INSTRUCTIONS = 2
-"""A windowed max pool's cost per compare, in an average pool's adds: ATen's CPU max pooling keeps each window's
-argmax as it compares, so its windows run at about half the rate of average pooling's."""
-
-ONEDNN_POOL_MIN = 1 << 16
-"""Input elements from which the runtime pools a 2-D float32 tensor with oneDNN, on a blocked copy of it, rather
-than with ATen's NCHW kernels: 3-10x faster there, slower below (a 7x7 average over 1024x7x7 took 90 us there
-against 35 in ATen)."""
-
-ONEDNN_POOL_COPIES = 5
-"""How many times a oneDNN pool moves its bytes: the input into the blocked layout and through the pooling, the
-result back out and into the arena, and a max pool's NaN check. Set from SqueezeNet's three max pools here (three
-passes predicted them 2x too fast); Inception-v2's pools are the check."""
-
-PoolKernel = Literal["onednn", "window-sums", "aten"]
-
-
-def library_pool(op: MaxPoolOp | AvgPoolOp) -> PoolKernel:
-    """How the runtime's library runs a windowed pooling (`gnomon.runtime.library.nn`), decided here, once, for
-    the runtime and for this model: an average over a window along one dim, stride 1 and unpadded (torch-mlir's
-    LRN), as shifted slices summed; an undilated 2-D max pool, or a 2-D average pool with pads torch takes and no
-    ceil mode, of a float32 input of at least `ONEDNN_POOL_MIN` elements, on oneDNN; anything else on ATen."""
-    kernel, strides, pads = ints(op.kernel), ints(op.strides), ints(op.pads)
-    if isinstance(op, AvgPoolOp) and sum(k > 1 for k in kernel) == 1 and set(strides) == {1} and not any(pads):
-        return "window-sums"
-    source = op.operands[0].type
-    if not isinstance(source, TensorType) or source.get_element_type() != f32 or len(kernel) != 2:
-        return "aten"
-    if math.prod(source.get_shape()) < ONEDNN_POOL_MIN:
-        return "aten"
-    if isinstance(op, MaxPoolOp):
-        return "onednn" if all(d == 1 for d in ints(op.dilations)) else "aten"
-    torch_pads = pads[:2] == pads[2:] and all(p <= k // 2 for p, k in zip(pads, kernel, strict=False))
-    # A ceil-mode average's last windows have divisors of ATen's own rules: those stay ATen's.
-    return "onednn" if torch_pads and not op.ceil_mode.value.data else "aten"
-
-
-POOL_OUTPUT_FLOOR: dict[type[GraphOperation], int] = {AvgPoolOp: 9, MaxPoolOp: 5}
-"""The fewest window reductions an output of ATen's 2-D CPU pooling costs, however small its window: each output
-also computes its window's bounds, its divisor (average) or its argmax (max), and is stored on its own, so a 2x2
-or 3x3 window costs about the same per output; a max pool's larger windows (3x3: 8 compares) rise above the
-floor."""
 
 LAYER_NORM_ROW_INSTRUCTIONS = 900
 """A layer norm's fixed cost per normalized row, in vector instructions: ATen's CPU kernel computes each row's moments

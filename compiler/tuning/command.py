@@ -106,9 +106,11 @@ def tune_command(
     device: str,
     seed: int,
 ) -> None:
-    from gnomon.executable import compile_model
+    from gnomon.context import gnomon_context
+    from gnomon.executable import Executable, compile_model
     from gnomon.passes.graph_fuse import fusion_device
     from gnomon.passes.graph_to_kernel import host_vector_lanes
+    from gnomon.passes.kernel_tuned_schedules import KernelTunedSchedulesPass
     from gnomon.run_report import random_inputs
 
     if not budget_s > 0:
@@ -138,7 +140,10 @@ def tune_command(
     )
     print(render(results))
     print(f"tuning database: {database.directory}")
-    tuned = compile_model(model, input_shapes=input_shapes, device=device)
+    # The lowered program again, its kernels now taking the database's schedules: the pass, not a second import.
+    module = executable.module.clone()
+    KernelTunedSchedulesPass(database=str(database.directory)).apply(gnomon_context(), module)
+    tuned = Executable(module)
     assert tuned.program is not None
     before, after = _model_times(program, tuned.program, arrays)
     best_before, best_after = min(before), min(after)

@@ -38,7 +38,7 @@ def _threads(cores: int) -> range:
     return range(1, cores + 1)
 
 
-def _conv(schedule: ScheduleAttr, cores: int, lanes: int) -> Iterator[ScheduleAttr]:
+def _conv(cores: int, lanes: int) -> Iterator[ScheduleAttr]:
     for width in sorted({lanes, max(lanes // 2, 8)}, reverse=True):
         for vectors in (1, 2):
             if vectors * width < 16 or vectors * width % 8:
@@ -80,7 +80,7 @@ def candidates(kernel_func: kernel.FuncOp, device: Device, lanes: int) -> list[S
     assert kernel_func.is_generated
     first = next(iter(kernel_func.body.block.ops), None)
     if isinstance(first, ConvOp):
-        space = _conv(schedule, device.cores, lanes)
+        space = _conv(device.cores, lanes)
     elif isinstance(first, MatmulOp):
         space = _matmul(schedule, device.cores, lanes)
     else:

@@ -102,7 +102,6 @@ class _Kernel:
         self.default = default = launch.kernel
         space = candidates(default, device, lanes)
         priced = [(predicted_s(_with_schedule(default, s), default, device, lanes), s) for s in space]
-        self.default_predicted = priced[0][0]
         ranked = sorted(priced[1:], key=lambda pair: pair[0])
         self.chosen = [priced[0], *ranked[:top]]
         self.space = len(space)
