@@ -83,7 +83,7 @@ class Calibration:
 
 def calibrate(quick: bool = False, fit: bool = True, log: Callable[[str], None] = print) -> Calibration:
     """Measure this machine (see the module docstring); `log` gets each figure as it is measured."""
-    m, rounds = measure(quick, fit, log, lambda module: lower(module, "the calibration suite"))
+    m, rounds = measure(quick, fit, log, lambda module: lower(module, "the calibration suite", layout="nchw"))
     return calibration_of(m, rounds, fit, log)
 
 

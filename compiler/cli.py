@@ -140,11 +140,13 @@ def _cmd_summary(args: argparse.Namespace) -> None:
 def _cmd_compile(args: argparse.Namespace) -> None:
     from gnomon.executable import compile_model
     from gnomon.passes.graph_fuse import FusionDecision, explain, fusion_device
+    from gnomon.passes.graph_layout import LayoutDecision, explain_layouts
 
     _check_paths(args.model, {"-o": args.output})
     input_shapes = _input_shapes(args.input_shape)
     device = fusion_device(args.device)  # a wrong name fails here, before the import's seconds
     decisions: list[FusionDecision] = []
+    layouts: list[LayoutDecision] = []
     executable = compile_model(
         args.model,
         input_shapes=input_shapes,
@@ -152,9 +154,11 @@ def _cmd_compile(args: argparse.Namespace) -> None:
         dump_ir=args.dump_ir,
         device=args.device,
         decisions=decisions,
+        layouts=layouts,
     )
     executable.save(args.output)
     if args.explain:
+        print(explain_layouts(layouts, device.provenance))
         print(explain(decisions, device.provenance))
 
 
@@ -255,7 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
         "else generic-cpu), local, a shipped device or a .toml file",
     )
     compiler.add_argument(
-        "--explain", action="store_true", help="print every fusion choice: both predicted times and the decision"
+        "--explain",
+        action="store_true",
+        help="print every layout and fusion choice: both predicted times and the decision",
     )
     _add_pipeline_arguments(compiler)
     compiler.add_argument(

@@ -1,10 +1,11 @@
 """`gnomon.compile` (this module's `compile_model`): a model in, an executable out.
 
 After import, two of `gnomon.pipeline`'s pipelines: `inference` (drop dropout, fold batch norm into
-the convolution before it, fold constants, canonicalize), then `lowering` (`graph-fuse` decides by
-predicted time which ops share a kernel, `graph-to-kernel` partitions into those generated and library
-kernels, `kernel-to-rt` makes a flat schedule over a planned arena). `Executable` checks its inputs
-against the program's signature before any kernel runs and returns NumPy arrays in the model's output order.
+the convolution before it, fold constants, canonicalize), then `lowering` (`graph-layout` decides by predicted
+time which convolution regions run channels-last, `graph-fuse` which ops share a kernel, `graph-to-kernel`
+partitions into those generated and library kernels, `kernel-to-rt` makes a flat schedule over a planned arena).
+`Executable` checks its inputs against the program's signature before any kernel runs and returns NumPy arrays in
+the model's output order.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from gnomon.errors import GnomonError
 from gnomon.files import writing
 from gnomon.limits import check_fits
 from gnomon.passes.graph_fuse import AUTO_DEVICE, FusionDecision, fusion_decisions
+from gnomon.passes.graph_layout import LayoutDecision, layout_decisions
 from gnomon.passes.kernel_to_rt import LoweringError, rt_functions
 from gnomon.passes.kernel_to_rt.memory_plan import MemoryPlanError
 from gnomon.pipeline import INPUT_NAMES_ATTR, OUTPUT_NAMES_ATTR, PIPELINES, load, run_pipeline
@@ -47,21 +49,28 @@ def lower(
     dump_ir: str | Path | None = None,
     device: str = AUTO_DEVICE,
     decisions: list[FusionDecision] | None = None,
+    layouts: list[LayoutDecision] | None = None,
     tuned: bool = True,
+    layout: str = "auto",
 ) -> ModuleOp:
     """Run the inference rewrites and the lowering to rt on a graph module, in place.
 
     `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device` is the one whose predicted times decide
-    fusion (`graph-fuse`'s option); `decisions`, when given, receives the fusion decisions it took; `tuned=False`
+    layout and fusion (`graph-layout`'s and `graph-fuse`'s option); `decisions` and `layouts`, when given, receive
+    the fusion and layout decisions taken; `layout` is `graph-layout`'s option (`nchw` keeps every op's layout as
+    given: the calibration suite's kernels are measured as they are written); `tuned=False`
     keeps every generated kernel's default schedule (no `kernel-tuned-schedules`)."""
     run_pipeline(module, "inference", source, verify_each=verify_each, dump_ir=dump_ir)
 
     def after_pass(name: str, module: ModuleOp) -> None:
         if name == "graph-fuse" and decisions is not None:
             decisions.extend(fusion_decisions(module))
+        if name == "graph-layout" and layouts is not None:
+            layouts.extend(layout_decisions(module))
 
     spec = PIPELINES["lowering"]
-    if device != AUTO_DEVICE:
+    if device != AUTO_DEVICE or layout != "auto":
+        spec = spec.replace("graph-layout", f'graph-layout{{device="{device}" layout={layout}}}', 1)
         spec = spec.replace("graph-fuse", f'graph-fuse{{device="{device}"}}', 1)
     if not tuned:
         spec = spec.replace(",kernel-tuned-schedules", "")
@@ -193,17 +202,22 @@ def compile_model(
     dump_ir: str | Path | None = None,
     device: str = AUTO_DEVICE,
     decisions: list[FusionDecision] | None = None,
+    layouts: list[LayoutDecision] | None = None,
     tuned: bool = True,
 ) -> Executable:
     """Import, rewrite and lower a model; the reference backend interprets the graph program instead.
 
-    `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device`, `decisions` and `tuned` are `lower`'s."""
+    `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device`, `decisions`, `layouts` and `tuned` are
+    `lower`'s."""
     if backend not in BACKENDS:
         raise GnomonError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     module = load(model, example_inputs, input_shapes, verify_each=verify_each, dump_ir=dump_ir)
     if backend == "native":
         source = str(model) if isinstance(model, str | Path) else type(model).__name__
-        lower(module, source, verify_each=verify_each, dump_ir=dump_ir, device=device, decisions=decisions, tuned=tuned)
+        lower(
+            module, source, verify_each=verify_each, dump_ir=dump_ir, device=device, decisions=decisions,
+            layouts=layouts, tuned=tuned,
+        )  # fmt: skip
     return Executable(module, backend)
 
 

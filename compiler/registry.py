@@ -68,6 +68,12 @@ def _graph_fuse() -> type[ModulePass]:
     return GraphFusePass
 
 
+def _graph_layout() -> type[ModulePass]:
+    from gnomon.passes.graph_layout import GraphLayoutPass
+
+    return GraphLayoutPass
+
+
 def _graph_roofline() -> type[ModulePass]:
     from gnomon.passes.graph_roofline import GraphRooflinePass
 
@@ -124,6 +130,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "graph-fold-batch-norm": _graph_fold_batch_norm,
     "graph-fold-constants": _graph_fold_constants,
     "graph-fuse": _graph_fuse,
+    "graph-layout": _graph_layout,
     "graph-roofline": _graph_roofline,
     "graph-shape-inference": _graph_shape_inference,
     "graph-to-kernel": _graph_to_kernel,

@@ -32,7 +32,7 @@ from xdsl.pattern_rewriter import (
 from gnomon.dialects.graph.constant_values import constant_to_numpy
 from gnomon.dialects.graph.elementwise import AddOp, BinaryOp, MulOp
 from gnomon.dialects.graph.linalg import LinearOp
-from gnomon.dialects.graph.nn import BatchNormOp, ConvOp, ConvTransposeOp
+from gnomon.dialects.graph.nn import BatchNormOp, ConvOp, ConvTransposeOp, channels_last
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
 from gnomon.passes.graph_fold_constants import folded_constant
 
@@ -108,7 +108,7 @@ class FoldBatchNormIntoLayer(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: BatchNormOp, rewriter: PatternRewriter) -> None:
         layer = op.input.owner
-        if not isinstance(layer, Layer) or not layer.result.has_one_use():
+        if not isinstance(layer, Layer) or not layer.result.has_one_use() or channels_last(layer):
             return
         # The norm's channel axis is 1; a linear layer's features are its last axis: they agree for rank 2 only.
         if isinstance(layer, LinearOp) and len(layer.result.type.get_shape()) != 2:
@@ -192,6 +192,8 @@ class FoldChannelAffineIntoConv(RewritePattern):
         for conv_value, other in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
             conv = conv_value.owner
             if not isinstance(conv, ConvOp) or not conv.result.has_one_use() or op.result.type != conv.result.type:
+                continue
+            if channels_last(conv):  # its channels are the last dim; the graph's norms and affines are channels-first
                 continue
             shape = conv.result.type.get_shape()
             vector = _channel_vector(other, shape[1], len(shape))

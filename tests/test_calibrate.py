@@ -66,7 +66,7 @@ def test_dram_figure_is_the_floor_of_two_regimes() -> None:
 
 def test_the_fit_recovers_known_factors() -> None:
     """Kernels 'measured' as a device with known factors predicts them: the fit finds factors that predict as well."""
-    program = lower(suite_program(quick=True).module)
+    program = lower(suite_program(quick=True).module, layout="nchw")
     kernels = [op for op in program.ops if isinstance(op, kernel.FuncOp)]
     base = load_device("generic-cpu")
     truth = replace(base, efficiency={"gemm": 0.4, "gemm_k_overhead": 40.0, "vector": 0.1, "stream": 0.5})
@@ -87,7 +87,7 @@ def test_the_fit_recovers_known_parameters() -> None:
     x, w, b = p.argument("x", (256, 1024)), p.argument("w", (1024, 1024)), p.argument("b", (1024,))
     p.results.append(linear(p, "linear", x, w, b))
     p.results.append(conv(p, "conv", p.argument("cx", (1, 64, 56, 56)), p.argument("cw", (64, 64, 3, 3)), 1, 1))
-    kernels = [op for op in lower(p.module()).ops if isinstance(op, kernel.FuncOp)]
+    kernels = [op for op in lower(p.module(), layout="nchw").ops if isinstance(op, kernel.FuncOp)]
     base = load_device("generic-cpu")
     known = {"gemm": 0.425, "conv": 0.3, "stream": 0.35, "pool_wake_s": 6e-6}
     truth = replace(base, efficiency=known)
@@ -105,7 +105,7 @@ def test_each_probed_function_gets_its_own_warm_call() -> None:
     p = Program()
     x, w, b = p.argument("x", (4, 32)), p.argument("w", (32, 32)), p.argument("b", (32,))
     p.results += [linear(p, "linear", x, w, b), layer_norm(p, "norm", x, b, b)]
-    kernels = [op for op in lower(p.module()).ops if isinstance(op, kernel.FuncOp)]
+    kernels = [op for op in lower(p.module(), layout="nchw").ops if isinstance(op, kernel.FuncOp)]
     base = load_device("generic-cpu")
     known = {"aten.linear": 8e-6, "aten.layer_norm": 32e-6}
     truth = replace(base, call_warm_s=known)
@@ -123,7 +123,7 @@ def test_a_thin_calls_misses_come_from_tiny_launches_after_traffic() -> None:
 
     p = Program()
     p.results.append(same_shape(p, "tiny", ReluOp, p.argument("x", (1, 4, 4, 4))))
-    (tiny,) = [op for op in lower(p.module()).ops if isinstance(op, kernel.FuncOp)]
+    (tiny,) = [op for op in lower(p.module(), layout="nchw").ops if isinstance(op, kernel.FuncOp)]
     base = load_device("generic-cpu")
     truth = replace(base, efficiency={"thin_call_cold_s": 9e-6})
     probes = [Measured(tiny, 0.0, (distance,)) for distance in (16 << 10, 100 << 10, 1 << 20, 4 << 20)]
@@ -140,14 +140,14 @@ def test_the_full_suite_probes_each_function_back_to_back() -> None:
     suite = suite_program(quick=False)
     assert len(suite.probes) == len(suite.fitted)
     assert not any(fit and probe for fit, probe in zip(suite.fitted, suite.probes, strict=True))
-    lowered = lower(suite.module.clone(), "the calibration suite")
+    lowered = lower(suite.module.clone(), "the calibration suite", layout="nchw")
     launched = [op for op in lowered.walk() if isinstance(op, rt.LaunchOp)]
     probed = [launch.callee.string_value() for launch, probe in zip(launched, suite.probes, strict=True) if probe]
     assert len(probed) == 11 * (PROBE_RUNS - 1)
 
 
 def test_each_kernel_takes_its_fastest_round() -> None:
-    kernels = [op for op in lower(suite_program(quick=True).module).ops if isinstance(op, kernel.FuncOp)][:2]
+    kernels = [op for op in lower(suite_program(quick=True).module, layout="nchw").ops if isinstance(op, kernel.FuncOp)][:2]
     rounds = [[Measured(k, seconds * (i + 1)) for i, k in enumerate(kernels)] for seconds in (3.0, 1.0, 2.0)]
     assert [m.seconds for m in fastest_of_rounds(rounds)] == [1.0, 2.0]
     assert [m.kernel for m in fastest_of_rounds(rounds)] == kernels
@@ -160,7 +160,7 @@ def test_the_full_suite_says_which_of_its_launches_are_fitted() -> None:
     suite.module.verify()
     (function,) = suite.module.ops
     assert isinstance(function, func.FuncOp)
-    lowered = lower(suite.module.clone(), "the calibration suite")
+    lowered = lower(suite.module.clone(), "the calibration suite", layout="nchw")
     assert len(suite.fitted) == sum(isinstance(op, rt.LaunchOp) for op in lowered.walk())
 
 
@@ -182,7 +182,7 @@ def test_a_quick_calibration_writes_a_calibrated_device(tmp_path: Path, fit: boo
 
 
 def test_round_spread_is_the_median_kernel_spread_across_rounds() -> None:
-    kernels = [op for op in lower(suite_program(quick=True).module).ops if isinstance(op, kernel.FuncOp)][:3]
+    kernels = [op for op in lower(suite_program(quick=True).module, layout="nchw").ops if isinstance(op, kernel.FuncOp)][:3]
     rounds = [[Measured(k, s) for k, s in zip(kernels, times, strict=True)] for times in ((1, 2, 4), (1.5, 2, 4))]
     # spreads per kernel: 50%, 0%, 0%: one kernel's outlier does not make the round unsteady
     assert round_spread(rounds) == 0.0

@@ -201,8 +201,11 @@ def test_compile_explains_every_decision(tmp_path: Path, capsys: pytest.CaptureF
     model = make_onnx("conv_block", tmp_path / "conv_block.onnx")
     program = tmp_path / "m.mlir"
     assert cli.main(["compile", str(model), "-o", str(program), "--device", "generic-cpu", "--explain"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("fusion decisions (")
+    output = capsys.readouterr().out.splitlines()
+    # First the layout table (tests/test_graph_layout.py checks it), then the fusion decisions.
+    start = next(i for i, line in enumerate(output) if line.startswith("fusion decisions ("))
+    assert output[0].startswith("layout decisions (")
+    lines = output[start:]
     assert "generic-cpu: datasheet figures, not measured" in lines[0]
     rows = [line.split() for line in lines[2:]]
     assert rows

@@ -19,6 +19,8 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
   pass, whatever the rows.
 - depthwise convolution: a stencil on the vector units (one input channel per output channel leaves matrix units
   nothing to reuse), usually memory-bound; the library call around it (`conv_call_s`) is a convolution's.
+- a CPU convolution library's passes over the activations (`_layout_passes_s`): channels-first ones reordered into
+  its blocked layout and the result back; a channels-last result copied into the runtime's buffer.
 - transposes: their bytes at `transpose` of the streaming bandwidth, as is a fused group of streaming ops that holds
   one: a tiled transpose and a permutation that keeps the innermost axis both move short runs (a tile's row, an
   attention head's row), not whole lines of a stream;
@@ -59,6 +61,7 @@ from dataclasses import dataclass, replace
 
 from xdsl.ir import Operation, SSAValue
 
+from gnomon.cost.convs import packs_weight
 from gnomon.cost.devices import Device
 from gnomon.cost.efficiency import Efficiency, efficiency
 from gnomon.cost.pools import MAX_POOL_INSTRUCTIONS, ONEDNN_POOL_COPIES, POOL_OUTPUT_FLOOR, library_pool
@@ -90,6 +93,7 @@ from gnomon.dialects.graph.nn import (
     LogSoftmaxOp,
     MaxPoolOp,
     SoftmaxOp,
+    channels_last,
 )
 from gnomon.dialects.graph.recurrent import GruOp, LstmOp, Recurrent, RnnOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp, TransposeOp
@@ -306,9 +310,10 @@ def _kernel(
     if weights_in_dram and isinstance(op, LinearOp | ConvOp | ConvTransposeOp):
         rows = min(shape.m for shape in gemm_shapes(op))
         packs = kernel.model == "conv" or (kernel.model == "gemm" and rows > MATRIX_VECTOR_ROWS)
-        if device.kind == "cpu" and packs:
+        if device.kind == "cpu" and packs and not (isinstance(op, ConvOp) and packs_weight(op)):
             # The library's packing pass (module docstring): it reads the weights from DRAM at a fraction of its
-            # bandwidth, before and apart from the FMAs, so it adds to them rather than overlapping.
+            # bandwidth, before and apart from the FMAs, so it adds to them rather than overlapping; unless the
+            # runtime packed it once, when it bound the kernel (`packs_weight`).
             pack_s = nbytes(op.operands[1]) / (device.dram.bandwidth_bytes_per_s * eff.gemm_pack)
             return replace(kernel, compute_s=kernel.compute_s + pack_s)
         # Otherwise they stream in from DRAM, once per row on a CPU, whatever the blocked model says of the rest.
@@ -334,14 +339,15 @@ def _family_kernel(
             # On the vector units whatever the dtype: matrix units would have nothing to reuse.
             vector_peak = device.peak("fp64" if work.peak_key == "fp64" else "fp32")
             kernel = _stream("depthwise-conv", work, device, eff, vector_peak * eff.depthwise)
-            return replace(kernel, compute_s=kernel.compute_s + eff.conv_call_s)  # the same library call as a conv
+            # The same library call as a conv.
+            return replace(kernel, compute_s=kernel.compute_s + eff.conv_call_s + _layout_passes_s(op, device, eff))
         case MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp():
             a, b = op.operands[0], op.operands[1]
             traffic = _Traffic(nbytes(a), nbytes(b), work.bytes - nbytes(a) - nbytes(b), element_bytes(a))
             if isinstance(op, MatmulOp | LinearOp) or conv_as_gemm:
                 return _gemm("gemm", gemm_shapes(op), traffic, work, device, eff)
             kernel = _gemm("conv", gemm_shapes(op), traffic, work, device, eff)
-            return replace(kernel, compute_s=kernel.compute_s + eff.conv_call_s)
+            return replace(kernel, compute_s=kernel.compute_s + eff.conv_call_s + _layout_passes_s(op, device, eff))
         case AttentionOp():
             return _attention(op, work, device, eff)
         case MaxPoolOp() | AvgPoolOp() | AdaptivePoolOp():
@@ -349,10 +355,11 @@ def _family_kernel(
             rate = device.peak(work.peak_key) * (eff.pool3d if volumetric else eff.pool)
             kernel = _stream("pool", work, device, eff, rate)
             if isinstance(op, MaxPoolOp | AvgPoolOp) and device.kind == "cpu" and library_pool(op) != "aten":
-                # Vectorized windows: oneDNN's over a blocked copy of the input (and the result copied back), or
-                # slices summed, which overlap, so that one pass from where the bytes live brings them in (a pass per
-                # window position predicted Inception-v1's two LRN pools 4-5x too slow; one pass predicts AlexNet's
-                # and ZFNet's four, not used to set it, at 0.92-1.21x of the measured time).
+                # Vectorized windows: oneDNN's over a blocked copy of the input (and the result copied back), ATen's
+                # channels-last ones in one pass, or slices summed, which overlap, so that one pass from where the
+                # bytes live brings them in (a pass per window position predicted Inception-v1's two LRN pools 4-5x
+                # too slow; one pass predicts AlexNet's and ZFNet's four, not used to set it, at 0.92-1.21x of the
+                # measured time).
                 passes = ONEDNN_POOL_COPIES if library_pool(op) == "onednn" else 1
                 bandwidth = _sustained(device, eff, _resident_index(device, work.bytes))
                 compute_s = work.flops / (device.peak(work.peak_key) * eff.vector)
@@ -405,6 +412,22 @@ VECTOR_INSTRUCTIONS: dict[type[GraphOperation], int] = {
 """Vector instructions per result element of the elementwise ops that cost more than their FLOPs: polynomial
 approximations of the transcendental functions (as gnomon's generated kernels and SLEEF-style libraries compute
 them), and divisions and roots, which issue at a fraction of the FMA rate. Other ops cost their FLOPs."""
+
+
+def _layout_passes_s(op: ConvOp | ConvTransposeOp, device: Device, eff: Efficiency) -> float:
+    """A CPU convolution library's passes over the activations beside its kernel, which it makes apart from the
+    FMAs: channels-first ones it reorders into its blocked layout and the result back (each read and written once
+    more), at `transpose` of the bandwidth of the level they live in; a channels-last result (`layout = "nhwc"`,
+    which its kernels take as they are) it copies into the runtime's buffer, a stream. Zero on a GPU, whose
+    libraries take NCHW. (Not at `transpose` of the streaming rate, as a transpose kernel: that would tie the
+    convolution's price to `stream`, and a calibration's fit of the two would no longer converge.)"""
+    if device.kind != "cpu":
+        return 0.0
+    activations = nbytes(op.operands[0]) + nbytes(op.results[0])
+    level = _resident_index(device, activations)
+    if isinstance(op, ConvOp) and channels_last(op):
+        return 2 * nbytes(op.results[0]) / _sustained(device, eff, level)
+    return 2 * activations / (device.memory[level].bandwidth_bytes_per_s * eff.transpose)
 
 
 def _is_depthwise(op: ConvOp) -> bool:

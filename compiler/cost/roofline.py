@@ -409,9 +409,10 @@ def gemm_shapes(
             return (GemmShape(1, math.prod(x[:-1]), w[0], w[1]),)
         case ConvOp():
             # An implicit GEMM per group: output pixels x output channels, over input channels x kernel taps.
-            x, w, y = static_shape(op.input), static_shape(op.weight), static_shape(op.result)
+            w, y = static_shape(op.weight), static_shape(op.result)
             groups = op.groups.value.data
-            return (GemmShape(groups, x[0] * math.prod(y[2:]), w[0] // groups, w[1] * math.prod(w[2:])),)
+            pixels = math.prod(y) // w[0]  # N x spatial, in either layout
+            return (GemmShape(groups, pixels, w[0] // groups, w[1] * math.prod(w[2:])),)
         case ConvTransposeOp():
             # Per group, each input pixel scatters (C_out / groups) x kernel taps products over C_in / groups.
             x, w = static_shape(op.input), static_shape(op.weight)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, impl, register_impls
+from xdsl.ir import Operation
 
 from gnomon.dialects.graph import nn, sampling
 from gnomon.dialects.graph.base import ints
@@ -66,6 +67,16 @@ def _softmax(x: Array, axis: int) -> Array:
     return e / e.sum(axis, keepdims=True)
 
 
+def _channels_first(op: Operation, x: Array) -> Array:
+    """The op's activation as (N, C, H, W): channels-last ones (`layout = "nhwc"`) are permuted."""
+    return np.transpose(x, nn.TO_CHANNELS_FIRST) if nn.channels_last(op) else x
+
+
+def _in_layout(op: Operation, y: Array) -> Array:
+    """A channels-first result in the op's layout."""
+    return np.ascontiguousarray(np.transpose(y, nn.TO_CHANNELS_LAST)) if nn.channels_last(op) else y
+
+
 @register_impls
 class GraphNNFunctions(InterpreterFunctions):
     # ---- windowed ops (torch kernels) ----
@@ -73,6 +84,7 @@ class GraphNNFunctions(InterpreterFunctions):
     @impl(nn.ConvOp)
     def run_conv(self, interpreter: Interpreter, op: nn.ConvOp, args: PythonValues) -> PythonValues:
         x, weight, *bias = args
+        x = _channels_first(op, x)
         conv: Callable[..., Any] = getattr(_functional(), f"conv{x.ndim - 2}d")
         y = conv(
             _padded(x, ints(op.pads), 0.0),
@@ -82,7 +94,7 @@ class GraphNNFunctions(InterpreterFunctions):
             dilation=ints(op.dilations),
             groups=op.groups.value.data,
         )
-        return (typed(op.result, y.numpy()),)
+        return (typed(op.result, _in_layout(op, y.numpy())),)
 
     @impl(nn.ConvTransposeOp)
     def run_conv_transpose(self, interpreter: Interpreter, op: nn.ConvTransposeOp, args: PythonValues) -> PythonValues:
@@ -105,7 +117,7 @@ class GraphNNFunctions(InterpreterFunctions):
 
     @impl(nn.MaxPoolOp)
     def run_max_pool(self, interpreter: Interpreter, op: nn.MaxPoolOp, args: PythonValues) -> PythonValues:
-        x: Array = args[0]
+        x: Array = _channels_first(op, args[0])
         pads, kernel = ints(op.pads), ints(op.kernel)
         pool: Callable[..., Any] = getattr(_functional(), f"max_pool{x.ndim - 2}d")
         ceil_mode = bool(op.ceil_mode.value.data)
@@ -114,21 +126,21 @@ class GraphNNFunctions(InterpreterFunctions):
             y = pool(_tensor(x), kernel, strides, pads[: len(kernel)], dilations, ceil_mode=ceil_mode)
         else:
             y = pool(_padded(x, pads, -math.inf), kernel, strides, 0, dilations, ceil_mode=ceil_mode)
-        return (typed(op.result, y.numpy()),)
+        return (typed(op.result, _in_layout(op, y.numpy())),)
 
     @impl(nn.AvgPoolOp)
     def run_avg_pool(self, interpreter: Interpreter, op: nn.AvgPoolOp, args: PythonValues) -> PythonValues:
-        x: Array = args[0]
+        x: Array = _channels_first(op, args[0])
         pads, kernel, strides = ints(op.pads), ints(op.kernel), ints(op.strides)
         pool: Callable[..., Any] = getattr(_functional(), f"avg_pool{x.ndim - 2}d")
         ceil_mode, include = bool(op.ceil_mode.value.data), bool(op.count_include_pad.value.data)
         if _symmetric(pads, kernel):
             y = pool(_tensor(x), kernel, strides, pads[: len(kernel)], ceil_mode=ceil_mode, count_include_pad=include)
-            return (typed(op.result, y.numpy()),)
+            return (typed(op.result, _in_layout(op, y.numpy())),)
         # Uneven pads: average the explicitly padded input, dividing by the count of counted cells.
         total = pool(_padded(x, pads, 0.0), kernel, strides, 0, ceil_mode=ceil_mode)
         count = pool(_padded(np.ones_like(x), pads, 1.0 if include else 0.0), kernel, strides, 0, ceil_mode=ceil_mode)
-        return (typed(op.result, (total / count).numpy()),)
+        return (typed(op.result, _in_layout(op, (total / count).numpy())),)
 
     @impl(sampling.GridSampleOp)
     def run_grid_sample(self, interpreter: Interpreter, op: sampling.GridSampleOp, args: PythonValues) -> PythonValues:

@@ -3,18 +3,24 @@
 Layouts are channels-first: activations are (N, C, *spatial), convolution weights are
 (C_out, C_in / groups, *kernel), transposed-convolution weights (C_in, C_out / groups, *kernel).
 Padding lists give the leading pads of every spatial dim, then the trailing pads (ONNX order).
+
+A 2-D convolution and max or average pool may instead take and give channels-last activations (N, H, W, C):
+`layout = "nhwc"`, which `graph-layout` sets where it predicts the region faster so. Weights, biases, pads and
+windows keep their channels-first form; the op computes what its channels-first form computes on the permuted
+activations.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, FloatAttr, IntegerAttr, TensorType
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, TensorType
+from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     opt_operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
@@ -93,6 +99,43 @@ def _activation_shape(op: str, value: SSAValue, what: str = "input") -> Shape:
     return shape
 
 
+CHANNELS_LAST = "nhwc"
+"""The `layout` of an op on channels-last 2-D activations (N, H, W, C); without one, they are (N, C, H, W)."""
+
+TO_CHANNELS_LAST = (0, 2, 3, 1)
+"""The permutation from (N, C, H, W) to (N, H, W, C)."""
+TO_CHANNELS_FIRST = (0, 3, 1, 2)
+"""The permutation from (N, H, W, C) to (N, C, H, W)."""
+
+
+def channels_last(op: Operation) -> bool:
+    """Whether `op` takes and gives channels-last activations (`layout = "nhwc"`)."""
+    layout = op.properties.get("layout")
+    return isinstance(layout, StringAttr) and layout.data == CHANNELS_LAST
+
+
+def _permuted(shape: Shape, permutation: Sequence[int]) -> Shape:
+    return tuple(shape[i] for i in permutation)
+
+
+def _channels_first_input(op: Operation, value: SSAValue) -> Shape:
+    """The activation's shape as (N, C, *spatial), whatever the op's layout; checks the layout."""
+    shape = _activation_shape(op.name, value)
+    layout = op.properties.get("layout")
+    if layout is None:
+        return shape
+    if not isinstance(layout, StringAttr) or layout.data != CHANNELS_LAST:
+        raise VerifyException(f'{op.name}: layout must be "{CHANNELS_LAST}", got {layout}')
+    if len(shape) != 4:
+        raise VerifyException(f'{op.name}: layout "{CHANNELS_LAST}" needs 2-D activations, got {shape_str(shape)}')
+    return _permuted(shape, TO_CHANNELS_FIRST)
+
+
+def _in_layout(op: Operation, channels_first: Sequence[int]) -> list[int]:
+    """A result shape given as (N, C, *spatial), in the op's layout."""
+    return list(_permuted(tuple(channels_first), TO_CHANNELS_LAST) if channels_last(op) else channels_first)
+
+
 @irdl_op_definition
 class ConvOp(GraphOperation):
     """N-d convolution (1d/2d/3d); depthwise is `groups` == channels.
@@ -110,26 +153,23 @@ class ConvOp(GraphOperation):
     pads = prop_def(DenseArrayBase)
     dilations = prop_def(DenseArrayBase)
     groups = prop_def(IntegerAttr)
+    layout = opt_prop_def(StringAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
 
     def infer_result_types(self) -> Sequence[TensorT]:
-        x, w = _activation_shape(self.name, self.input), shape_of(self.weight, "graph.conv weight")
+        x, w = _channels_first_input(self, self.input), shape_of(self.weight, "graph.conv weight")
         groups = self.groups.value.data
         if len(w) != len(x):
             raise VerifyException(f"graph.conv: weight rank {len(w)} differs from input rank {len(x)}")
         if groups < 1 or (w[0] != DYN and w[0] % groups):
             raise VerifyException(f"graph.conv: output channels {w[0]} are not divisible by groups {groups}")
         if not dims_compatible(x[1], DYN if w[1] == DYN else w[1] * groups):
-            raise VerifyException(
-                f"graph.conv: input has {x[1]} channels but weight expects {w[1]} x {groups} groups"
-            )
+            raise VerifyException(f"graph.conv: input has {x[1]} channels but weight expects {w[1]} x {groups} groups")
         if self.bias is not None:
             _check_bias(self.name, shape_of(self.bias, "graph.conv bias"), w[0])
-        spatial = _spatial_output(
-            self.name, x, w[2:], ints(self.strides), ints(self.pads), ints(self.dilations)
-        )
-        return [tensor_of(dtype_of(self.input, "input"), [x[0], w[0], *spatial])]
+        spatial = _spatial_output(self.name, x, w[2:], ints(self.strides), ints(self.pads), ints(self.dilations))
+        return [tensor_of(dtype_of(self.input, "input"), _in_layout(self, [x[0], w[0], *spatial]))]
 
 
 @irdl_op_definition
@@ -157,17 +197,11 @@ class ConvTransposeOp(GraphOperation):
         x, w = _activation_shape(self.name, self.input), shape_of(self.weight, "graph.conv_transpose weight")
         groups = self.groups.value.data
         if len(w) != len(x):
-            raise VerifyException(
-                f"graph.conv_transpose: weight rank {len(w)} differs from input rank {len(x)}"
-            )
+            raise VerifyException(f"graph.conv_transpose: weight rank {len(w)} differs from input rank {len(x)}")
         if not dims_compatible(x[1], w[0]):
-            raise VerifyException(
-                f"graph.conv_transpose: input has {x[1]} channels but weight expects {w[0]}"
-            )
+            raise VerifyException(f"graph.conv_transpose: input has {x[1]} channels but weight expects {w[0]}")
         if groups < 1 or (w[0] != DYN and w[0] % groups):
-            raise VerifyException(
-                f"graph.conv_transpose: input channels {w[0]} are not divisible by groups {groups}"
-            )
+            raise VerifyException(f"graph.conv_transpose: input channels {w[0]} are not divisible by groups {groups}")
         out_channels = DYN if w[1] == DYN else w[1] * groups
         if self.bias is not None:
             _check_bias(self.name, shape_of(self.bias, "graph.conv_transpose bias"), out_channels)
@@ -212,18 +246,19 @@ class MaxPoolOp(GraphOperation):
     pads = prop_def(DenseArrayBase)
     dilations = prop_def(DenseArrayBase)
     ceil_mode = prop_def(BoolAttr)
+    layout = opt_prop_def(StringAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
 
     def infer_result_types(self) -> Sequence[TensorT]:
-        x = _activation_shape(self.name, self.input)
+        x = _channels_first_input(self, self.input)
         kernel = ints(self.kernel)
         _check_spatial(self.name, "kernel", kernel, len(x) - 2)
         ceil_mode = bool(self.ceil_mode.value.data)
         spatial = _spatial_output(
             self.name, x, kernel, ints(self.strides), ints(self.pads), ints(self.dilations), ceil_mode
         )
-        return [tensor_of(dtype_of(self.input, "input"), [x[0], x[1], *spatial])]
+        return [tensor_of(dtype_of(self.input, "input"), _in_layout(self, [x[0], x[1], *spatial]))]
 
 
 @irdl_op_definition
@@ -241,17 +276,18 @@ class AvgPoolOp(GraphOperation):
     pads = prop_def(DenseArrayBase)
     ceil_mode = prop_def(BoolAttr)
     count_include_pad = prop_def(BoolAttr)
+    layout = opt_prop_def(StringAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
 
     def infer_result_types(self) -> Sequence[TensorT]:
-        x = _activation_shape(self.name, self.input)
+        x = _channels_first_input(self, self.input)
         kernel = ints(self.kernel)
         _check_spatial(self.name, "kernel", kernel, len(x) - 2)
         ones = [1] * len(kernel)
         ceil_mode = bool(self.ceil_mode.value.data)
         spatial = _spatial_output(self.name, x, kernel, ints(self.strides), ints(self.pads), ones, ceil_mode)
-        return [tensor_of(dtype_of(self.input, "input"), [x[0], x[1], *spatial])]
+        return [tensor_of(dtype_of(self.input, "input"), _in_layout(self, [x[0], x[1], *spatial]))]
 
 
 class GlobalPoolOp(GraphOperation):
@@ -560,9 +596,7 @@ class AttentionOp(GraphOperation):
                 f"graph.attention: query {shape_str(q)}, key {shape_str(k)} and value {shape_str(v)} need one rank >= 2"
             )
         if not dims_compatible(q[-1], k[-1]):
-            raise VerifyException(
-                f"graph.attention: query embedding {q[-1]} differs from key embedding {k[-1]}"
-            )
+            raise VerifyException(f"graph.attention: query embedding {q[-1]} differs from key embedding {k[-1]}")
         if not dims_compatible(k[-2], v[-2]):
             raise VerifyException(f"graph.attention: key length {k[-2]} differs from value length {v[-2]}")
         return [tensor_of(dtype_of(self.query, "query"), [*q[:-1], v[-1]])]

@@ -64,6 +64,10 @@ def _result_shape(op: Operation) -> tuple[int, ...] | None:
 Kind = Literal["anchor", "generated", "single"]
 """A library anchor taking epilogues, a generated kernel taking elementwise ops, or one library op alone."""
 
+LAYOUT_ATTR = "gnomon.layout"
+"""Set by `graph-layout` on the ops of each region it priced: its `region`, the `layout` chosen, how many activations
+it transposes in and out, and both predictions in seconds (`gnomon.passes.graph_layout`)."""
+
 FUSION_ATTR = "gnomon.fusion"
 """Set by `graph-fuse` on every graph op it groups: a dictionary with the op's kernel `group` (an index) and the
 group's `kind`, and on an op whose joining was priced, the `decision` and both predictions. `graph-to-kernel`
@@ -190,7 +194,8 @@ def _body(group: Sequence[Operation], operands: Sequence[SSAValue], results: Seq
     mapping: dict[SSAValue, SSAValue] = dict(zip(operands, block.args, strict=True))
     for op in group:
         clone = op.clone(value_mapper=mapping)
-        clone.attributes.pop(FUSION_ATTR, None)  # a decision about the graph, not part of the kernel's code
+        clone.attributes.pop(FUSION_ATTR, None)  # decisions about the graph, not part of the kernel's code
+        clone.attributes.pop(LAYOUT_ATTR, None)
         block.add_op(clone)
     block.add_op(YieldOp(*(mapping[result] for result in results)))
     return Region(block)

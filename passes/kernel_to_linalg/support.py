@@ -6,7 +6,7 @@ from xdsl.dialects.builtin import TensorType, f32
 from xdsl.ir import Operation, SSAValue
 
 from gnomon.dialects.graph.linalg import MatmulOp
-from gnomon.dialects.graph.nn import ConvOp, LogSoftmaxOp, SoftmaxOp
+from gnomon.dialects.graph.nn import ConvOp, LogSoftmaxOp, SoftmaxOp, channels_last
 from gnomon.dialects.graph.reduce import ReduceOp
 from gnomon.dialects.graph.tensor import ExpandOp, TransposeOp
 from gnomon.errors import GnomonError
@@ -41,7 +41,8 @@ def is_depthwise(op: Operation) -> bool:
     if not isinstance(op, ConvOp):
         return False
     x, w = _shape(op.input), _shape(op.weight)
-    return len(x) == 4 and w[1] == 1 and op.groups.value.data == x[1] == w[0]
+    channels = x[3] if channels_last(op) else x[1]
+    return len(x) == 4 and w[1] == 1 and op.groups.value.data == channels == w[0]
 
 
 def generatable(op: Operation) -> bool:
@@ -69,6 +70,8 @@ def generatable(op: Operation) -> bool:
         assert isinstance(rhs, TensorType)
         return MATMUL_GENERATED and lhs.get_num_dims() == rhs.get_num_dims() == 2 and lhs.element_type == f32
     if isinstance(op, ConvOp):
+        if channels_last(op):
+            return False  # the generated convolution reads and writes channels-first activations
         dense = op.groups.value.data == 1 and len(_shape(op.input)) == 4
         return operand_element(op) == f32 and (dense or is_depthwise(op))
     scalar = SCALAR_OPS.get(type(op))

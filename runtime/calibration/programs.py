@@ -117,13 +117,17 @@ def slice_columns(p: Program, name: str, x: SSAValue, start: int, end: int) -> S
     return p.inferred(name, SliceOp, [x], properties)
 
 
-def conv(p: Program, name: str, x: SSAValue, w: SSAValue, stride: int, pad: int, groups: int = 1) -> SSAValue:
+def conv(
+    p: Program, name: str, x: SSAValue, w: SSAValue, stride: int, pad: int, groups: int = 1, layout: str | None = None
+) -> SSAValue:
     properties: dict[str, Attribute] = {
         "strides": i64_array([stride] * 2),
         "pads": i64_array([pad] * 4),
         "dilations": i64_array([1, 1]),
         "groups": i64_attr(groups),
     }
+    if layout is not None:
+        properties["layout"] = StringAttr(layout)
     return p.inferred(name, ConvOp, [x, w, []], properties)
 
 

@@ -21,7 +21,6 @@ transposed operand: the transpose is never materialized.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -33,6 +32,7 @@ from xdsl.dialects.builtin import Float32Type
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import IsTerminator
 
+from gnomon.cost.convs import packs_weight
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph import nn
 from gnomon.dialects.graph.base import ints
@@ -45,7 +45,6 @@ from gnomon.passes.graph_to_kernel.library import (
     Epilogue,
     OneDNNPolicy,
     callee_of,
-    gemm_conv,
     library_call,
     match_epilogue,
     other_operand,
@@ -55,7 +54,6 @@ from gnomon.runtime.library.base import (
     TORCH_IMPLS,
     Launch,
     element_type,
-    static_shape,
     symmetric_pads,
     torch_padding,
 )
@@ -206,21 +204,18 @@ def _conv_geometry(conv: nn.ConvOp) -> tuple[list[int], list[int], list[int], in
 
 
 def _packed_weight(conv: nn.ConvOp, weight: torch.Tensor, input_shape: Sequence[int]) -> torch.Tensor | None:
-    """oneDNN's blocked copy of a constant 2-D float32 convolution weight for this geometry and input shape, made once
-    at bind time, where packing pays; else None (and where oneDNN is absent, or BLAS runs the convolution).
-
-    A plain weight is reordered by every call; a packed one makes oneDNN take blocked activations, which it
-    reorders in and out on every call instead. So packing pays where the weight outweighs the activations: late
-    layers (512>512 3x3 at 14x14 and 28x28 took 0.87x the time, 64>256 at 13x13 0.82x) and depthwise layers (0.77x
-    at 28x28), and costs where they outweigh it (64>64 at 224x224 1.35x, 3>64 4.5x); measured here."""
-    if POINTWISE is None or len(ints(conv.strides)) != 2 or weight.dtype != torch.float32 or gemm_conv(conv):
+    """oneDNN's blocked copy of a constant convolution weight for this geometry and (channels-first) input shape,
+    made once at bind time where `packs_weight` says it pays; else None (and where oneDNN is absent)."""
+    if POINTWISE is None or not packs_weight(conv):
         return None
     padding, strides, dilations, groups, _, _ = _conv_geometry(conv)
-    depthwise = groups > 1 and groups == input_shape[1] and weight.shape[0] == groups
-    activations = math.prod(input_shape) + math.prod(static_shape(conv.result))
-    if not depthwise and weight.numel() <= activations:
-        return None
     return REORDER_WEIGHT(weight.contiguous().to_mkldnn(), padding, strides, dilations, groups, list(input_shape))
+
+
+def _channels_first_view(conv: nn.ConvOp, activation: torch.Tensor) -> torch.Tensor:
+    """A channels-last convolution's activation buffer as the (N, C, H, W) view oneDNN takes (channels-last
+    strides, no copy); a channels-first one's as it is."""
+    return activation.permute(nn.TO_CHANNELS_FIRST) if nn.channels_last(conv) else activation
 
 
 def _padded_shape(shape: Sequence[int], spec: Sequence[int]) -> list[int]:
@@ -239,6 +234,7 @@ def _packed_conv(
     if not isinstance(conv, nn.ConvOp) or len(constants) < 2 or not constants[1]:
         return None
     x, weight, *bias = operands
+    x, out = _channels_first_view(conv, x), _channels_first_view(conv, out)
     padding, strides, dilations, groups, symmetric, spec = _conv_geometry(conv)
     packed = _packed_weight(conv, weight, x.shape if symmetric else _padded_shape(x.shape, spec))
     if packed is None:
@@ -266,7 +262,8 @@ def _onednn_conv_kernel(conv: nn.ConvOp, epilogue: Epilogue, block: Block, name:
     def with_constants(
         args: Sequence[torch.Tensor], results: Sequence[torch.Tensor], constants: Sequence[bool]
     ) -> Launch:
-        x, weight, out = args[positions[0]], args[positions[1]], results[0]
+        x, weight = _channels_first_view(conv, args[positions[0]]), args[positions[1]]
+        out = _channels_first_view(conv, results[0])
         if constants and constants[positions[1]]:
             packed = _packed_weight(conv, weight, x.shape if symmetric else _padded_shape(x.shape, spec))
             weight = weight if packed is None else packed
@@ -277,7 +274,8 @@ def _onednn_conv_kernel(conv: nn.ConvOp, epilogue: Epilogue, block: Block, name:
             call, rest = POINTWISE, (weight, bias, *geometry, attr, scalars, algorithm)
         else:
             relu = None if attr == "none" else attr
-            call, rest = POINTWISE_BINARY, (next(tensors), weight, bias, *geometry, "add", None, relu, [], None)
+            other = _channels_first_view(conv, next(tensors))  # the conv result's type: in its layout
+            call, rest = POINTWISE_BINARY, (other, weight, bias, *geometry, "add", None, relu, [], None)
         if symmetric:
             fused = partial(call, x, *rest)
 

@@ -31,6 +31,24 @@ from gnomon.runtime.library.base import (
 )
 from gnomon.runtime.library.grid_sample import aten_grid_sample, onnx_grid_sample
 
+# ---- channels-last activations ----
+
+
+def in_channels_last(impl: TorchImpl) -> TorchImpl:
+    """A channels-first op's impl for its channels-last form (`layout = "nhwc"`): it reads its first operand and
+    writes its result, (N, H, W, C) buffers, as (N, C, H, W) views with channels-last strides, on which oneDNN's
+    convolutions and ATen's pools compute in that order, with no reorder."""
+
+    def run(x: torch.Tensor, *rest: torch.Tensor | None) -> torch.Tensor:
+        return impl.run(x.permute(nn.TO_CHANNELS_FIRST), *rest).permute(nn.TO_CHANNELS_LAST)
+
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        x, *rest = args
+        return impl.bind([x.permute(nn.TO_CHANNELS_FIRST), *rest], [results[0].permute(nn.TO_CHANNELS_FIRST)])
+
+    return TorchImpl(run, into)
+
+
 # ---- convolutions ----
 
 
@@ -45,8 +63,22 @@ def conv(op: nn.ConvOp) -> TorchImpl:
         source = x if symmetric else F.pad(x, spec)
         return torch.convolution(source, weight, bias, strides, padding, dilations, False, [0] * n, groups)
 
+    if nn.channels_last(op):
+        plain = in_channels_last(TorchImpl(run))
+        return TorchImpl(plain.run, _gemm_conv_channels_last_into if gemm_conv(op) else plain.into)
     # aten's convolution has no out= kernel of its own; a `gemm_conv` is BLAS products into the output.
     return TorchImpl(run, _gemm_conv_into if gemm_conv(op) else None)
+
+
+def _gemm_conv_channels_last_into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+    """A channels-last 1x1, stride-1 convolution as one BLAS product into the output: its pixels are the rows
+    of (N*H*W, C_in) by the transposed weight's (C_in, C_out)."""
+    x, weight, *bias = args
+    outputs = weight.shape[0]
+    rows, matrix, into = x.reshape(-1, x.shape[-1]), weight.reshape(outputs, -1).t(), results[0].view(-1, outputs)
+    if bias:
+        return partial(torch.addmm, bias[0], rows, matrix, out=into)
+    return partial(torch.mm, rows, matrix, out=into)
 
 
 def _gemm_conv_into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
@@ -143,7 +175,8 @@ def max_pool(op: nn.MaxPoolOp) -> TorchImpl:
 
         return launch
 
-    return TorchImpl(run, into)
+    impl = TorchImpl(run, into)
+    return in_channels_last(impl) if nn.channels_last(op) else impl
 
 
 def _avg_pool_function(rank: int) -> Callable[..., torch.Tensor]:
@@ -187,6 +220,11 @@ def _window_sums_into(dim: int, size: int) -> Callable[[Sequence[torch.Tensor], 
 
 @torch_impl(nn.AvgPoolOp)
 def avg_pool(op: nn.AvgPoolOp) -> TorchImpl:
+    impl = _channels_first_avg_pool(op)
+    return in_channels_last(impl) if nn.channels_last(op) else impl
+
+
+def _channels_first_avg_pool(op: nn.AvgPoolOp) -> TorchImpl:
     kernel, strides, pads = ints(op.kernel), ints(op.strides), ints(op.pads)
     ceil_mode, include_pad, n = bool(op.ceil_mode.value.data), bool(op.count_include_pad.value.data), len(kernel)
     pool = _avg_pool_function(n + 2)
