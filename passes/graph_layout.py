@@ -390,8 +390,11 @@ class _Rewriter:
         assert shuffle is not None
         split, transpose = shuffle
         x = self.operand(split.input, op)
-        n, h, w, channels = _shape(x) or ()
-        groups = (_shape(split.result) or ())[1]
+        shape, split_shape = _shape(x), _shape(split.result)
+        assert shape is not None
+        assert split_shape is not None
+        n, h, w, channels = shape
+        groups = split_shape[1]
         grouped = ReshapeOp.create(operands=[x], result_types=[_retyped(x, (n, h, w, groups, channels // groups))])
         swapped = TransposeOp.create(
             operands=[grouped.results[0]],
@@ -413,7 +416,7 @@ class _Rewriter:
         attributes = dict(op.attributes)
         if _anchor(op):
             return _channels_last_anchor(op, operands)
-        if type(op) in _GLOBAL_POOLS:
+        if isinstance(op, nn.GlobalAvgPoolOp | nn.GlobalMaxPoolOp):
             properties = {"axes": i64_array([1, 2]), "keepdims": bool_attr(True)}
             return _GLOBAL_POOLS[type(op)].create(
                 operands=operands, result_types=[result_type], properties=properties, attributes=attributes

@@ -56,7 +56,8 @@ def _without_final_softmax(model: Path, folder: Path) -> Path:
     """A copy of an ONNX model whose output is its final softmax's input."""
     proto = onnx.load(model)
     softmax = proto.graph.node[-1]
-    assert softmax.op_type == "Softmax" and list(softmax.output) == [proto.graph.output[0].name]
+    assert softmax.op_type == "Softmax"
+    assert list(softmax.output) == [proto.graph.output[0].name]
     proto.graph.output[0].name = softmax.input[0]
     proto.graph.output[0].type.tensor_type.ClearField("shape")
     del proto.graph.node[-1]

@@ -147,7 +147,9 @@ def test_the_full_suite_probes_each_function_back_to_back() -> None:
 
 
 def test_each_kernel_takes_its_fastest_round() -> None:
-    kernels = [op for op in lower(suite_program(quick=True).module, layout="nchw").ops if isinstance(op, kernel.FuncOp)][:2]
+    kernels = [
+        op for op in lower(suite_program(quick=True).module, layout="nchw").ops if isinstance(op, kernel.FuncOp)
+    ][:2]
     rounds = [[Measured(k, seconds * (i + 1)) for i, k in enumerate(kernels)] for seconds in (3.0, 1.0, 2.0)]
     assert [m.seconds for m in fastest_of_rounds(rounds)] == [1.0, 2.0]
     assert [m.kernel for m in fastest_of_rounds(rounds)] == kernels
@@ -182,7 +184,9 @@ def test_a_quick_calibration_writes_a_calibrated_device(tmp_path: Path, fit: boo
 
 
 def test_round_spread_is_the_median_kernel_spread_across_rounds() -> None:
-    kernels = [op for op in lower(suite_program(quick=True).module, layout="nchw").ops if isinstance(op, kernel.FuncOp)][:3]
+    kernels = [
+        op for op in lower(suite_program(quick=True).module, layout="nchw").ops if isinstance(op, kernel.FuncOp)
+    ][:3]
     rounds = [[Measured(k, s) for k, s in zip(kernels, times, strict=True)] for times in ((1, 2, 4), (1.5, 2, 4))]
     # spreads per kernel: 50%, 0%, 0%: one kernel's outlier does not make the round unsteady
     assert round_spread(rounds) == 0.0

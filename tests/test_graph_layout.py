@@ -3,16 +3,20 @@ the decision is priced; the `layout` property is verified; `--explain` prints it
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
-from conftest import relative_l2
+from conftest import make_onnx, relative_l2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.utils.exceptions import VerifyException
 
+from gnomon import cli
 from gnomon.dialects.graph import nn as graph_nn
 from gnomon.executable import Executable
 from gnomon.passes.graph_layout import layout_decisions
@@ -121,12 +125,14 @@ def test_decision_is_priced_both_ways() -> None:
     big = nn.Sequential(nn.Conv2d(32, 64, 3, 1, 1), nn.ReLU(), nn.MaxPool2d(2)).eval()
     module = _laid_out(big, torch.randn(1, 32, 56, 56))
     (decision,) = layout_decisions(module)
-    assert decision.layout == "nhwc" and decision.nhwc_s < decision.nchw_s
+    assert decision.layout == "nhwc"
+    assert decision.nhwc_s < decision.nchw_s
     assert (decision.entries, decision.exits) == (1, 1)
     pointwise = nn.Conv2d(64, 128, 1).eval()
     module = _laid_out(pointwise, torch.randn(1, 64, 28, 28))
     (decision,) = layout_decisions(module)
-    assert decision.layout == "nchw" and decision.nhwc_s >= decision.nchw_s
+    assert decision.layout == "nchw"
+    assert decision.nhwc_s >= decision.nchw_s
 
 
 def test_layout_property_is_verified() -> None:
@@ -134,10 +140,12 @@ def test_layout_property_is_verified() -> None:
     module = run_pipeline(load(model, example_inputs=(torch.randn(1, 4, 8, 8),)), "inference", "model")
     conv = next(op for op in module.walk() if isinstance(op, graph_nn.ConvOp))
     conv.properties["layout"] = StringAttr("nchw16c")
-    with pytest.raises(VerifyException, match='graph.conv: layout must be "nhwc", got "nchw16c"'):
+    with pytest.raises(VerifyException, match=re.escape('graph.conv: layout must be "nhwc", got "nchw16c"')):
         conv.verify()
     conv.properties["layout"] = StringAttr("nhwc")
-    with pytest.raises(VerifyException, match="graph.conv: input has 8 channels but weight expects 4 x 1 groups"):
+    with pytest.raises(
+        VerifyException, match=re.escape("graph.conv: input has 8 channels but weight expects 4 x 1 groups")
+    ):
         conv.verify()  # its types are still channels-first: (1, 4, 8, 8) read as (N, H, W, C)
 
 
@@ -171,7 +179,20 @@ def test_channel_shuffle_stays_channels_last() -> None:
     model = ShuffleUnit(24, 3).eval()
     x = torch.randn(1, 24, 28, 28)
     output, module = _run(model, x, "nhwc")
+    assert _channels_last_ops(module) == ["graph.conv"] * 3
     with torch.no_grad():
         assert relative_l2(output, model(x).numpy()) <= 1e-5
     (decision,) = layout_decisions(_laid_out(model, x))
     assert (decision.entries, decision.exits) == (1, 1)
+
+
+def test_compile_explains_each_region(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = make_onnx("conv_block", tmp_path / "conv_block.onnx")
+    program = tmp_path / "m.mlir"
+    assert cli.main(["compile", str(model), "-o", str(program), "--device", "generic-cpu", "--explain"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("layout decisions (1 regions), predicted on generic-cpu: datasheet figures")
+    assert lines[1].split() == ["region", "in", "out", "nchw", "nhwc", "layout"]
+    region, entries, exits, first, _, last, _, layout = lines[2].split()
+    assert (region, entries, exits) == ("0", "1", "1")
+    assert layout == ("nhwc" if float(last) < float(first) else "nchw")

@@ -417,17 +417,16 @@ them), and divisions and roots, which issue at a fraction of the FMA rate. Other
 def _layout_passes_s(op: ConvOp | ConvTransposeOp, device: Device, eff: Efficiency) -> float:
     """A CPU convolution library's passes over the activations beside its kernel, which it makes apart from the
     FMAs: channels-first ones it reorders into its blocked layout and the result back (each read and written once
-    more), at `transpose` of the bandwidth of the level they live in; a channels-last result (`layout = "nhwc"`,
+    more), at `reorder` of the bandwidth of the level they live in; a channels-last result (`layout = "nhwc"`,
     which its kernels take as they are) it copies into the runtime's buffer, a stream. Zero on a GPU, whose
-    libraries take NCHW. (Not at `transpose` of the streaming rate, as a transpose kernel: that would tie the
-    convolution's price to `stream`, and a calibration's fit of the two would no longer converge.)"""
+    libraries take NCHW."""
     if device.kind != "cpu":
         return 0.0
     activations = nbytes(op.operands[0]) + nbytes(op.results[0])
     level = _resident_index(device, activations)
     if isinstance(op, ConvOp) and channels_last(op):
         return 2 * nbytes(op.results[0]) / _sustained(device, eff, level)
-    return 2 * activations / (device.memory[level].bandwidth_bytes_per_s * eff.transpose)
+    return 2 * activations / (device.memory[level].bandwidth_bytes_per_s * eff.reorder)
 
 
 def _is_depthwise(op: ConvOp) -> bool:

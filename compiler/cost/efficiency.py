@@ -22,8 +22,8 @@ class Efficiency:
     """Fraction of the matrix peak a large convolution's main loop sustains (oneDNN's direct convolutions are not
     the BLAS GEMMs of `gemm`)."""
     conv_call_s: float
-    """Seconds a convolution call takes beyond its launch and main loop: a library's reorders of plain (NCHW) data
-    to its blocked layout and back, and its setup; what makes small convolutions slow."""
+    """Seconds a convolution call takes beyond its launch, main loop and reorders: the library's setup; what makes
+    small convolutions slow."""
     gemm_tile_m: int
     """Rows of the largest output tile a core computes at once (a CUDA thread block; a CPU register block)."""
     gemm_tile_n: int
@@ -65,6 +65,10 @@ class Efficiency:
     pool_wake_s: float = 0.0
     """Seconds a generated kernel split over several threads takes beyond a one-thread launch: waking the OpenMP
     team and joining it (`gnomon.cost.program.kernel_cost`)."""
+    reorder: float = 0.3
+    """Fraction of a memory level's bandwidth at which a CPU convolution library reorders channels-first activations
+    into its blocked layout and its result back (`gnomon.cost.analytical`); the calibration suite's convolutions in
+    both layouts set it apart from `conv`."""
     generated_conv: float = 0.5
     """Fraction of the fp32 peak gnomon's generated dense convolution sustains (`kernel_to_linalg.conv`): 60-100
     GFLOP/s of torch.mm's 200 on the 2-core AVX-512 Xeon, kernel alone (bench/fusion.py's shapes); not yet fitted by

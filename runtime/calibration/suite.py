@@ -183,11 +183,14 @@ def _library_kernels() -> list[Kernel]:
         _conv("depthwise_small", (1, 32, 14, 14), (32, 1, 3, 3), 1, 1, groups=32),  # the call, not the stencil
         _conv("depthwise7x7", (2, 96, 28, 28), (96, 1, 7, 7), 1, 3, groups=96),  # ConvNeXt's
         _conv("conv_small", (1, 32, 14, 14), (32, 32, 3, 3), 1, 1),
-        # Channels-last activations (`graph-layout`): no reorder around the library's kernel.
+        _conv("depthwise_large", (1, 96, 112, 112), (96, 1, 3, 3), 1, 1, groups=96),  # MobileNet's first
+        # Channels-last activations (`graph-layout`): no reorder around the library's kernel. Beside their
+        # channels-first twins, they set the reorders' rate (`reorder`) apart from the kernels'.
         _conv("conv3x3_nhwc", (1, 56, 56, 64), (64, 64, 3, 3), 1, 1, layout="nhwc"),
         _conv("conv_deep_nhwc", (1, 14, 14, 256), (256, 256, 3, 3), 1, 1, layout="nhwc"),
         _conv("depthwise_nhwc", (1, 28, 28, 128), (128, 1, 3, 3), 1, 1, groups=128, layout="nhwc"),
         _conv("depthwise_nhwc_large", (1, 112, 112, 96), (96, 1, 3, 3), 1, 1, groups=96, layout="nhwc"),
+        _conv("grouped1x1_nhwc", (1, 28, 28, 240), (240, 60, 1, 1), 1, 0, groups=4, layout="nhwc"),  # ShuffleNet's
         _max_pool("max_pool", (1, 64, 112, 112)),
         _max_pool("max_pool_small", (1, 64, 28, 28)),
         _avg_pool("avg_pool", (1, 96, 56, 56), (3, 3), 1, 1, True),  # as Inception's branches pool

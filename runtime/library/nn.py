@@ -40,7 +40,9 @@ def in_channels_last(impl: TorchImpl) -> TorchImpl:
     convolutions and ATen's pools compute in that order, with no reorder."""
 
     def run(x: torch.Tensor, *rest: torch.Tensor | None) -> torch.Tensor:
-        return impl.run(x.permute(nn.TO_CHANNELS_FIRST), *rest).permute(nn.TO_CHANNELS_LAST)
+        y = impl.run(x.permute(nn.TO_CHANNELS_FIRST), *rest)
+        assert isinstance(y, torch.Tensor)  # convolutions and pools have one result
+        return y.permute(nn.TO_CHANNELS_LAST)
 
     def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
         x, *rest = args
