@@ -340,14 +340,14 @@ def _family_kernel(
             vector_peak = device.peak("fp64" if work.peak_key == "fp64" else "fp32")
             kernel = _stream("depthwise-conv", work, device, eff, vector_peak * eff.depthwise)
             # The same library call as a conv.
-            return replace(kernel, compute_s=kernel.compute_s + eff.conv_call_s + _layout_passes_s(op, device, eff))
+            return replace(kernel, compute_s=kernel.compute_s + _conv_call_s(op, device, eff))
         case MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp():
             a, b = op.operands[0], op.operands[1]
             traffic = _Traffic(nbytes(a), nbytes(b), work.bytes - nbytes(a) - nbytes(b), element_bytes(a))
             if isinstance(op, MatmulOp | LinearOp) or conv_as_gemm:
                 return _gemm("gemm", gemm_shapes(op), traffic, work, device, eff)
             kernel = _gemm("conv", gemm_shapes(op), traffic, work, device, eff)
-            return replace(kernel, compute_s=kernel.compute_s + eff.conv_call_s + _layout_passes_s(op, device, eff))
+            return replace(kernel, compute_s=kernel.compute_s + _conv_call_s(op, device, eff))
         case AttentionOp():
             return _attention(op, work, device, eff)
         case MaxPoolOp() | AvgPoolOp() | AdaptivePoolOp():
@@ -412,6 +412,13 @@ VECTOR_INSTRUCTIONS: dict[type[GraphOperation], int] = {
 """Vector instructions per result element of the elementwise ops that cost more than their FLOPs: polynomial
 approximations of the transcendental functions (as gnomon's generated kernels and SLEEF-style libraries compute
 them), and divisions and roots, which issue at a fraction of the FMA rate. Other ops cost their FLOPs."""
+
+
+def _conv_call_s(op: ConvOp | ConvTransposeOp, device: Device, eff: Efficiency) -> float:
+    """What a library convolution costs beside its main loop: the call's setup, by the activations' layout, and
+    the passes over them."""
+    last = isinstance(op, ConvOp) and channels_last(op)
+    return (eff.channels_last_call_s if last else eff.conv_call_s) + _layout_passes_s(op, device, eff)
 
 
 def _layout_passes_s(op: ConvOp | ConvTransposeOp, device: Device, eff: Efficiency) -> float:

@@ -22,8 +22,9 @@ class Efficiency:
     """Fraction of the matrix peak a large convolution's main loop sustains (oneDNN's direct convolutions are not
     the BLAS GEMMs of `gemm`)."""
     conv_call_s: float
-    """Seconds a convolution call takes beyond its launch, main loop and reorders: the library's setup; what makes
-    small convolutions slow."""
+    """Seconds a convolution call on channels-first activations takes beyond its launch, main loop and reorders'
+    traffic: the library's setup, its reorders' own calls and their scratch buffers; what makes small convolutions
+    slow."""
     gemm_tile_m: int
     """Rows of the largest output tile a core computes at once (a CUDA thread block; a CPU register block)."""
     gemm_tile_n: int
@@ -65,6 +66,9 @@ class Efficiency:
     pool_wake_s: float = 0.0
     """Seconds a generated kernel split over several threads takes beyond a one-thread launch: waking the OpenMP
     team and joining it (`gnomon.cost.program.kernel_cost`)."""
+    channels_last_call_s: float = 10e-6
+    """`conv_call_s` for a call on channels-last activations, which the library takes as they are: no reorder to
+    set up, run or allocate for."""
     reorder: float = 0.3
     """Fraction of a memory level's bandwidth at which a CPU convolution library reorders channels-first activations
     into its blocked layout and its result back (`gnomon.cost.analytical`); the calibration suite's convolutions in
@@ -86,7 +90,7 @@ GPU_EFFICIENCY = Efficiency(
     gemm=0.8, conv=0.8, conv_call_s=0.0, gemm_tile_m=256, gemm_tile_n=128, gemm_min_tile=32, gemm_k_overhead=32,
     gemm_pack=1.0,
     vector=0.5, depthwise=0.3, pool=0.3, pool3d=0.3, stream=0.85, stream_dram=0.85, transpose=0.5, library_call_s=0.0,
-    access_bytes=32, lookup_s=0.0,
+    access_bytes=32, lookup_s=0.0, channels_last_call_s=0.0,
 )  # fmt: skip
 """Typical of cuBLAS/CUTLASS-class kernels (tiles up to 256 x 128): starting values for calibration, not measured."""
 

@@ -50,7 +50,7 @@ __all__ = [
 FITTED = (
     "gemm", "conv", "conv_call_s", "gemm_k_overhead", "gemm_pack", "vector", "depthwise", "pool", "pool3d", "stream",
     "stream_dram", "transpose", "library_call_s", "lookup_s", "libm_call_s", "library_call_warm_s", "pool_wake_s",
-    "reorder",
+    "reorder", "channels_last_call_s",
 )  # fmt: skip
 """The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
 DRAM_QUANTILE = 0.2
@@ -74,6 +74,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "library_call_warm_s": (1e-7, 2e-4),
     "pool_wake_s": (1e-8, 1e-4),
     "reorder": (0.01, 2.0),
+    "channels_last_call_s": (1e-7, 1e-3),
 }
 
 

@@ -39,6 +39,7 @@ from gnomon.runtime.calibration.programs import (
     same_shape,
     slice_columns,
     transpose,
+    weight,
 )
 
 __all__ = ["CALL_BOUND", "PROBE_RUNS", "Kernel", "Suite", "fitted_launches", "probe_launches", "suite_program"]
@@ -93,8 +94,12 @@ def _linear(name: str, m: int, n: int, k: int) -> Kernel:
 
 
 def _conv(name: str, x: Shape, w: Shape, stride: int, pad: int, groups: int = 1, layout: str | None = None) -> Kernel:
-    inputs = (("x", x), ("w", w))
-    return Kernel(name, inputs, lambda p, a: conv(p, name, a[0], a[1], stride, pad, groups, layout), reads_weights=True)
+    """A convolution whose weight is a constant, as a model's: the runtime packs it once where that pays."""
+
+    def build(p: Program, a: Sequence[SSAValue]) -> SSAValue:
+        return conv(p, name, a[0], weight(p, f"{name}_w", w), stride, pad, groups, layout)
+
+    return Kernel(name, (("x", x),), build, reads_weights=True)
 
 
 def _max_pool(name: str, dims: Shape) -> Kernel:
