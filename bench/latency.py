@@ -67,7 +67,7 @@ def ort_session(model: bytes | str) -> onnxruntime.InferenceSession:
     return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
-def _ort_call(session: onnxruntime.InferenceSession, inputs: Sequence[np.ndarray]) -> Callable[[], Any]:
+def ort_call(session: onnxruntime.InferenceSession, inputs: Sequence[np.ndarray]) -> Callable[[], Any]:
     feed = {i.name: x for i, x in zip(session.get_inputs(), inputs, strict=True)}
     return lambda: session.run(None, feed)
 
@@ -82,7 +82,7 @@ def onnx_case(path: str) -> Case:
     return Case(
         name,
         inputs,
-        {"gnomon": lambda: exe(*inputs), "torch": lambda: eager(*inputs), "ort": _ort_call(session, inputs)},
+        {"gnomon": lambda: exe(*inputs), "torch": lambda: eager(*inputs), "ort": ort_call(session, inputs)},
     )
 
 
@@ -97,7 +97,7 @@ def torch_case(name: str, model: torch.nn.Module, example: tuple[torch.Tensor, .
         with torch.inference_mode():
             return model(*example)
 
-    return Case(name, inputs, {"gnomon": lambda: exe(*inputs), "torch": eager, "ort": _ort_call(session, inputs)})
+    return Case(name, inputs, {"gnomon": lambda: exe(*inputs), "torch": eager, "ort": ort_call(session, inputs)})
 
 
 def transformer_case() -> Case:
