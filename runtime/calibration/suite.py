@@ -196,6 +196,10 @@ def _library_kernels() -> list[Kernel]:
         _conv("depthwise_nhwc", (1, 28, 28, 128), (128, 1, 3, 3), 1, 1, groups=128, layout="nhwc"),
         _conv("depthwise_nhwc_large", (1, 112, 112, 96), (96, 1, 3, 3), 1, 1, groups=96, layout="nhwc"),
         _conv("grouped1x1_nhwc", (1, 28, 28, 240), (240, 60, 1, 1), 1, 0, groups=4, layout="nhwc"),  # ShuffleNet's
+        # Small ones, whose time is mostly the call's (`channels_last_call_s`), as `conv_small` and
+        # `depthwise_small` are for channels-first calls: without them the fit trades the call against the kernels.
+        _conv("conv_small_nhwc", (1, 14, 14, 32), (32, 32, 3, 3), 1, 1, layout="nhwc"),
+        _conv("depthwise_small_nhwc", (1, 14, 14, 32), (32, 1, 3, 3), 1, 1, groups=32, layout="nhwc"),
         _max_pool("max_pool", (1, 64, 112, 112)),
         _max_pool("max_pool_small", (1, 64, 28, 28)),
         _avg_pool("avg_pool", (1, 96, 56, 56), (3, 3), 1, 1, True),  # as Inception's branches pool
