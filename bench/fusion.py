@@ -8,6 +8,8 @@ the convolutions, as gnomon's inference pipeline and ORT both do), run by:
 
 - gnomon fused: both convolutions and their activations in one generated kernel (`kernel_to_linalg.conv`);
 - gnomon separate: two library kernels, each convolution with its activation fused (oneDNN through ATen);
+- gnomon channels-last: the pair through `graph-layout{layout=nhwc}` and the rest of the lowering: two library
+  kernels on channels-last activations (no reorder), with the transposes in and out of the pair;
 - torch: the module in eager mode (oneDNN);
 - ORT: the module exported to ONNX, default graph optimizations (its NCHWc kernels).
 
@@ -183,6 +185,12 @@ def lowered(module: ModuleOp, groups: tuple[int, ...], kinds: tuple[Kind, ...]) 
     return Program(run_pipeline(module, "lowering", "pair", spec="graph-to-kernel,kernel-to-rt"))
 
 
+def channels_last(module: ModuleOp) -> Program:
+    """The pair lowered channels-last, as `graph-layout` would where it chose so, `graph-fuse` deciding the rest."""
+    spec = "graph-layout{layout=nhwc},graph-fuse,graph-to-kernel,kernel-to-rt"
+    return Program(run_pipeline(module.clone(), "lowering", "pair", spec=spec))
+
+
 def predicted(module: ModuleOp, groups: tuple[int, ...], kinds: tuple[Kind, ...], fuser: Fuser) -> float:
     function = next(op for op in module.ops if isinstance(op, func.FuncOp))
     ops, _ = kernel_ops(function)
@@ -190,7 +198,7 @@ def predicted(module: ModuleOp, groups: tuple[int, ...], kinds: tuple[Kind, ...]
     return sum(fuser.price(group) for group in members)
 
 
-SYSTEMS = ("fused", "separate", "torch", "ort")
+SYSTEMS = ("fused", "separate", "nhwc", "torch", "ort")
 
 
 def main() -> None:
@@ -208,11 +216,13 @@ def main() -> None:
     print(f"threads: {THREADS}; smallest of {args.rounds} medians of {args.repeat} turns x {BURST} calls; times in us")
     print(f"predictions on {device.name} ({device.provenance})")
     print(
-        f"{'pair':<40}{'fused':>8}{'separate':>9}{'torch':>8}{'ORT':>8}{'torch/f':>8}{'ORT/f':>7}{'spread':>7}"
+        f"{'pair':<40}{'fused':>8}{'separate':>9}{'nhwc':>8}{'torch':>8}{'ORT':>8}{'torch/f':>8}{'ORT/f':>7}"
+        f"{'ORT/nhwc':>9}{'spread':>7}"
         f"{'pred f/s':>9}{'meas f/s':>9}{'sign':>5}{'rel L2':>9}"
     )
     to_torch: list[float] = []
     to_ort: list[float] = []
+    ort_to_channels_last: list[float] = []
     agree = 0
     for pair in [p for p in PAIRS if p.net in nets]:
         model = PairModule(pair).eval()
@@ -221,6 +231,7 @@ def main() -> None:
         inputs = [x.numpy()]
         both = ways(module)
         programs = {name: lowered(module, *way) for name, way in both.items()}
+        programs["nhwc"] = channels_last(module)
         prediction = {name: predicted(module, *way, fuser) for name, way in both.items()}
         exported = io.BytesIO()
         torch.onnx.export(model, (x,), exported, dynamo=False)
@@ -228,7 +239,7 @@ def main() -> None:
         feed = {session.get_inputs()[0].name: inputs[0]}
         with torch.inference_mode():
             reference = model(x).numpy()
-        errors = [relative_l2(programs[name].run(inputs)[0], reference) for name in ("fused", "separate")]
+        errors = [relative_l2(programs[name].run(inputs)[0], reference) for name in ("fused", "separate", "nhwc")]
         errors.append(relative_l2(session.run(None, feed)[0], reference))
 
         def eager(model: nn.Module = model, x: torch.Tensor = x) -> Any:
@@ -238,6 +249,7 @@ def main() -> None:
         systems: dict[str, Callable[[], Any]] = {
             "fused": lambda p=programs["fused"]: p.run(inputs),
             "separate": lambda p=programs["separate"]: p.run(inputs),
+            "nhwc": lambda p=programs["nhwc"]: p.run(inputs),
             "torch": eager,
             "ort": lambda: session.run(None, feed),
         }
@@ -250,14 +262,19 @@ def main() -> None:
         agree += same_sign
         to_torch.append(best["torch"] / best["fused"])
         to_ort.append(best["ort"] / best["fused"])
+        ort_to_channels_last.append(best["ort"] / best["nhwc"])
         us = {name: best[name] * 1e3 for name in SYSTEMS}
         print(
-            f"{pair.name:<40}{us['fused']:>8.0f}{us['separate']:>9.0f}{us['torch']:>8.0f}{us['ort']:>8.0f}"
-            f"{to_torch[-1]:>8.2f}{to_ort[-1]:>7.2f}{spread:>7.0%}{predicted_ratio:>9.2f}{measured_ratio:>9.2f}"
+            f"{pair.name:<40}{us['fused']:>8.0f}{us['separate']:>9.0f}{us['nhwc']:>8.0f}{us['torch']:>8.0f}"
+            f"{us['ort']:>8.0f}{to_torch[-1]:>8.2f}{to_ort[-1]:>7.2f}{ort_to_channels_last[-1]:>9.2f}{spread:>7.0%}"
+            f"{predicted_ratio:>9.2f}{measured_ratio:>9.2f}"
             f"{'yes' if same_sign else 'NO':>5}{max(errors):>9.1e}",
             flush=True,
         )
-    print(f"{'geomean speedup of gnomon fused':<40}{'':>33}{geomean(to_torch):>8.2f}{geomean(to_ort):>7.2f}")
+    print(
+        f"{'geomean speedup of gnomon fused':<40}{'':>41}{geomean(to_torch):>8.2f}{geomean(to_ort):>7.2f}"
+        f"{geomean(ort_to_channels_last):>9.2f} (ORT/nhwc: gnomon channels-last)"
+    )
     print(f"fusion decisions whose predicted sign agrees with the measured one: {agree}/{len(to_torch)}")
 
 

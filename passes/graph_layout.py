@@ -292,10 +292,12 @@ class _Pricer:
             total += self.op_s(op)  # pyright: ignore[reportArgumentType]
         return total
 
-    def concat_s(self, concat: ConcatOp, axis: int) -> float:
-        """A concatenation along `axis`: free where the runtime has its inputs written into their slots of its
+    def concat_s(self, concat: ConcatOp, channels_last: bool) -> float:
+        """A concatenation, in either layout: free where the runtime has its inputs written into their slots of its
         result (every dim before the axis is 1: `kernel_to_rt`'s concat slots), else a copy of its bytes."""
-        shape = _shape(concat.result) or ()
+        shape, axis = _shape(concat.result) or (), concat.axis.value.data % 4
+        if channels_last:
+            shape, axis = _permute(shape, LAST), LAST.index(axis)
         return 0.0 if math.prod(shape[:axis]) == 1 else self.op_s(concat)
 
     def region(self, region: _Region) -> tuple[float, float]:
@@ -303,9 +305,9 @@ class _Pricer:
         transposes."""
         anchors = [op for op in region.ops if _anchor(op)]
         concats = [op for op in region.ops if isinstance(op, ConcatOp)]
-        first = self.channels_first_s(anchors) + sum(self.concat_s(op, op.axis.value.data % 4) for op in concats)
+        first = self.channels_first_s(anchors) + sum(self.concat_s(op, channels_last=False) for op in concats)
         last = sum(self.channels_last_s(op) for op in anchors)
-        last += sum(self.concat_s(op, LAST.index(op.axis.value.data % 4)) for op in concats)
+        last += sum(self.concat_s(op, channels_last=True) for op in concats)
         last += sum(self.conversion_s(v, LAST) for v in region.entries)
         last += sum(self.conversion_s(v, FIRST) for v in region.exits)
         return first, last
@@ -355,6 +357,7 @@ class _Rewriter:
                 Rewriter.insert_op(reshape, InsertPoint.before(before))
                 source = reshape.results[0]
             conversion = _conversion(source, LAST)
+            conversion.location = before.location  # profiles name the transpose after the op that needs it
             Rewriter.insert_op(conversion, InsertPoint.before(before))
             twin = conversion.results[0]
         self.twins[value] = twin
@@ -380,6 +383,7 @@ class _Rewriter:
         activations = _activations(op)
         operands = [self.operand(v, op) if v in activations else v for v in op.operands]
         new = self._build(op, operands)
+        new.location = op.location
         Rewriter.insert_op(new, InsertPoint.before(op))
         self.twins[op.results[0]] = new.results[0]
         return new
@@ -402,6 +406,8 @@ class _Rewriter:
             properties={"permutation": i64_array([0, 1, 2, 4, 3])},
         )
         merged = ReshapeOp.create(operands=[swapped.results[0]], result_types=[_retyped(x, (n, h, w, channels))])
+        for created in (grouped, swapped, merged):
+            created.location = op.location
         Rewriter.insert_op([grouped, swapped, merged], InsertPoint.before(op))
         self.shuffles[op] = (transpose, split)
         self.twins[op.results[0]] = merged.results[0]
@@ -444,6 +450,7 @@ class _Rewriter:
             result = op.results[0]
             if result in self.region.exits:
                 back = _conversion(new.results[0], FIRST)
+                back.location = op.location
                 Rewriter.insert_op(back, InsertPoint.after(new))
                 outside = [use for use in result.uses if use.operation not in members]
                 for use in outside:
@@ -515,7 +522,8 @@ def layout_function(
     """Choose and apply each region's layout in `function` (`forced`, unless "auto"); the decisions, regions numbered
     from `first_index`."""
     pricer = _Pricer(device, function)
-    decisions: list[LayoutDecision] = []
+    priced: list[tuple[_Region, LayoutDecision]] = []
+    # Every region is priced on the graph as imported, before any is rewritten.
     for index, ops in enumerate(_regions(function.body.block), start=first_index):
         region = _boundaries(ops)
         try:
@@ -525,16 +533,17 @@ def layout_function(
                 continue  # a shape the cost model cannot price: channels-first, as imported
             first, last = math.nan, math.nan
         layout = forced if forced != "auto" else nn.CHANNELS_LAST if last < first else "nchw"
-        decision = LayoutDecision(index, len(region.entries), len(region.exits), first, last, layout)
-        decisions.append(decision)
-        if layout == nn.CHANNELS_LAST:
+        priced.append((region, LayoutDecision(index, len(region.entries), len(region.exits), first, last, layout)))
+    for region, decision in priced:
+        ops = region.ops
+        if decision.layout == nn.CHANNELS_LAST:
             rewriter = _Rewriter(region)
             rewriter.run()
             ops = [rewriter.twins[op.results[0]].owner for op in ops]  # pyright: ignore[reportAssignmentType]
         for op in ops:
             if isinstance(op, nn.ConvOp | nn.MaxPoolOp | nn.AvgPoolOp):
                 op.attributes[LAYOUT_ATTR] = decision.attribute()
-    return decisions
+    return [decision for _, decision in priced]
 
 
 @dataclass(frozen=True)
