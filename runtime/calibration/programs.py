@@ -219,7 +219,7 @@ def lrn_scale(p: Program, name: str, pooled: SSAValue, x: SSAValue) -> SSAValue:
 def weight(p: Program, name: str, dims: Shape) -> SSAValue:
     """A constant float32 weight (a splat): the runtime knows it holds the same values every run, so that a
     convolution's is packed once, as a model's is (`gnomon.cost.convs.packs_weight`)."""
-    return _constant(p, name, DenseIntOrFPElementsAttr.from_list(_tensor(dims), [0.01]))
+    return _constant(p, name, DenseIntOrFPElementsAttr.from_list(TensorType(f32, list(dims)), [0.01]))
 
 
 def _constant(p: Program, name: str, value: DenseIntOrFPElementsAttr) -> SSAValue:
