@@ -14,9 +14,11 @@ one kernel's traffic before):
   and the rest as their own kernels (`generated_s`, `library_s`), over the same ops.
 
 Every grouped op gets `gnomon.fusion = {group = N, ...}`; the op that starts a group also names its `kind`, and an
-op whose join was priced carries the `decision` ("fuse" or "split") and both figures in seconds. `graph-to-kernel`
-lowers exactly these groups. An op the cost model cannot price (a dynamic shape) takes every legal join, as
-`graph-to-kernel` does by itself, and says so (`decision = "fuse", unpriced`).
+op whose join was priced carries the `decision` ("fuse" or "split") and both figures in seconds; a join that a
+generated convolution's kind took with it, up to the depthwise convolution its price included, is "fuse" and
+`required` whatever its own figures say (a generated convolution alone was never set against oneDNN's).
+`graph-to-kernel` lowers exactly these groups. An op the cost model cannot price (a dynamic shape) takes every
+legal join, as `graph-to-kernel` does by itself, and says so (`decision = "fuse", unpriced`).
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ class _Choice:
     decision: str | None = None
     figures: dict[str, float] = field(default_factory=dict)
     unpriced: bool = False
+    required: bool = False
+    """A join that a generated convolution's kind took with it (through its depthwise convolution)."""
 
     def attribute(self, group: int) -> DictionaryAttr:
         entries: dict[str, Attribute] = {"group": IntegerAttr(group, i64)}
@@ -92,6 +96,8 @@ class _Choice:
             entries[name] = FloatAttr(seconds, f64)
         if self.unpriced:
             entries["unpriced"] = UnitAttr()
+        if self.required:
+            entries["required"] = UnitAttr()
         return DictionaryAttr(entries)
 
 
@@ -154,12 +160,27 @@ class Fuser:
         op = ops[start]
         generated = Group([op], "generated", list(prologue))
         library = Group([op], library_kind(op), list(prologue))
-        end = max(self.grow(generated, ops, start + 1), self.grow(library, ops, start + 1))
+        # A convolution's generated kernel is the one with the depthwise convolution after it: alone it would be
+        # gnomon's loops against oneDNN's, which the model was never set against.
+        taken = self.through_depthwise(generated, ops, start + 1) if isinstance(op, ConvOp) else start + 1
+        end = max(self.grow(generated, ops, taken), self.grow(library, ops, start + 1))
         prices = {
             "generated_s": self.span_price(ops, start, end, generated),
             "library_s": self.span_price(ops, start, end, library),
         }
         return (generated if prices["generated_s"] < prices["library_s"] else library), prices
+
+    @staticmethod
+    def through_depthwise(group: Group, ops: Sequence[Operation], start: int) -> int:
+        """Take the legal joins of `ops[start:]` into a generated convolution's `group` up to and including the
+        depthwise convolution they reach (`_has_choice` checked that they do); the index of the first not taken."""
+        index = start
+        while index < len(ops) and legal_join(group, ops[index]):
+            group.ops.append(ops[index])
+            index += 1
+            if isinstance(group.ops[-1], ConvOp):
+                break
+        return index
 
     def fuse(self, function: func.FuncOp) -> None:
         """Group `function`'s kernel ops, greedily in program order, and record every choice on its op."""
@@ -171,6 +192,8 @@ class Fuser:
             op = ops[index]
             if groups and legal_join(groups[-1], op):
                 choice = self._join(groups[-1], op)
+                if self._before_depthwise(groups[-1]):
+                    choice.decision, choice.required = "fuse", True
                 choices[op] = choice
                 if choice.decision == "fuse":
                     groups[-1].ops.append(op)
@@ -192,6 +215,16 @@ class Fuser:
         for group_index, group in enumerate(groups):
             for op in group.all_ops():
                 op.attributes[FUSION_ATTR] = choices.get(op, _Choice()).attribute(group_index)
+
+    @staticmethod
+    def _before_depthwise(group: Group) -> bool:
+        """Whether `group` is a generated convolution that has not yet taken the depthwise convolution its kind was
+        priced with: the joins up to it are part of that choice, not their own."""
+        return (
+            group.kind == "generated"
+            and isinstance(group.ops[0], ConvOp)
+            and not any(isinstance(op, ConvOp) for op in group.ops[1:])
+        )
 
     @staticmethod
     def _has_choice(ops: Sequence[Operation], index: int) -> bool:
@@ -251,6 +284,8 @@ class FusionDecision:
     options: tuple[tuple[str, float], ...]
     """Each option and its predicted seconds: (separate, fused) for a join, (generated, library) for a kind."""
     decision: str
+    """`fuse` or `split` (a join), `generated` or `library` (a kind); `required` for a join taken as part of a
+    generated convolution's kind, through the depthwise convolution its price included."""
 
 
 def fusion_decisions(module: ModuleOp) -> list[FusionDecision]:
@@ -274,7 +309,8 @@ def fusion_decisions(module: ModuleOp) -> list[FusionDecision]:
             decision = entries["decision"]
             assert isinstance(decision, StringAttr)
             options = (("separate", seconds("separate_s")), ("fused", seconds("fused_s")))
-            decisions.append(FusionDecision(group.value.data, name, where, "join", options, decision.data))
+            taken = "required" if "required" in entries else decision.data
+            decisions.append(FusionDecision(group.value.data, name, where, "join", options, taken))
         if "library_s" in entries:
             kind = entries["kind"]
             assert isinstance(kind, StringAttr)

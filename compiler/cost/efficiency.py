@@ -73,10 +73,11 @@ class Efficiency:
     """Fraction of a memory level's bandwidth at which a CPU convolution library reorders channels-first activations
     into its blocked layout and its result back (`gnomon.cost.analytical`); the calibration suite's convolutions in
     both layouts set it apart from `conv`."""
-    generated_conv: float = 0.5
-    """Fraction of the fp32 peak gnomon's generated dense convolution sustains (`kernel_to_linalg.conv`): 60-100
-    GFLOP/s of torch.mm's 200 on the 2-core AVX-512 Xeon, kernel alone (bench/fusion.py's shapes); not yet fitted by
-    calibration."""
+    generated_conv: float = 0.8
+    """Fraction of the fp32 peak gnomon's generated dense convolution sustains (`kernel_to_linalg.conv`, with its
+    AVX-512 register tiles): 0.62-0.88 (median 0.8) of torch.mm's 202 GFLOP/s on the 2-core AVX-512 Xeon, for
+    1x1 + 3x3 depthwise pairs of 128-640 channels at 9-24 pixels a side, outside bench/fusion.py's shapes, whole
+    kernel with its launch; not yet fitted by calibration."""
     generated_depthwise: float = 0.35
     """Fraction of the fp32 peak the depthwise convolution fused after it sustains."""
     thin_call_cold_s: float = 0.0
