@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from gnomon.cost.trace import KERNEL, TraceEvent, trace_json, write_json
+from gnomon.dialects.graph import nn
 from gnomon.errors import GnomonError
 from gnomon.executable import Executable, InputError, compile_model, load_compiled
 from gnomon.files import check_readable, check_writable, writing
@@ -86,8 +87,11 @@ def profile_summary(executable: Executable) -> dict[str, Any]:
         }
         for t in profile.timings
     ]
+    windowed = [op for op in executable.module.walk() if isinstance(op, nn.ConvOp | nn.MaxPoolOp | nn.AvgPoolOp)]
     return {
         "kernels": kernels,
+        "channels_last": sum(nn.channels_last(op) for op in windowed),
+        "convolutions_and_pools": len(windowed),
         "run_ms": profile.run_seconds * 1e3,
         "arena_bytes": profile.arena_bytes,
         "arena_lower_bound_bytes": profile.arena_lower_bound,
@@ -124,6 +128,10 @@ def render_profile(summary: Mapping[str, Any]) -> str:
     lines.append(
         f"generated kernels: {summary['generated_kernels_compiled']} compiled, "
         f"{summary['generated_kernels_from_cache']} from the disk cache ({summary['compile_seconds']:.2f} s)"
+    )
+    lines.append(
+        f"layout: {summary['channels_last']} of {summary['convolutions_and_pools']} convolutions and pools run "
+        "channels-last (graph-layout's choice; `gnomon compile --explain` prints its predictions)"
     )
     # `gnomon run` never tunes; it says how many kernels run what `gnomon tune` chose for them.
     lines.append(

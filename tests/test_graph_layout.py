@@ -3,6 +3,7 @@ the decision is priced; the `layout` property is verified; `--explain` prints it
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from gnomon import cli
 from gnomon.dialects.graph import nn as graph_nn
-from gnomon.executable import Executable
+from gnomon.executable import Executable, load_compiled
 from gnomon.passes.graph_layout import layout_decisions
 from gnomon.pipeline import PIPELINES, load, run_pipeline
 
@@ -196,3 +197,19 @@ def test_compile_explains_each_region(tmp_path: Path, capsys: pytest.CaptureFixt
     region, entries, exits, first, _, last, _, layout = lines[2].split()
     assert (region, entries, exits) == ("0", "1", "1")
     assert layout == ("nhwc" if float(last) < float(first) else "nchw")
+
+
+def test_run_profile_says_which_convolutions_run_channels_last(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = make_onnx("conv_block", tmp_path / "conv_block.onnx")
+    assert cli.main(["run", str(model), "--profile", "--json"]) == 0
+    profile = json.loads(capsys.readouterr().out)["profile"]
+    program = tmp_path / "m.mlir"
+    assert cli.main(["compile", str(model), "-o", str(program)]) == 0
+    lowered = [op for op in load_compiled(program).module.walk() if isinstance(op, graph_nn.ConvOp)]
+    assert profile["convolutions_and_pools"] >= len(lowered) > 0
+    assert profile["channels_last"] == sum(graph_nn.channels_last(op) for op in lowered)
+    assert cli.main(["run", str(model), "--profile"]) == 0
+    line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("layout: "))
+    assert line.startswith(f"layout: {profile['channels_last']} of {profile['convolutions_and_pools']} convolutions")
