@@ -12,6 +12,7 @@ import numpy as np
 
 from gnomon.cost.trace import KERNEL, TraceEvent, trace_json, write_json
 from gnomon.dialects.graph import nn
+from gnomon.dialects.graph.layout import channels_last
 from gnomon.errors import GnomonError
 from gnomon.executable import Executable, InputError, compile_model, load_compiled
 from gnomon.files import check_readable, check_writable, writing
@@ -90,7 +91,7 @@ def profile_summary(executable: Executable) -> dict[str, Any]:
     windowed = [op for op in executable.module.walk() if isinstance(op, nn.ConvOp | nn.MaxPoolOp | nn.AvgPoolOp)]
     return {
         "kernels": kernels,
-        "channels_last": sum(nn.channels_last(op) for op in windowed),
+        "channels_last": sum(channels_last(op) for op in windowed),
         "convolutions_and_pools": len(windowed),
         "run_ms": profile.run_seconds * 1e3,
         "arena_bytes": profile.arena_bytes,

@@ -101,6 +101,26 @@ class _Choice:
         return DictionaryAttr(entries)
 
 
+def _through_depthwise(group: Group, ops: Sequence[Operation], start: int) -> int:
+    """Take the legal joins of `ops[start:]` into a generated convolution's `group` up to and including the
+    depthwise convolution they reach, if any; the index of the first op not taken."""
+    index = start
+    while index < len(ops) and legal_join(group, ops[index]):
+        group.ops.append(ops[index])
+        index += 1
+        if isinstance(group.ops[-1], ConvOp):
+            break
+    return index
+
+
+def depthwise_pair(ops: Sequence[Operation], index: int) -> Group | None:
+    """The generated kernel of the convolution `ops[index]` (kernel ops in program order) with the ops after it
+    through the depthwise convolution they reach (`kernel_to_linalg.conv`); None if the legal joins reach none."""
+    group = Group([ops[index]], "generated", [])
+    _through_depthwise(group, ops, index + 1)
+    return group if len(group.ops) > 1 and isinstance(group.ops[-1], ConvOp) else None
+
+
 class Fuser:
     """Forms one function's kernel groups in program order, pricing each choice."""
 
@@ -162,25 +182,13 @@ class Fuser:
         library = Group([op], library_kind(op), list(prologue))
         # A convolution's generated kernel is the one with the depthwise convolution after it: alone it would be
         # gnomon's loops against oneDNN's, which the model was never set against.
-        taken = self.through_depthwise(generated, ops, start + 1) if isinstance(op, ConvOp) else start + 1
+        taken = _through_depthwise(generated, ops, start + 1) if isinstance(op, ConvOp) else start + 1
         end = max(self.grow(generated, ops, taken), self.grow(library, ops, start + 1))
         prices = {
             "generated_s": self.span_price(ops, start, end, generated),
             "library_s": self.span_price(ops, start, end, library),
         }
         return (generated if prices["generated_s"] < prices["library_s"] else library), prices
-
-    @staticmethod
-    def through_depthwise(group: Group, ops: Sequence[Operation], start: int) -> int:
-        """Take the legal joins of `ops[start:]` into a generated convolution's `group` up to and including the
-        depthwise convolution they reach (`_has_choice` checked that they do); the index of the first not taken."""
-        index = start
-        while index < len(ops) and legal_join(group, ops[index]):
-            group.ops.append(ops[index])
-            index += 1
-            if isinstance(group.ops[-1], ConvOp):
-                break
-        return index
 
     def fuse(self, function: func.FuncOp) -> None:
         """Group `function`'s kernel ops, greedily in program order, and record every choice on its op."""
@@ -233,16 +241,7 @@ class Fuser:
         op = ops[index]
         if not (isinstance(op, CHOICE_OPS) and generatable(op) and callee_of(op) is not None):
             return False
-        if not isinstance(op, ConvOp):
-            return True
-        group = Group([op], "generated", [])
-        for candidate in ops[index + 1 :]:
-            if not legal_join(group, candidate):
-                return False
-            if isinstance(candidate, ConvOp):
-                return True
-            group.ops.append(candidate)
-        return False
+        return not isinstance(op, ConvOp) or depthwise_pair(ops, index) is not None
 
     def _join(self, group: Group, candidate: Operation) -> _Choice:
         try:

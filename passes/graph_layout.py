@@ -55,14 +55,13 @@ from gnomon.dialects.graph import reduce as red
 from gnomon.dialects.graph.base import GraphOperation, bool_attr, i64_array, ints
 from gnomon.dialects.graph.constant_values import constant_to_numpy, numpy_to_dense
 from gnomon.dialects.graph.elementwise import POINTWISE
+from gnomon.dialects.graph.layout import CHANNELS_LAST, TO_CHANNELS_FIRST, TO_CHANNELS_LAST, channels_last, permuted
 from gnomon.dialects.graph.tensor import ConcatOp, ConstantOp, ReshapeOp, TransposeOp
 from gnomon.errors import GnomonError
-from gnomon.passes.graph_fuse import AUTO_DEVICE, Fuser, fusion_device
-from gnomon.passes.graph_to_kernel import LAYOUT_ATTR, Group, kernel_ops, legal_join
+from gnomon.passes.graph_fuse import AUTO_DEVICE, Fuser, depthwise_pair, fusion_device
+from gnomon.passes.graph_to_kernel import LAYOUT_ATTR, Group, kernel_ops
 from gnomon.passes.kernel_to_linalg import generatable
 
-FIRST = nn.TO_CHANNELS_FIRST
-LAST = nn.TO_CHANNELS_LAST
 _REDUCTIONS = (red.ReduceSumOp, red.ReduceMeanOp, red.ReduceMaxOp, red.ReduceMinOp)
 _GLOBAL_POOLS = {nn.GlobalAvgPoolOp: red.ReduceMeanOp, nn.GlobalMaxPoolOp: red.ReduceMaxOp}
 
@@ -80,10 +79,6 @@ def _rank4(value: SSAValue) -> bool:
     return shape is not None and len(shape) == 4
 
 
-def _permute(shape: Sequence[int], permutation: Sequence[int]) -> tuple[int, ...]:
-    return tuple(shape[i] for i in permutation)
-
-
 def _retyped(value: SSAValue, shape: Sequence[int]) -> TensorType[Attribute]:
     shaped = value.type
     assert isinstance(shaped, TensorType)
@@ -93,9 +88,9 @@ def _retyped(value: SSAValue, shape: Sequence[int]) -> TensorType[Attribute]:
 def _anchor(op: Operation) -> bool:
     """A convolution or pool: what a region's layout changes the cost of."""
     if isinstance(op, nn.ConvOp):
-        return _rank4(op.input) and _rank4(op.result) and _element(op.input) == f32 and not nn.channels_last(op)
+        return _rank4(op.input) and _rank4(op.result) and _element(op.input) == f32 and not channels_last(op)
     if isinstance(op, nn.MaxPoolOp | nn.AvgPoolOp):
-        return _rank4(op.input) and _rank4(op.result) and not nn.channels_last(op)
+        return _rank4(op.input) and _rank4(op.result) and not channels_last(op)
     return False
 
 
@@ -185,11 +180,11 @@ def _scalar_like(value: SSAValue) -> bool:
     return shape is not None and all(d == 1 for d in shape)
 
 
-def _conversion(value: SSAValue, permutation: Sequence[int]) -> Operation:
+def _conversion(value: SSAValue, permutation: Sequence[int]) -> ReshapeOp | TransposeOp:
     """`value` permuted: a transpose, or a reshape where only unit dims move."""
     shape = _shape(value)
     assert shape is not None
-    result = _retyped(value, _permute(shape, permutation))
+    result = _retyped(value, permuted(shape, permutation))
     if _moves_units_only(shape, permutation):
         return ReshapeOp.create(operands=[value], result_types=[result])
     return TransposeOp.create(
@@ -240,14 +235,15 @@ class _Pricer:
         self.fuser = Fuser(device, os.cpu_count() or 1)
         self.kernel_ops = kernel_ops(function)[0]
 
-    def op_s(self, op: GraphOperation) -> float:
+    def op_s(self, op: Operation) -> float:
+        assert isinstance(op, GraphOperation)
         conv_as_gemm = isinstance(op, nn.ConvOp) and gemm_conv(op)
         cost = op_cost(op, self.device, conv_as_gemm=conv_as_gemm, library=True, weights_in_dram=True)
         return cost.predicted_s
 
     def channels_last_s(self, op: Operation) -> float:
         """The anchor's time in channels-last form, priced on a detached copy."""
-        block = Block(arg_types=[_retyped(op.operands[0], _permute(_shape(op.operands[0]) or (), LAST))])
+        block = Block(arg_types=[_retyped(op.operands[0], permuted(_shape(op.operands[0]) or (), TO_CHANNELS_LAST))])
         copy = _channels_last_anchor(op, [block.args[0], *op.operands[1:]])
         try:
             return self.op_s(copy)
@@ -257,23 +253,16 @@ class _Pricer:
     def conversion_s(self, value: SSAValue, permutation: Sequence[int]) -> float:
         conversion = _conversion(value, permutation)
         try:
-            return 0.0 if isinstance(conversion, ReshapeOp) else self.op_s(conversion)  # pyright: ignore[reportArgumentType]
+            return 0.0 if isinstance(conversion, ReshapeOp) else self.op_s(conversion)
         finally:
             conversion.drop_all_references()
 
     def generated_pair(self, conv: Operation) -> Group | None:
         """The generated kernel `graph-fuse` could make of a channels-first convolution and the depthwise one after
-        it (`kernel_to_linalg.conv`), or None."""
+        it, or None."""
         if not isinstance(conv, nn.ConvOp) or not generatable(conv) or conv not in self.kernel_ops:
             return None
-        group = Group([conv], "generated", [])
-        for candidate in self.kernel_ops[self.kernel_ops.index(conv) + 1 :]:
-            if not legal_join(group, candidate):
-                return None
-            group.ops.append(candidate)
-            if isinstance(candidate, nn.ConvOp):
-                return group
-        return None
+        return depthwise_pair(self.kernel_ops, self.kernel_ops.index(conv))
 
     def channels_first_s(self, anchors: Sequence[Operation]) -> float:
         """The anchors' time channels-first, a convolution and the depthwise one after it as `graph-fuse`'s
@@ -285,11 +274,11 @@ class _Pricer:
                 continue
             pair = self.generated_pair(op)
             if pair is not None and pair.ops[-1] in anchors:
-                separate = self.op_s(op) + self.op_s(pair.ops[-1])  # pyright: ignore[reportArgumentType]
+                separate = self.op_s(op) + self.op_s(pair.ops[-1])
                 total += min(separate, self.fuser.price(pair))
                 priced.update((op, pair.ops[-1]))
                 continue
-            total += self.op_s(op)  # pyright: ignore[reportArgumentType]
+            total += self.op_s(op)
         return total
 
     def concat_s(self, concat: ConcatOp, channels_last: bool) -> float:
@@ -297,7 +286,7 @@ class _Pricer:
         result (every dim before the axis is 1: `kernel_to_rt`'s concat slots), else a copy of its bytes."""
         shape, axis = _shape(concat.result) or (), concat.axis.value.data % 4
         if channels_last:
-            shape, axis = _permute(shape, LAST), LAST.index(axis)
+            shape, axis = permuted(shape, TO_CHANNELS_LAST), TO_CHANNELS_LAST.index(axis)
         return 0.0 if math.prod(shape[:axis]) == 1 else self.op_s(concat)
 
     def region(self, region: _Region) -> tuple[float, float]:
@@ -308,8 +297,8 @@ class _Pricer:
         first = self.channels_first_s(anchors) + sum(self.concat_s(op, channels_last=False) for op in concats)
         last = sum(self.channels_last_s(op) for op in anchors)
         last += sum(self.concat_s(op, channels_last=True) for op in concats)
-        last += sum(self.conversion_s(v, LAST) for v in region.entries)
-        last += sum(self.conversion_s(v, FIRST) for v in region.exits)
+        last += sum(self.conversion_s(v, TO_CHANNELS_LAST) for v in region.entries)
+        last += sum(self.conversion_s(v, TO_CHANNELS_FIRST) for v in region.exits)
         return first, last
 
 
@@ -317,10 +306,10 @@ def _channels_last_anchor(op: Operation, operands: Sequence[SSAValue]) -> GraphO
     result = op.results[0]
     shape = _shape(result)
     assert shape is not None
-    properties = {**op.properties, "layout": StringAttr(nn.CHANNELS_LAST)}
+    properties = {**op.properties, "layout": StringAttr(CHANNELS_LAST)}
     created = type(op).create(
         operands=list(operands),
-        result_types=[_retyped(result, _permute(shape, LAST))],
+        result_types=[_retyped(result, permuted(shape, TO_CHANNELS_LAST))],
         properties=properties,
         attributes=dict(op.attributes),
     )
@@ -356,7 +345,7 @@ class _Rewriter:
                 reshape = ReshapeOp.create(operands=[value], result_types=[aligned])
                 Rewriter.insert_op(reshape, InsertPoint.before(before))
                 source = reshape.results[0]
-            conversion = _conversion(source, LAST)
+            conversion = _conversion(source, TO_CHANNELS_LAST)
             conversion.location = before.location  # profiles name the transpose after the op that needs it
             Rewriter.insert_op(conversion, InsertPoint.before(before))
             twin = conversion.results[0]
@@ -367,7 +356,7 @@ class _Rewriter:
     def _constant(constant: ConstantOp, value: SSAValue) -> SSAValue:
         array = constant_to_numpy(constant.value)
         array = array.reshape((1,) * (4 - array.ndim) + array.shape)
-        permuted = np.ascontiguousarray(np.transpose(array, LAST))
+        permuted = np.ascontiguousarray(np.transpose(array, TO_CHANNELS_LAST))
         element = _element(value)
         assert element is not None
         new = ConstantOp.create(
@@ -418,7 +407,7 @@ class _Rewriter:
         result = op.results[0]
         shape = _shape(result)
         assert shape is not None
-        result_type = _retyped(result, _permute(shape, LAST))
+        result_type = _retyped(result, permuted(shape, TO_CHANNELS_LAST))
         attributes = dict(op.attributes)
         if _anchor(op):
             return _channels_last_anchor(op, operands)
@@ -428,13 +417,13 @@ class _Rewriter:
                 operands=operands, result_types=[result_type], properties=properties, attributes=attributes
             )
         if isinstance(op, _REDUCTIONS):
-            axes = sorted(LAST.index(a) for a in op.reduced_axes())
+            axes = sorted(TO_CHANNELS_LAST.index(a) for a in op.reduced_axes())
             properties = {**op.properties, "axes": i64_array(axes)}
             return type(op).create(
                 operands=operands, result_types=[result_type], properties=properties, attributes=attributes
             )
         if isinstance(op, ConcatOp):
-            axis = LAST.index(op.axis.value.data % 4)
+            axis = TO_CHANNELS_LAST.index(op.axis.value.data % 4)
             properties = {**op.properties, "axis": IntegerAttr(axis, i64_type)}
             return ConcatOp.create(
                 operands=operands, result_types=[result_type], properties=properties, attributes=attributes
@@ -449,7 +438,7 @@ class _Rewriter:
             new = self.rewrite(op)
             result = op.results[0]
             if result in self.region.exits:
-                back = _conversion(new.results[0], FIRST)
+                back = _conversion(new.results[0], TO_CHANNELS_FIRST)
                 back.location = op.location
                 Rewriter.insert_op(back, InsertPoint.after(new))
                 outside = [use for use in result.uses if use.operation not in members]
@@ -512,7 +501,7 @@ class LayoutDecision:
         )  # fmt: skip
 
 
-LAYOUTS = ("auto", nn.CHANNELS_LAST, "nchw")
+LAYOUTS = ("auto", CHANNELS_LAST, "nchw")
 """The pass's `layout` option: each region's by predicted time, or every region's forced (still priced)."""
 
 
@@ -529,14 +518,14 @@ def layout_function(
         try:
             first, last = pricer.region(region)
         except CostModelError:
-            if forced != nn.CHANNELS_LAST:
+            if forced != CHANNELS_LAST:
                 continue  # a shape the cost model cannot price: channels-first, as imported
             first, last = math.nan, math.nan
-        layout = forced if forced != "auto" else nn.CHANNELS_LAST if last < first else "nchw"
+        layout = forced if forced != "auto" else CHANNELS_LAST if last < first else "nchw"
         priced.append((region, LayoutDecision(index, len(region.entries), len(region.exits), first, last, layout)))
     for region, decision in priced:
         ops = region.ops
-        if decision.layout == nn.CHANNELS_LAST:
+        if decision.layout == CHANNELS_LAST:
             rewriter = _Rewriter(region)
             rewriter.run()
             ops = [rewriter.twins[op.results[0]].owner for op in ops]  # pyright: ignore[reportAssignmentType]

@@ -19,6 +19,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from gnomon import cli
 from gnomon.dialects.graph import nn as graph_nn
+from gnomon.dialects.graph.layout import channels_last
 from gnomon.executable import Executable, load_compiled
 from gnomon.passes.graph_layout import layout_decisions
 from gnomon.pipeline import PIPELINES, load, run_pipeline
@@ -42,7 +43,7 @@ def _run(model: nn.Module, x: torch.Tensor, layout: str) -> tuple[np.ndarray, Mo
 
 
 def _channels_last_ops(module: ModuleOp) -> list[str]:
-    return [op.name for op in module.walk() if graph_nn.channels_last(op)]
+    return [op.name for op in module.walk() if channels_last(op)]
 
 
 class Block(nn.Module):
@@ -209,7 +210,7 @@ def test_run_profile_says_which_convolutions_run_channels_last(
     assert cli.main(["compile", str(model), "-o", str(program)]) == 0
     lowered = [op for op in load_compiled(program).module.walk() if isinstance(op, graph_nn.ConvOp)]
     assert profile["convolutions_and_pools"] >= len(lowered) > 0
-    assert profile["channels_last"] == sum(graph_nn.channels_last(op) for op in lowered)
+    assert profile["channels_last"] == sum(channels_last(op) for op in lowered)
     assert cli.main(["run", str(model), "--profile"]) == 0
     line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("layout: "))
     assert line.startswith(f"layout: {profile['channels_last']} of {profile['convolutions_and_pools']} convolutions")

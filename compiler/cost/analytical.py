@@ -82,6 +82,7 @@ from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import DropoutOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
+from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
 from gnomon.dialects.graph.nn import (
     AdaptivePoolOp,
@@ -93,7 +94,6 @@ from gnomon.dialects.graph.nn import (
     LogSoftmaxOp,
     MaxPoolOp,
     SoftmaxOp,
-    channels_last,
 )
 from gnomon.dialects.graph.recurrent import GruOp, LstmOp, Recurrent, RnnOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp, TransposeOp

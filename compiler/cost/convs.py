@@ -13,6 +13,7 @@ from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph import nn
 from gnomon.dialects.graph.base import ints
+from gnomon.dialects.graph.layout import channels_last
 
 __all__ = ["gemm_conv", "packs_weight"]
 
@@ -32,7 +33,7 @@ def gemm_conv(op: nn.ConvOp) -> bool:
     weight = _shape(op.weight)
     return (
         weight[1] > 1
-        and (op.groups.value.data == 1 or not nn.channels_last(op))
+        and (op.groups.value.data == 1 or not channels_last(op))
         and all(k == 1 for k in weight[2:])
         and all(s == 1 for s in ints(op.strides))
         and not any(ints(op.pads))
@@ -47,7 +48,7 @@ def packs_weight(op: nn.ConvOp) -> bool:
     (channels-first ones). So packing pays where the weight outweighs the activations: late layers (512>512 3x3
     at 14x14 and 28x28 took 0.87x the time, 64>256 at 13x13 0.82x) and depthwise layers (0.77x at 28x28), and
     costs where they outweigh it (64>64 at 224x224 1.35x, 3>64 4.5x); measured here. Channels-last activations
-    need no reorder either way, and a packed weight was as fast or faster on every shape tried (0.5-1x the plain
+    need no reorder either way, and a packed weight was as fast or faster on every shape tried (0.46-0.95x the plain
     weight's time, ResNet's and MobileNet's layers): theirs is always packed. BLAS's 1x1 convolutions (`gemm_conv`)
     take the weight as it is."""
     weight, result = _shape(op.weight), _shape(op.result)
@@ -55,7 +56,7 @@ def packs_weight(op: nn.ConvOp) -> bool:
     assert isinstance(weight_type, TensorType)
     if len(weight) != 4 or weight_type.get_element_type() != f32 or gemm_conv(op):
         return False
-    if nn.channels_last(op):
+    if channels_last(op):
         return True
     groups = op.groups.value.data
     depthwise = groups > 1 and weight[1] == 1 and weight[0] == groups

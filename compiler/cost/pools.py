@@ -12,7 +12,8 @@ from typing import Literal
 from xdsl.dialects.builtin import TensorType, f32
 
 from gnomon.dialects.graph.base import GraphOperation, ints
-from gnomon.dialects.graph.nn import AvgPoolOp, MaxPoolOp, channels_last
+from gnomon.dialects.graph.layout import channels_last
+from gnomon.dialects.graph.nn import AvgPoolOp, MaxPoolOp
 
 __all__ = [
     "MAX_POOL_INSTRUCTIONS",
@@ -45,7 +46,7 @@ PoolKernel = Literal["onednn", "window-sums", "channels-last", "aten"]
 def library_pool(op: MaxPoolOp | AvgPoolOp) -> PoolKernel:
     """How the runtime's library runs a windowed pooling (`gnomon.runtime.library.nn`), decided here, once, for
     the runtime and for the cost model: a channels-last pool (`layout = "nhwc"`) on ATen's channels-last kernels,
-    which vectorize over channels in one pass (7-20x its NCHW ones on ResNet's, SqueezeNet's and DenseNet's pools
+    which vectorize over channels in one pass (9-21x its NCHW ones on ResNet's, SqueezeNet's and DenseNet's pools
     here, and as fast as oneDNN's without its copies); an average over a window along one dim, stride 1 and
     unpadded (torch-mlir's LRN), as shifted slices summed; an undilated 2-D max pool, or a 2-D average pool with
     pads torch takes and no ceil mode, of a float32 input of at least `ONEDNN_POOL_MIN` elements, on oneDNN;

@@ -18,6 +18,7 @@ from xdsl.ir import Operation
 
 from gnomon.dialects.graph import nn, sampling
 from gnomon.dialects.graph.base import ints
+from gnomon.dialects.graph.layout import TO_CHANNELS_FIRST, TO_CHANNELS_LAST, channels_last
 from gnomon.reference.base import Array, typed
 from gnomon.reference.grid_sample import grid_sample
 
@@ -69,12 +70,12 @@ def _softmax(x: Array, axis: int) -> Array:
 
 def _channels_first(op: Operation, x: Array) -> Array:
     """The op's activation as (N, C, H, W): channels-last ones (`layout = "nhwc"`) are permuted."""
-    return np.transpose(x, nn.TO_CHANNELS_FIRST) if nn.channels_last(op) else x
+    return np.transpose(x, TO_CHANNELS_FIRST) if channels_last(op) else x
 
 
 def _in_layout(op: Operation, y: Array) -> Array:
     """A channels-first result in the op's layout."""
-    return np.ascontiguousarray(np.transpose(y, nn.TO_CHANNELS_LAST)) if nn.channels_last(op) else y
+    return np.ascontiguousarray(np.transpose(y, TO_CHANNELS_LAST)) if channels_last(op) else y
 
 
 @register_impls

@@ -5,9 +5,9 @@ Layouts are channels-first: activations are (N, C, *spatial), convolution weight
 Padding lists give the leading pads of every spatial dim, then the trailing pads (ONNX order).
 
 A 2-D convolution and max or average pool may instead take and give channels-last activations (N, H, W, C):
-`layout = "nhwc"`, which `graph-layout` sets where it predicts the region faster so. Weights, biases, pads and
-windows keep their channels-first form; the op computes what its channels-first form computes on the permuted
-activations.
+`layout = "nhwc"` (`gnomon.dialects.graph.layout`), which `graph-layout` sets where it predicts the region faster
+so. Weights, biases, pads and windows keep their channels-first form; the op computes what its channels-first
+form computes on the permuted activations.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from gnomon.dialects.graph.base import (
     tensor_of,
     tensor_type,
 )
+from gnomon.dialects.graph.layout import CHANNELS_LAST, TO_CHANNELS_FIRST, TO_CHANNELS_LAST, channels_last, permuted
 
 
 def _check_spatial(op: str, name: str, values: Sequence[int], count: int) -> None:
@@ -99,25 +100,6 @@ def _activation_shape(op: str, value: SSAValue, what: str = "input") -> Shape:
     return shape
 
 
-CHANNELS_LAST = "nhwc"
-"""The `layout` of an op on channels-last 2-D activations (N, H, W, C); without one, they are (N, C, H, W)."""
-
-TO_CHANNELS_LAST = (0, 2, 3, 1)
-"""The permutation from (N, C, H, W) to (N, H, W, C)."""
-TO_CHANNELS_FIRST = (0, 3, 1, 2)
-"""The permutation from (N, H, W, C) to (N, C, H, W)."""
-
-
-def channels_last(op: Operation) -> bool:
-    """Whether `op` takes and gives channels-last activations (`layout = "nhwc"`)."""
-    layout = op.properties.get("layout")
-    return isinstance(layout, StringAttr) and layout.data == CHANNELS_LAST
-
-
-def _permuted(shape: Shape, permutation: Sequence[int]) -> Shape:
-    return tuple(shape[i] for i in permutation)
-
-
 def _channels_first_input(op: Operation, value: SSAValue) -> Shape:
     """The activation's shape as (N, C, *spatial), whatever the op's layout; checks the layout."""
     shape = _activation_shape(op.name, value)
@@ -128,12 +110,12 @@ def _channels_first_input(op: Operation, value: SSAValue) -> Shape:
         raise VerifyException(f'{op.name}: layout must be "{CHANNELS_LAST}", got {layout}')
     if len(shape) != 4:
         raise VerifyException(f'{op.name}: layout "{CHANNELS_LAST}" needs 2-D activations, got {shape_str(shape)}')
-    return _permuted(shape, TO_CHANNELS_FIRST)
+    return permuted(shape, TO_CHANNELS_FIRST)
 
 
 def _in_layout(op: Operation, channels_first: Sequence[int]) -> list[int]:
     """A result shape given as (N, C, *spatial), in the op's layout."""
-    return list(_permuted(tuple(channels_first), TO_CHANNELS_LAST) if channels_last(op) else channels_first)
+    return list(permuted(tuple(channels_first), TO_CHANNELS_LAST) if channels_last(op) else channels_first)
 
 
 @irdl_op_definition

@@ -9,11 +9,10 @@ an epilogue its call fuses:
     anchor [+ bias add] [+ activation | + residual add [+ relu]]
 
 A bias add adds a vector along the anchor's channel axis (1 for conv, the last for a channels-last conv, linear
-and matmul); a
-residual add (conv only) adds another tensor of the conv result's type; the activations (`ACTIVATIONS`) are
-those of oneDNN's unary post-ops. A matmul operand may also come through a transpose of its last two dims
-(`reads_transposed`): BLAS reads the transpose's input as a strided view, so the transpose is never
-materialized.
+and matmul); a residual add (conv only) adds another tensor of the conv result's type; the activations
+(`ACTIVATIONS`) are those of oneDNN's unary post-ops. A matmul operand may also come through a transpose of its
+last two dims (`reads_transposed`): BLAS reads the transpose's input as a strided view, so the transpose is
+never materialized.
 
 `library_call` names the call a block of graph ops becomes:
 
@@ -42,6 +41,7 @@ from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph import embedding, linalg, nn, recurrent, sampling, tensor
 from gnomon.dialects.graph import reduce as red
 from gnomon.dialects.graph.base import ints
+from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.kernel import LibraryCall
 
 LIBRARY_CALLS: Mapping[type[Operation], str] = {
@@ -245,7 +245,7 @@ class Epilogue:
 
 
 def _channel_axis(anchor: Anchor, rank: int) -> int:
-    return 1 if isinstance(anchor, nn.ConvOp) and not nn.channels_last(anchor) else rank - 1
+    return 1 if isinstance(anchor, nn.ConvOp) and not channels_last(anchor) else rank - 1
 
 
 def _is_bias(anchor: Anchor, value: SSAValue, other: SSAValue) -> bool:
@@ -333,7 +333,7 @@ def fuses_in_onednn(anchor: Anchor, epilogue: Epilogue, onednn: OneDNNPolicy = "
         return False  # oneDNN takes one bias
     if onednn == "always":
         return True
-    fused = epilogue.residual is not None or (nn.channels_last(anchor) and epilogue.activation is not None)
+    fused = epilogue.residual is not None or (channels_last(anchor) and epilogue.activation is not None)
     return onednn == "residual" and fused and not gemm_conv(anchor)
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from xdsl.dialects.builtin import TensorType, f32
 from xdsl.ir import Operation, SSAValue
 
+from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.linalg import MatmulOp
-from gnomon.dialects.graph.nn import ConvOp, LogSoftmaxOp, SoftmaxOp, channels_last
+from gnomon.dialects.graph.nn import ConvOp, LogSoftmaxOp, SoftmaxOp
 from gnomon.dialects.graph.reduce import ReduceOp
 from gnomon.dialects.graph.tensor import ExpandOp, TransposeOp
 from gnomon.errors import GnomonError

@@ -36,6 +36,7 @@ from gnomon.cost.convs import packs_weight
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph import nn
 from gnomon.dialects.graph.base import ints
+from gnomon.dialects.graph.layout import TO_CHANNELS_FIRST, channels_last
 from gnomon.dialects.graph.tensor import TransposeOp
 from gnomon.dialects.kernel import LibraryCall
 from gnomon.passes.graph_to_kernel.library import (
@@ -215,7 +216,7 @@ def _packed_weight(conv: nn.ConvOp, weight: torch.Tensor, input_shape: Sequence[
 def _channels_first_view(conv: nn.ConvOp, activation: torch.Tensor) -> torch.Tensor:
     """A channels-last convolution's activation buffer as the (N, C, H, W) view oneDNN takes (channels-last
     strides, no copy); a channels-first one's as it is."""
-    return activation.permute(nn.TO_CHANNELS_FIRST) if nn.channels_last(conv) else activation
+    return activation.permute(TO_CHANNELS_FIRST) if channels_last(conv) else activation
 
 
 def _padded_shape(shape: Sequence[int], spec: Sequence[int]) -> list[int]:

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from gnomon.cost.pools import library_pool
 from gnomon.dialects.graph import nn, sampling
 from gnomon.dialects.graph.base import ints
+from gnomon.dialects.graph.layout import TO_CHANNELS_FIRST, TO_CHANNELS_LAST, channels_last
 from gnomon.passes.graph_to_kernel.library import gemm_conv
 from gnomon.runtime.library.base import (
     ATEN_NN,
@@ -40,13 +41,13 @@ def in_channels_last(impl: TorchImpl) -> TorchImpl:
     convolutions and ATen's pools compute in that order, with no reorder."""
 
     def run(x: torch.Tensor, *rest: torch.Tensor | None) -> torch.Tensor:
-        y = impl.run(x.permute(nn.TO_CHANNELS_FIRST), *rest)
+        y = impl.run(x.permute(TO_CHANNELS_FIRST), *rest)
         assert isinstance(y, torch.Tensor)  # convolutions and pools have one result
-        return y.permute(nn.TO_CHANNELS_LAST)
+        return y.permute(TO_CHANNELS_LAST)
 
     def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
         x, *rest = args
-        return impl.bind([x.permute(nn.TO_CHANNELS_FIRST), *rest], [results[0].permute(nn.TO_CHANNELS_FIRST)])
+        return impl.bind([x.permute(TO_CHANNELS_FIRST), *rest], [results[0].permute(TO_CHANNELS_FIRST)])
 
     return TorchImpl(run, into)
 
@@ -65,7 +66,7 @@ def conv(op: nn.ConvOp) -> TorchImpl:
         source = x if symmetric else F.pad(x, spec)
         return torch.convolution(source, weight, bias, strides, padding, dilations, False, [0] * n, groups)
 
-    if nn.channels_last(op):
+    if channels_last(op):
         plain = in_channels_last(TorchImpl(run))
         return TorchImpl(plain.run, _gemm_conv_channels_last_into if gemm_conv(op) else plain.into)
     # aten's convolution has no out= kernel of its own; a `gemm_conv` is BLAS products into the output.
@@ -178,7 +179,7 @@ def max_pool(op: nn.MaxPoolOp) -> TorchImpl:
         return launch
 
     impl = TorchImpl(run, into)
-    return in_channels_last(impl) if nn.channels_last(op) else impl
+    return in_channels_last(impl) if channels_last(op) else impl
 
 
 def _avg_pool_function(rank: int) -> Callable[..., torch.Tensor]:
@@ -223,7 +224,7 @@ def _window_sums_into(dim: int, size: int) -> Callable[[Sequence[torch.Tensor], 
 @torch_impl(nn.AvgPoolOp)
 def avg_pool(op: nn.AvgPoolOp) -> TorchImpl:
     impl = _channels_first_avg_pool(op)
-    return in_channels_last(impl) if nn.channels_last(op) else impl
+    return in_channels_last(impl) if channels_last(op) else impl
 
 
 def _channels_first_avg_pool(op: nn.AvgPoolOp) -> TorchImpl:
