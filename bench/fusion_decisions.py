@@ -1,6 +1,6 @@
 """Do `graph-fuse`'s decisions hold on this machine? Each priced choice, predicted and measured.
 
-For every choice `graph-fuse` prices in a model (a join: the open kernel and the candidate apart or fused; a kind:
+For every choice `graph-fuse` prices in a model, after `graph-layout` as in the lowering pipeline (a join: the open kernel and the candidate apart or fused; a kind:
 a matmul, reduction or softmax generated or called from the library), the ops involved are cut out into a program
 of their own, lowered both ways with the groups fixed, and each way is run by the runtime with every launch
 timed; a way's time is the sum of its launches (launch overhead, library calls and kernel: what
@@ -39,6 +39,7 @@ from gnomon.bundled import light_models
 from gnomon.context import gnomon_context
 from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.passes.graph_fuse import Fuser, GraphFusePass, fusion_device
+from gnomon.passes.graph_layout import GraphLayoutPass
 from gnomon.passes.graph_to_kernel import (
     FUSION_ATTR,
     Group,
@@ -232,6 +233,8 @@ def main() -> None:
     for name in args.models.split(","):
         module = _graph_module(name, args.batch)
         run_pipeline(module, "inference", name)
+        # As the lowering pipeline runs them: graph-fuse decides on the layouts graph-layout chose.
+        GraphLayoutPass(device=args.device).apply(gnomon_context(), module)
         GraphFusePass(device=args.device, threads=threads).apply(gnomon_context(), module)
         for choice in _choices(name, module):
             choice.predicted = (_predicted(choice, choice.ways[0], fuser), _predicted(choice, choice.ways[1], fuser))

@@ -188,6 +188,20 @@ def test_channel_shuffle_stays_channels_last() -> None:
     assert (decision.entries, decision.exits) == (1, 1)
 
 
+@pytest.mark.parametrize(("groups", "bias"), [(1, True), (2, False), (4, True)])
+def test_channels_last_grouped_1x1_is_a_batched_product(groups: int, bias: bool) -> None:
+    """A channels-last 1x1 convolution with groups runs as one BLAS product per group over all pixels (strided
+    views of the activations, at batch 2), not through oneDNN, and matches torch."""
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1), nn.ReLU(), nn.Conv2d(16, 24, 1, groups=groups, bias=bias))
+    x = torch.randn(2, 3, 9, 9)
+    output, module = _run(model.eval(), x, "nhwc")
+    assert _channels_last_ops(module) == ["graph.conv", "graph.conv"]
+    assert 'callee = "aten.mm"' in str(module)
+    with torch.no_grad():
+        assert relative_l2(output, model(x).numpy()) <= 1e-5
+
+
 def test_compile_explains_each_region(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model = make_onnx("conv_block", tmp_path / "conv_block.onnx")
     program = tmp_path / "m.mlir"

@@ -74,11 +74,23 @@ def conv(op: nn.ConvOp) -> TorchImpl:
 
 
 def _gemm_conv_channels_last_into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
-    """A channels-last 1x1, stride-1 convolution as one BLAS product into the output: its pixels are the rows
-    of (N*H*W, C_in) by the transposed weight's (C_in, C_out)."""
+    """A channels-last 1x1, stride-1 convolution as BLAS products into the output: its pixels are the rows of
+    (N*H*W, C_in) by the transposed weight's (C_in, C_out); with groups, one batched product whose operands are
+    strided views, each group's channels a column block of every pixel's row (oneDNN's grouped channels-last
+    convolution took 1.1-3.6x its time on ShuffleNet's layers here)."""
     x, weight, *bias = args
-    outputs = weight.shape[0]
-    rows, matrix, into = x.reshape(-1, x.shape[-1]), weight.reshape(outputs, -1).t(), results[0].view(-1, outputs)
+    outputs, per_group = weight.shape[0], weight.shape[1]
+    groups = x.shape[-1] // per_group
+    rows, into = x.reshape(-1, x.shape[-1]), results[0].view(-1, outputs)
+    if groups > 1:
+        shape = (groups, outputs // groups)
+        matrices = weight.reshape(*shape, per_group).transpose(1, 2)  # (G, C_in/G, C_out/G), a view
+        columns = rows.view(rows.shape[0], groups, per_group).transpose(0, 1)
+        blocks = into.view(into.shape[0], *shape).transpose(0, 1)
+        if bias:
+            return partial(torch.baddbmm, bias[0].reshape(groups, 1, -1), columns, matrices, out=blocks)
+        return partial(torch.bmm, columns, matrices, out=blocks)
+    matrix = weight.reshape(outputs, -1).t()
     if bias:
         return partial(torch.addmm, bias[0], rows, matrix, out=into)
     return partial(torch.mm, rows, matrix, out=into)
