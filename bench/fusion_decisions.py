@@ -1,7 +1,8 @@
 """Do `graph-fuse`'s decisions hold on this machine? Each priced choice, predicted and measured.
 
-For every choice `graph-fuse` prices in a model, after `graph-layout` as in the lowering pipeline (a join: the open kernel and the candidate apart or fused; a kind:
-a matmul, reduction or softmax generated or called from the library), the ops involved are cut out into a program
+For every choice `graph-fuse` prices in a model, after `graph-layout` as in the lowering pipeline (a join: the
+open kernel and the candidate apart or fused; a kind: a matmul, reduction or softmax generated or called from the
+library), the ops involved are cut out into a program
 of their own, lowered both ways with the groups fixed, and each way is run by the runtime with every launch
 timed; a way's time is the sum of its launches (launch overhead, library calls and kernel: what
 `gnomon.cost.kernel_cost` predicts), the smallest of several medians, the two ways interleaved. The table puts
