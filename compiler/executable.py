@@ -52,6 +52,7 @@ def lower(
     layouts: list[LayoutDecision] | None = None,
     tuned: bool = True,
     layout: str = "auto",
+    rewrites: bool = True,
 ) -> ModuleOp:
     """Run the inference rewrites and the lowering to rt on a graph module, in place.
 
@@ -59,8 +60,10 @@ def lower(
     layout and fusion (`graph-layout`'s and `graph-fuse`'s option); `decisions` and `layouts`, when given, receive
     the fusion and layout decisions taken; `layout` is `graph-layout`'s option (`nchw` keeps every op's layout as
     given: the calibration suite's kernels are measured as they are written); `tuned=False`
-    keeps every generated kernel's default schedule (no `kernel-tuned-schedules`)."""
-    run_pipeline(module, "inference", source, verify_each=verify_each, dump_ir=dump_ir)
+    keeps every generated kernel's default schedule (no `kernel-tuned-schedules`); `rewrites=False` skips the
+    inference rewrites (a training step has had its own)."""
+    if rewrites:
+        run_pipeline(module, "inference", source, verify_each=verify_each, dump_ir=dump_ir)
 
     def after_pass(name: str, module: ModuleOp) -> None:
         if name == "graph-fuse" and decisions is not None:
@@ -204,11 +207,21 @@ def compile_model(
     decisions: list[FusionDecision] | None = None,
     layouts: list[LayoutDecision] | None = None,
     tuned: bool = True,
-) -> Executable:
+    train: object = None,
+) -> Any:
     """Import, rewrite and lower a model; the reference backend interprets the graph program instead.
 
     `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device`, `decisions`, `layouts` and `tuned` are
-    `lower`'s."""
+    `lower`'s. `train` (True, or `gnomon.SGD(...)`, `gnomon.Adam(...)`, `gnomon.AdamW(...)`) compiles a training
+    step of a torch module that returns its loss instead: a `gnomon.training.TrainingExecutable`."""
+    if train is not None and train is not False:
+        from gnomon.training import compile_training
+
+        if backend != "native":
+            raise GnomonError("training runs on the native backend only")
+        return compile_training(
+            model, example_inputs, train, verify_each=verify_each, dump_ir=dump_ir, device=device, tuned=tuned
+        )
     if backend not in BACKENDS:
         raise GnomonError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     module = load(model, example_inputs, input_shapes, verify_each=verify_each, dump_ir=dump_ir)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from xdsl.dialects.builtin import ArrayAttr, CallSiteLoc, FileLineColLoc, FusedLoc, NameLoc, UnknownLoc
+from xdsl.dialects.builtin import ArrayAttr, CallSiteLoc, FileLineColLoc, FusedLoc, NameLoc, NoneAttr, StringAttr, UnknownLoc
 from xdsl.ir import Attribute
 
 
@@ -26,3 +26,8 @@ def location_name(loc: Attribute) -> str:
             return "?"
         case _:
             return "?"
+
+
+def name_location(name: str) -> NameLoc:
+    """A location that names what an op computes for, where no source node does (an optimizer's update)."""
+    return NameLoc(StringAttr(name), NoneAttr())

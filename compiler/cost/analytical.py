@@ -82,6 +82,7 @@ from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import DropoutOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
+from gnomon.dialects.graph.grad import ConvWeightGradOp
 from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
 from gnomon.dialects.graph.nn import (
@@ -341,7 +342,7 @@ def _family_kernel(
             kernel = _stream("depthwise-conv", work, device, eff, vector_peak * eff.depthwise)
             # The same library call as a conv.
             return replace(kernel, compute_s=kernel.compute_s + _conv_call_s(op, device, eff))
-        case MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp():
+        case MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp() | ConvWeightGradOp():
             a, b = op.operands[0], op.operands[1]
             traffic = _Traffic(nbytes(a), nbytes(b), work.bytes - nbytes(a) - nbytes(b), element_bytes(a))
             if isinstance(op, MatmulOp | LinearOp) or conv_as_gemm:
@@ -388,7 +389,7 @@ def _family_kernel(
             return replace(kernel, compute_s=instructions / (device.peak(work.peak_key) * eff.vector))
 
 
-GEMM_OPS = (MatmulOp, LinearOp, ConvOp, ConvTransposeOp, AttentionOp)
+GEMM_OPS = (MatmulOp, LinearOp, ConvOp, ConvTransposeOp, ConvWeightGradOp, AttentionOp)
 
 LAYER_NORM_ROW_INSTRUCTIONS = 900
 """A layer norm's fixed cost per normalized row, in vector instructions: ATen's CPU kernel computes each row's moments
@@ -414,14 +415,14 @@ approximations of the transcendental functions (as gnomon's generated kernels an
 them), and divisions and roots, which issue at a fraction of the FMA rate. Other ops cost their FLOPs."""
 
 
-def _conv_call_s(op: ConvOp | ConvTransposeOp, device: Device, eff: Efficiency) -> float:
+def _conv_call_s(op: ConvOp | ConvTransposeOp | ConvWeightGradOp, device: Device, eff: Efficiency) -> float:
     """What a library convolution costs beside its main loop: the call's setup, by the activations' layout, and
     the passes over them."""
     last = isinstance(op, ConvOp) and channels_last(op)
     return (eff.channels_last_call_s if last else eff.conv_call_s) + _layout_passes_s(op, device, eff)
 
 
-def _layout_passes_s(op: ConvOp | ConvTransposeOp, device: Device, eff: Efficiency) -> float:
+def _layout_passes_s(op: ConvOp | ConvTransposeOp | ConvWeightGradOp, device: Device, eff: Efficiency) -> float:
     """A CPU convolution library's passes over the activations beside its kernel, which it makes apart from the
     FMAs: channels-first ones it reorders into its blocked layout and the result back (each read and written once
     more), at `reorder` of the bandwidth of the level they live in; a channels-last result (`layout = "nhwc"`,

@@ -116,6 +116,7 @@ from gnomon.dialects.graph.elementwise import (
     WhereOp,
 )  # fmt: skip
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
+from gnomon.dialects.graph.grad import ConvWeightGradOp, EmbeddingBagGradOp, MaxPoolGradOp
 from gnomon.dialects.graph.linalg import DetOp, LinearOp, MatmulOp
 from gnomon.dialects.graph.nn import (
     AdaptiveAvgPoolOp,
@@ -351,7 +352,10 @@ def op_work(op: GraphOperation) -> OpWork:
     match op:
         case ConstantOp() | DropoutOp() | ReshapeOp():
             return OpWork(0, {}, {}, "fp32")
-        case MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp() | AttentionOp() | LstmOp() | GruOp() | RnnOp():
+        case (
+            MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp() | ConvWeightGradOp() | AttentionOp() | LstmOp()
+            | GruOp() | RnnOp()
+        ):  # fmt: skip
             flops = sum(shape.flops for shape in gemm_shapes(op))
             return _whole(op, flops, peak_key(element_type(op.operands[0])))
         case UnaryOp() | BinaryOp() | WhereOp() | CastOp():
@@ -375,6 +379,11 @@ def op_work(op: GraphOperation) -> OpWork:
             return _whole(op, _pool_flops(op), _vector_key(op))
         case GridSampleOp():
             return _whole(op, _grid_sample_flops(op), _vector_key(op))
+        case MaxPoolGradOp():  # the window maxima found again, then one add per output gradient
+            taps = math.prod(ints(op.kernel))
+            return _whole(op, elements(op.grad_output) * taps, _vector_key(op))
+        case EmbeddingBagGradOp():  # one add per looked-up element, into a zeroed table
+            return _whole(op, elements(op.indices) * static_shape(op.grad_output)[1], _vector_key(op))
         case EmbeddingOp() | EmbeddingBagOp():
             return _embedding_work(op)
         case SliceOp() | GatherOp() | GatherElementsOp():
@@ -394,7 +403,7 @@ def _whole(op: GraphOperation, flops: int, peak: str) -> OpWork:
 
 
 def gemm_shapes(
-    op: MatmulOp | LinearOp | ConvOp | ConvTransposeOp | AttentionOp | LstmOp | GruOp | RnnOp,
+    op: MatmulOp | LinearOp | ConvOp | ConvTransposeOp | ConvWeightGradOp | AttentionOp | LstmOp | GruOp | RnnOp,
 ) -> tuple[GemmShape, ...]:
     """The matrix products an op performs; their FLOPs are FlopCounterMode's for the matching aten op."""
     match op:
@@ -418,6 +427,12 @@ def gemm_shapes(
             x, w = static_shape(op.input), static_shape(op.weight)
             groups = op.groups.value.data
             return (GemmShape(groups, x[0] * math.prod(x[2:]), w[1] * math.prod(w[2:]), w[0] // groups),)
+        case ConvWeightGradOp():
+            # Per group, output channels x (input channels x kernel taps), over every output pixel of the batch.
+            x, dy = static_shape(op.input), static_shape(op.grad_output)
+            groups, taps = op.groups.value.data, math.prod(ints(op.kernel))
+            pixels = math.prod(dy) // dy[1]
+            return (GemmShape(groups, dy[1] // groups, x[1] // groups * taps, pixels),)
         case AttentionOp():
             q, k, v = static_shape(op.query), static_shape(op.key), static_shape(op.value)
             batch, length, source = math.prod(q[:-2]), q[-2], k[-2]

@@ -8,7 +8,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from xdsl.dialects.builtin import ModuleOp
+
+
+@dataclass
+class TrainingState:
+    """What a training step's function carries beside the model's inputs: its leading arguments are the trained
+    parameters, then the buffers the step updates, each by its torch name; its results are the loss, one gradient
+    per parameter and the updated buffers, in the same orders."""
+
+    parameters: list[str]
+    buffers: list[str]
+    values: dict[str, np.ndarray]
+    """Each parameter's and buffer's value when the model was imported: where training starts."""
 
 
 @dataclass
@@ -30,3 +44,5 @@ class ImportedModel:
     module_calls: int = 0
     """The `nn.Module` calls one eager run of the model makes, each a Python call that the torch-eager target
     prices (`gnomon.cost.eager`); 0 where the model has no Python modules (ONNX, TorchScript)."""
+    training: TrainingState | None = None
+    """For a training step (`train=True`): its parameters and updated buffers; None for inference."""

@@ -1,6 +1,6 @@
 """Reference semantics of the graph dialect: an xDSL `Interpreter` over NumPy arrays.
 
-One `@register_impls` class per op family (elementwise, embedding, linalg, nn, recurrent, reduce, tensor),
+One `@register_impls` class per op family (elementwise, embedding, grad, linalg, nn, recurrent, reduce, tensor),
 one `@impl` per op; `run_reference` runs a module's `func.func` on NumPy inputs. The oracle
 favours obviousness over speed: it is what gnomon's compiled code is checked against.
 """
@@ -19,6 +19,7 @@ from gnomon.errors import GnomonError
 from gnomon.reference.base import Array
 from gnomon.reference.elementwise import GraphElementwiseFunctions
 from gnomon.reference.embedding import GraphEmbeddingFunctions
+from gnomon.reference.grad import GraphGradFunctions
 from gnomon.reference.linalg import GraphLinalgFunctions
 from gnomon.reference.nn import GraphNNFunctions
 from gnomon.reference.recurrent import GraphRecurrentFunctions
@@ -36,6 +37,7 @@ _FUNCTIONS = (
     FuncFunctions,
     GraphElementwiseFunctions,
     GraphEmbeddingFunctions,
+    GraphGradFunctions,
     GraphLinalgFunctions,
     GraphNNFunctions,
     GraphRecurrentFunctions,

@@ -185,6 +185,16 @@ class GraphNNFunctions(InterpreterFunctions):
         y = (x - _channel_vector(mean, rank)) * inv * _channel_vector(scale, rank) + _channel_vector(bias, rank)
         return (typed(op.result, y),)
 
+    @impl(nn.BatchNormTrainOp)
+    def run_batch_norm_train(
+        self, interpreter: Interpreter, op: nn.BatchNormTrainOp, args: PythonValues
+    ) -> PythonValues:
+        x, scale, bias = args
+        axes = (0, *range(2, x.ndim))
+        mean, variance = x.mean(axes), x.var(axes)  # the biased variance, over the batch and spatial dims
+        y = _normalize(x, axes, op.epsilon.value.data) * _channel_vector(scale, x.ndim) + _channel_vector(bias, x.ndim)
+        return typed(op.result, y), typed(op.batch_mean, mean), typed(op.batch_variance, variance)
+
     @impl(nn.LayerNormOp)
     def run_layer_norm(self, interpreter: Interpreter, op: nn.LayerNormOp, args: PythonValues) -> PythonValues:
         x, *affine = args

@@ -1,6 +1,6 @@
 """The `graph` dialect: one op per ML operation on builtin tensor types.
 
-Ops live in modules by family (elementwise, nn, linalg, recurrent, reduce, sampling, tensor, embedding); `base`
+Ops live in modules by family (elementwise, nn, grad, linalg, recurrent, reduce, sampling, tensor, embedding); `base`
 holds the shared textual form and shape-rule machinery; `canonicalization` holds the rewrite
 patterns that the ops declare through the traits of `traits`.
 """
@@ -10,6 +10,7 @@ from xdsl.ir import Dialect
 from gnomon.dialects.graph.base import GraphOperation, SymbolicDimsAttr
 from gnomon.dialects.graph.elementwise import ELEMENTWISE_OPS
 from gnomon.dialects.graph.embedding import EMBEDDING_OPS
+from gnomon.dialects.graph.grad import GRAD_OPS
 from gnomon.dialects.graph.linalg import LINALG_OPS
 from gnomon.dialects.graph.nn import NN_OPS
 from gnomon.dialects.graph.recurrent import RECURRENT_OPS
@@ -23,7 +24,7 @@ Graph = Dialect(
     "graph",
     sorted(
         [
-            *ELEMENTWISE_OPS, *EMBEDDING_OPS, *LINALG_OPS, *NN_OPS, *RECURRENT_OPS, *REDUCE_OPS, *SAMPLING_OPS,
+            *ELEMENTWISE_OPS, *EMBEDDING_OPS, *GRAD_OPS, *LINALG_OPS, *NN_OPS, *RECURRENT_OPS, *REDUCE_OPS, *SAMPLING_OPS,
             *TENSOR_OPS,
         ],
         key=lambda op: op.name,

@@ -47,7 +47,7 @@ from gnomon.dialects.graph.base import (
 from gnomon.dialects.graph.layout import CHANNELS_LAST, TO_CHANNELS_FIRST, TO_CHANNELS_LAST, channels_last, permuted
 
 
-def _check_spatial(op: str, name: str, values: Sequence[int], count: int) -> None:
+def check_spatial(op: str, name: str, values: Sequence[int], count: int) -> None:
     if len(values) != count:
         raise VerifyException(f"{op}: {name} has {len(values)} entries, expected {count}")
 
@@ -67,14 +67,14 @@ def _window_output(
     return out
 
 
-def _spatial_output(
+def spatial_output(
     op: str, input_shape: Shape, kernel: Sequence[int], strides: Sequence[int], pads: Sequence[int],
     dilations: Sequence[int], ceil_mode: bool = False,
 ) -> list[int]:  # fmt: skip
     spatial = len(input_shape) - 2
-    _check_spatial(op, "strides", strides, spatial)
-    _check_spatial(op, "pads", pads, 2 * spatial)
-    _check_spatial(op, "dilations", dilations, spatial)
+    check_spatial(op, "strides", strides, spatial)
+    check_spatial(op, "pads", pads, 2 * spatial)
+    check_spatial(op, "dilations", dilations, spatial)
     out: list[int] = []
     for i in range(spatial):
         size = _window_output(
@@ -93,7 +93,7 @@ def _check_bias(op: str, bias: Shape, channels: int) -> None:
         raise VerifyException(f"{op}: bias shape {shape_str(bias)} is not [{dim_str(channels)}]")
 
 
-def _activation_shape(op: str, value: SSAValue, what: str = "input") -> Shape:
+def activation_shape(op: str, value: SSAValue, what: str = "input") -> Shape:
     shape = shape_of(value, f"{op} {what}")
     if len(shape) < 3:
         raise VerifyException(f"{op}: {what} must have rank >= 3 (N, C, spatial...), got shape {shape_str(shape)}")
@@ -102,7 +102,7 @@ def _activation_shape(op: str, value: SSAValue, what: str = "input") -> Shape:
 
 def _channels_first_input(op: Operation, value: SSAValue) -> Shape:
     """The activation's shape as (N, C, *spatial), whatever the op's layout; checks the layout."""
-    shape = _activation_shape(op.name, value)
+    shape = activation_shape(op.name, value)
     layout = op.properties.get("layout")
     if layout is None:
         return shape
@@ -150,7 +150,7 @@ class ConvOp(GraphOperation):
             raise VerifyException(f"graph.conv: input has {x[1]} channels but weight expects {w[1]} x {groups} groups")
         if self.bias is not None:
             _check_bias(self.name, shape_of(self.bias, "graph.conv bias"), w[0])
-        spatial = _spatial_output(self.name, x, w[2:], ints(self.strides), ints(self.pads), ints(self.dilations))
+        spatial = spatial_output(self.name, x, w[2:], ints(self.strides), ints(self.pads), ints(self.dilations))
         return [tensor_of(dtype_of(self.input, "input"), _in_layout(self, [x[0], w[0], *spatial]))]
 
 
@@ -176,7 +176,7 @@ class ConvTransposeOp(GraphOperation):
     traits = traits_def(Pure())
 
     def infer_result_types(self) -> Sequence[TensorT]:
-        x, w = _activation_shape(self.name, self.input), shape_of(self.weight, "graph.conv_transpose weight")
+        x, w = activation_shape(self.name, self.input), shape_of(self.weight, "graph.conv_transpose weight")
         groups = self.groups.value.data
         if len(w) != len(x):
             raise VerifyException(f"graph.conv_transpose: weight rank {len(w)} differs from input rank {len(x)}")
@@ -194,7 +194,7 @@ class ConvTransposeOp(GraphOperation):
             ("strides", strides, spatial), ("pads", pads, 2 * spatial), ("dilations", dilations, spatial),
             ("output_padding", output_padding, spatial),
         ):  # fmt: skip
-            _check_spatial(self.name, name, values, count)
+            check_spatial(self.name, name, values, count)
         sizes = [
             DYN
             if DYN in (x[i + 2], w[i + 2])
@@ -235,9 +235,9 @@ class MaxPoolOp(GraphOperation):
     def infer_result_types(self) -> Sequence[TensorT]:
         x = _channels_first_input(self, self.input)
         kernel = ints(self.kernel)
-        _check_spatial(self.name, "kernel", kernel, len(x) - 2)
+        check_spatial(self.name, "kernel", kernel, len(x) - 2)
         ceil_mode = bool(self.ceil_mode.value.data)
-        spatial = _spatial_output(
+        spatial = spatial_output(
             self.name, x, kernel, ints(self.strides), ints(self.pads), ints(self.dilations), ceil_mode
         )
         return [tensor_of(dtype_of(self.input, "input"), _in_layout(self, [x[0], x[1], *spatial]))]
@@ -265,10 +265,10 @@ class AvgPoolOp(GraphOperation):
     def infer_result_types(self) -> Sequence[TensorT]:
         x = _channels_first_input(self, self.input)
         kernel = ints(self.kernel)
-        _check_spatial(self.name, "kernel", kernel, len(x) - 2)
+        check_spatial(self.name, "kernel", kernel, len(x) - 2)
         ones = [1] * len(kernel)
         ceil_mode = bool(self.ceil_mode.value.data)
-        spatial = _spatial_output(self.name, x, kernel, ints(self.strides), ints(self.pads), ones, ceil_mode)
+        spatial = spatial_output(self.name, x, kernel, ints(self.strides), ints(self.pads), ones, ceil_mode)
         return [tensor_of(dtype_of(self.input, "input"), _in_layout(self, [x[0], x[1], *spatial]))]
 
 
@@ -280,7 +280,7 @@ class GlobalPoolOp(GraphOperation):
     traits = traits_def(Pure())
 
     def infer_result_types(self) -> Sequence[TensorT]:
-        x = _activation_shape(self.name, self.input)
+        x = activation_shape(self.name, self.input)
         return [tensor_of(dtype_of(self.input, "input"), [x[0], x[1], *([1] * (len(x) - 2))])]
 
 
@@ -313,9 +313,9 @@ class AdaptivePoolOp(GraphOperation):
     traits = traits_def(Pure())
 
     def infer_result_types(self) -> Sequence[TensorT]:
-        x = _activation_shape(self.name, self.input)
+        x = activation_shape(self.name, self.input)
         output_size = ints(self.output_size)
-        _check_spatial(self.name, "output_size", output_size, len(x) - 2)
+        check_spatial(self.name, "output_size", output_size, len(x) - 2)
         return [tensor_of(dtype_of(self.input, "input"), [x[0], x[1], *output_size])]
 
 
@@ -509,7 +509,7 @@ class LrnOp(GraphOperation):
     traits = traits_def(Pure())
 
     def infer_result_types(self) -> Sequence[TensorT]:
-        _activation_shape(self.name, self.input)
+        activation_shape(self.name, self.input)
         return [tensor_type(self.input, "input")]
 
 

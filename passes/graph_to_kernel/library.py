@@ -38,7 +38,7 @@ from xdsl.traits import IsTerminator
 
 from gnomon.cost.convs import gemm_conv
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph import embedding, linalg, nn, recurrent, sampling, tensor
+from gnomon.dialects.graph import embedding, grad, linalg, nn, recurrent, sampling, tensor
 from gnomon.dialects.graph import reduce as red
 from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.layout import channels_last
@@ -127,6 +127,10 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     nn.GlobalMaxPoolOp: "aten.amax",
     sampling.GridSampleOp: "aten.grid_sampler",
     nn.BatchNormOp: "aten.native_batch_norm",
+    nn.BatchNormTrainOp: "aten.native_batch_norm",
+    grad.ConvWeightGradOp: "aten.convolution_backward",
+    grad.MaxPoolGradOp: "aten.max_pool_backward",
+    grad.EmbeddingBagGradOp: "aten.index_add",
     nn.LayerNormOp: "aten.layer_norm",
     nn.InstanceNormOp: "aten.instance_norm",
     nn.GroupNormOp: "aten.group_norm",

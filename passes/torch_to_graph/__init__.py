@@ -46,6 +46,7 @@ from gnomon.errors import UnsupportedOp, UnsupportedOpsError
 from gnomon.locations import location_name
 from gnomon.passes.torch_to_graph import (
     attention,
+    backward,
     creation,
     einsum,
     elementwise,
@@ -72,6 +73,7 @@ from gnomon.passes.torch_to_graph.registry import CONVERTERS
 # The converter modules register themselves on import.
 _CONVERTER_MODULES = (
     attention,
+    backward,
     creation,
     einsum,
     elementwise,

@@ -274,6 +274,14 @@ class AtenArgs:
     def ints(self, name: str) -> list[int]:
         return [_const_int(v, name) for v in self.list(name)]
 
+    def bools(self, name: str) -> list[bool]:
+        """A constant list of bools (a backward op's `output_mask`)."""
+        flags: list[bool] = []
+        for i, value in enumerate(self.list(name)):
+            self.values[f"{name}#{i}"] = value
+            flags.append(self.bool(f"{name}#{i}"))
+        return flags
+
     def optional_ints(self, name: str) -> list[int] | None:
         return None if self.is_none(name) else self.ints(name)
 

@@ -40,6 +40,22 @@ for _name, _op in _UNARY.items():
     converts(f"torch.aten.{_name}", args="self")(_unary_converter(_op))
 
 
+@converts("torch.aten.log1p", args="self")
+def log1p(a: AtenArgs) -> SSAValue:
+    """log(1 + x) without losing small x: log(u) x / (u - 1) for u = 1 + x rounded, which cancels the rounding of u
+    (Goldberg's formula; x itself where u rounds to 1). BCE-with-logits' gradient runs through it."""
+    t = a.result_type()
+    x = a.tensor_as("self", t.get_element_type())
+    one = a.scalar_tensor(1.0, t.get_element_type())
+    u = a.value(ew.AddOp.build(operands=[x, one], result_types=[t]))
+    rounded = a.value(ew.SubOp.build(operands=[u, one], result_types=[t]))
+    log = a.value(ew.LogOp.build(operands=[u], result_types=[t]))
+    ratio = a.value(ew.DivOp.build(operands=[x, rounded], result_types=[t]))
+    corrected = a.value(ew.MulOp.build(operands=[log, ratio], result_types=[t]))
+    exact = a.value(ew.EqOp.build(operands=[u, one], result_types=[TensorType(i1, t.get_shape())]))
+    return a.value(ew.WhereOp.build(operands=[exact, x, corrected], result_types=[t]))
+
+
 @converts("torch.aten.bitwise_not", "torch.aten.logical_not", args="self")
 def logical_not(a: AtenArgs) -> SSAValue:
     if a.result_dtype() != i1:

@@ -6,7 +6,7 @@ from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph.base import bool_attr, str_attr
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
-from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible
+from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, torch_op_name
 from gnomon.passes.torch_to_graph.registry import converts
 
 _BAG_MODES = {0: "sum", 1: "mean", 2: "max"}
@@ -22,7 +22,8 @@ def embedding(a: AtenArgs) -> SSAValue:
 
 def _embedding_bag(a: AtenArgs) -> list[SSAValue]:
     for index in range(1, len(a.op.results)):
-        if a.op.results[index].uses:
+        # A training graph's backward op reads them, but `graph.embedding_bag_grad` finds the bags from the offsets.
+        if any(torch_op_name(use.operation) != "torch.aten._embedding_bag_backward" for use in a.op.results[index].uses):
             raise NotConvertible("embedding bag auxiliary results (offsets, bag sizes) are used")
     mode = _BAG_MODES.get(a.int("mode"))
     if mode is None:

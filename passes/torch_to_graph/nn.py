@@ -27,7 +27,7 @@ from gnomon.dialects.graph.nn import (
     SoftmaxOp,
 )
 from gnomon.dialects.graph.reduce import ReduceMeanOp
-from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
+from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type, torch_op_name
 from gnomon.passes.torch_to_graph.pool import windowed_max_with_indices, windows
 from gnomon.passes.torch_to_graph.registry import converts
 
@@ -380,8 +380,9 @@ def max_pool(a: AtenArgs) -> SSAValue:
     args="self kernel_size stride padding dilation ceil_mode",
 )  # fmt: skip
 def max_pool_with_indices(a: AtenArgs) -> list[SSAValue]:
-    """Indices into each image plane, as torch counts them, where they are used."""
-    if not a.op.results[1].uses:
+    """Indices into each image plane, as torch counts them, where they are used; a training graph's backward op
+    (`graph.max_pool_grad`) finds the maxima again instead of reading them."""
+    if all(torch_op_name(use.operation).endswith("_with_indices_backward") for use in a.op.results[1].uses):
         y = _max_pool(a)
         return [y, y]
     x = a.tensor("self")

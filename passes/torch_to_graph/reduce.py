@@ -4,7 +4,7 @@ statistics built from them (variance, standard deviation, logsumexp, vector norm
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import TensorType, i1, i64
+from xdsl.dialects.builtin import TensorType, f32, i1, i64
 from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph import elementwise as ew
@@ -198,6 +198,42 @@ def _norm(a: AtenArgs, x: SSAValue, order: float, axes: list[int], keepdim: bool
         return a.value(_reduce_value(magnitude, ReduceSumOp, axes, keepdim))
     squares = a.value(ew.MulOp.build(operands=[x, x], result_types=[tensor_type(x)]))
     return _sqrt(a, a.value(_reduce_value(squares, ReduceSumOp, axes, keepdim)))
+
+
+def _any_or_all(a: AtenArgs, op: type[ReduceOp], axes: list[int], keepdims: bool) -> SSAValue:
+    """Whether any (`ReduceMaxOp`) or all (`ReduceMinOp`) elements over `axes` are nonzero: the max or min of the
+    truth values as 0.0 and 1.0, compared with 0."""
+    x = a.tensor("self")
+    x_type = tensor_type(x)
+    zero = a.scalar_tensor(0, x_type.get_element_type())
+    truth = a.value(ew.NeOp.build(operands=[x, zero], result_types=[TensorType(i1, x_type.get_shape())]))
+    values = a.value(ew.CastOp.build(operands=[truth], result_types=[TensorType(f32, x_type.get_shape())]))
+    shape = a.result_type().get_shape()
+    props = {"axes": i64_array(axes), "keepdims": bool_attr(keepdims)}
+    reduced = a.value(op.build(operands=[values], properties=props, result_types=[TensorType(f32, shape)]))
+    return a.value(
+        ew.GtOp.build(operands=[reduced, a.scalar_tensor(0.0, f32)], result_types=[TensorType(i1, shape)])
+    )
+
+
+@converts("torch.aten.any.dim", args="self dim keepdim")
+def any_dim(a: AtenArgs) -> SSAValue:
+    return _any_or_all(a, ReduceMaxOp, [a.int("dim")], a.bool("keepdim"))
+
+
+@converts("torch.aten.all.dim", args="self dim keepdim")
+def all_dim(a: AtenArgs) -> SSAValue:
+    return _any_or_all(a, ReduceMinOp, [a.int("dim")], a.bool("keepdim"))
+
+
+@converts("torch.aten.any", args="self")
+def any_all_dims(a: AtenArgs) -> SSAValue:
+    return _any_or_all(a, ReduceMaxOp, [], False)
+
+
+@converts("torch.aten.all", args="self")
+def all_all_dims(a: AtenArgs) -> SSAValue:
+    return _any_or_all(a, ReduceMinOp, [], False)
 
 
 @converts("torch.aten.amax", args="self dim keepdim")

@@ -10,7 +10,7 @@ PyTorch runs for the op) and its binding into the runtime's preallocated buffers
 
 from __future__ import annotations
 
-from gnomon.runtime.library import elementwise, embedding, linalg, nn, recurrent, reduce, tensor
+from gnomon.runtime.library import elementwise, embedding, grad, linalg, nn, recurrent, reduce, tensor
 from gnomon.runtime.library.base import TORCH_IMPLS, TorchFn, TorchImpl
 from gnomon.runtime.library.kernel import LibraryKernel, bind_call, library_kernel
 
@@ -24,5 +24,5 @@ __all__ = [
     "library_kernel",
 ]
 
-FAMILIES = (elementwise, embedding, linalg, nn, recurrent, reduce, tensor)
+FAMILIES = (elementwise, embedding, grad, linalg, nn, recurrent, reduce, tensor)
 """The op-family modules: importing them registers their implementations in `TORCH_IMPLS`."""

@@ -347,6 +347,17 @@ def batch_norm(op: nn.BatchNormOp) -> TorchImpl:
     return TorchImpl(run, into)
 
 
+@torch_impl(nn.BatchNormTrainOp)
+def batch_norm_train(op: nn.BatchNormTrainOp) -> TorchImpl:
+    epsilon = op.epsilon.value.data
+
+    def run(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        variance, mean = torch.var_mean(x, [0, *range(2, x.dim())], correction=0)
+        return F.batch_norm(x, mean, variance, scale, bias, False, 0.0, epsilon), mean, variance
+
+    return TorchImpl(run)
+
+
 @torch_impl(nn.LayerNormOp)
 def layer_norm(op: nn.LayerNormOp) -> TorchImpl:
     axis, epsilon = op.axis.value.data, op.epsilon.value.data

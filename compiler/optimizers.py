@@ -1,0 +1,243 @@
+"""Optimizers: SGD and Adam/AdamW as torch.optim defines them, appended to a training step's graph.
+
+A training step imported by `gnomon.frontends.torch_training` computes (loss, gradients, updated buffers) from
+(parameters, buffers, inputs). `append_optimizer` turns it into one step of training: the optimizer's state (a
+momentum buffer, Adam's two moments, and the step count) becomes arguments after the buffers, and the function
+returns the loss, the new parameters, the new buffers, the new optimizer state and the gradients. The update is
+written with the graph dialect's elementwise ops, each parameter's chain located at `optimizer.<name>`, so that
+`graph-fuse` makes each parameter's update one generated kernel, as torch's fused optimizers do; the bias
+corrections of Adam are scalars, computed once a step in float64 as torch computes them in Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FunctionType, StringAttr, TensorType, f32, f64, i1
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from gnomon.dialects.graph import elementwise as ew
+from gnomon.dialects.graph.constant_values import numpy_to_dense
+from gnomon.dialects.graph.tensor import ConstantOp
+from gnomon.errors import GnomonError
+from gnomon.locations import name_location
+
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "append_optimizer", "optimizer_of"]
+
+STEP = "step"
+"""The optimizer state's step count, one float32 scalar for all parameters (torch keeps one per parameter, always
+equal within a parameter group)."""
+
+
+@dataclass(frozen=True)
+class SGD:
+    """torch.optim.SGD's update."""
+
+    lr: float = 0.01
+    momentum: float = 0.0
+    dampening: float = 0.0
+    weight_decay: float = 0.0
+    nesterov: bool = False
+
+    def __post_init__(self) -> None:
+        _check_nonnegative("SGD", lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
+        if self.nesterov and (self.momentum <= 0 or self.dampening != 0):
+            raise GnomonError("SGD: Nesterov momentum needs a momentum and zero dampening")
+
+    @property
+    def slots(self) -> tuple[str, ...]:
+        """The per-parameter state, each of the parameter's shape, by torch's names."""
+        return ("momentum_buffer",) if self.momentum else ()
+
+
+@dataclass(frozen=True)
+class Adam:
+    """torch.optim.Adam's update (without amsgrad); `decoupled` weight decay is AdamW's."""
+
+    lr: float = 1e-3
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    decoupled: bool = False
+
+    def __post_init__(self) -> None:
+        _check_nonnegative("Adam", lr=self.lr, eps=self.eps, weight_decay=self.weight_decay)
+        if not all(0.0 <= beta < 1.0 for beta in self.betas):
+            raise GnomonError(f"Adam: betas must be in [0, 1), got {tuple(self.betas)}")
+
+    @property
+    def slots(self) -> tuple[str, ...]:
+        return ("exp_avg", "exp_avg_sq")
+
+
+def AdamW(  # noqa: N802 - named as torch.optim's class
+    lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2
+) -> Adam:
+    """torch.optim.AdamW: Adam with weight decay applied to the parameter, not added to the gradient."""
+    return Adam(lr, betas, eps, weight_decay, decoupled=True)
+
+
+Optimizer = SGD | Adam
+
+
+def optimizer_of(train: object) -> Optimizer:
+    """`gnomon.compile`'s `train=`: True is plain SGD at lr 0.01, else an optimizer of this module."""
+    if train is True:
+        return SGD()
+    if isinstance(train, SGD | Adam):
+        return train
+    raise GnomonError(f"train= takes True, gnomon.SGD(...), gnomon.Adam(...) or gnomon.AdamW(...), not {train!r}")
+
+
+def _check_nonnegative(name: str, **values: float) -> None:
+    for key, value in values.items():
+        if not value >= 0.0:
+            raise GnomonError(f"{name}: {key} must be at least 0, got {value}")
+
+
+class _Emitter:
+    """Emits graph ops before the function's return, each at a location naming what it updates."""
+
+    def __init__(self, before: Operation):
+        self.point = InsertPoint.before(before)
+        self.location = name_location("optimizer")
+
+    def op(self, op: Operation) -> SSAValue:
+        op.location = self.location
+        Rewriter.insert_op(op, self.point)
+        return op.results[0]
+
+    def constant(self, value: float, element_type: Attribute = f32) -> SSAValue:
+        attr = numpy_to_dense(np.asarray(value), element_type)
+        return self.op(ConstantOp.build(properties={"value": attr}, result_types=[attr.get_type()]))
+
+    def binary(self, op_type: type[Operation], lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        shape = max((_type(lhs), _type(rhs)), key=lambda t: len(t.get_shape()))
+        return self.op(op_type.build(operands=[lhs, rhs], result_types=[shape]))
+
+    def unary(self, op_type: type[Operation], x: SSAValue) -> SSAValue:
+        return self.op(op_type.build(operands=[x], result_types=[_type(x)]))
+
+    def scale(self, factor: float, x: SSAValue) -> SSAValue:
+        return self.binary(ew.MulOp, x, self.constant(factor))
+
+    def cast(self, x: SSAValue, element_type: Attribute) -> SSAValue:
+        return self.op(ew.CastOp.build(operands=[x], result_types=[TensorType(element_type, _type(x).get_shape())]))
+
+
+def _type(value: SSAValue) -> TensorType[Attribute]:
+    assert isinstance(value.type, TensorType)
+    return value.type  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+
+
+def append_optimizer(module: object, optimizer: Optimizer, parameters: Sequence[str], buffers: Sequence[str]) -> None:
+    """Make the training step's function one optimizer step, in place (see this module's docstring). The function's
+    leading arguments are `parameters` then `buffers`; its results the loss, the gradients and the new buffers."""
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))  # type: ignore[attr-defined]
+    block = function.body.block
+    ret = block.last_op
+    assert isinstance(ret, func.ReturnOp)
+    count = len(parameters)
+    loss, gradients, new_buffers = ret.operands[0], list(ret.operands[1 : 1 + count]), list(ret.operands[1 + count :])
+    params = list(block.args[:count])
+    position = count + len(buffers)
+    slots: list[list[SSAValue]] = []
+    for _ in optimizer.slots:
+        slots.append([block.insert_arg(p.type, position + i) for i, p in enumerate(params)])
+        position += count
+    step = block.insert_arg(TensorType(f32, []), position)
+    emit = _Emitter(ret)
+    new_step = emit.binary(ew.AddOp, step, emit.constant(1.0))
+    new_params: list[SSAValue] = []
+    new_slots: list[list[SSAValue]] = [[] for _ in optimizer.slots]
+    if isinstance(optimizer, SGD):
+        first = None
+        if optimizer.momentum and optimizer.dampening:
+            first = emit.op(ew.EqOp.build(operands=[step, emit.constant(0.0)], result_types=[TensorType(i1, [])]))
+        for i, (p, g) in enumerate(zip(params, gradients, strict=True)):
+            emit.location = name_location(f"optimizer.{parameters[i]}")
+            state = [s[i] for s in slots]
+            p_new, state_new = _sgd(emit, optimizer, p, g, state, first)
+            new_params.append(p_new)
+            for k, value in enumerate(state_new):
+                new_slots[k].append(value)
+    else:
+        emit.location = name_location("optimizer")
+        corrections = _adam_corrections(emit, optimizer, new_step)
+        for i, (p, g) in enumerate(zip(params, gradients, strict=True)):
+            emit.location = name_location(f"optimizer.{parameters[i]}")
+            p_new, m, v = _adam(emit, optimizer, p, g, slots[0][i], slots[1][i], corrections)
+            new_params.append(p_new)
+            new_slots[0].append(m)
+            new_slots[1].append(v)
+    results = [loss, *new_params, *new_buffers, *(v for s in new_slots for v in s), new_step, *gradients]
+    Rewriter.replace_op(ret, func.ReturnOp(*results))
+    function.function_type = FunctionType.from_lists(list(block.arg_types), [r.type for r in results])
+    _rename(module, parameters, buffers, optimizer)
+
+
+def _sgd(
+    emit: _Emitter, opt: SGD, p: SSAValue, g: SSAValue, state: list[SSAValue], first: SSAValue | None
+) -> tuple[SSAValue, list[SSAValue]]:
+    if opt.weight_decay:
+        g = emit.binary(ew.AddOp, g, emit.scale(opt.weight_decay, p))
+    new_state: list[SSAValue] = []
+    if opt.momentum:
+        # torch starts the buffer at the first gradient; from a zero buffer that is `momentum * 0 + g`, unless
+        # dampening scales g.
+        buffer = emit.binary(ew.AddOp, emit.scale(opt.momentum, state[0]), emit.scale(1.0 - opt.dampening, g))
+        if first is not None:
+            buffer = emit.op(ew.WhereOp.build(operands=[first, g, buffer], result_types=[_type(g)]))
+        new_state.append(buffer)
+        g = emit.binary(ew.AddOp, g, emit.scale(opt.momentum, buffer)) if opt.nesterov else buffer
+    return emit.binary(ew.SubOp, p, emit.scale(opt.lr, g)), new_state
+
+
+def _adam_corrections(emit: _Emitter, opt: Adam, step: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """(lr / (1 - beta1^t), 1 / sqrt(1 - beta2^t)) for step t, float32 scalars computed in float64."""
+    t = emit.cast(step, f64)
+    beta1, beta2 = (emit.constant(b, f64) for b in opt.betas)
+    one = emit.constant(1.0, f64)
+    bias1 = emit.binary(ew.SubOp, one, emit.binary(ew.PowOp, beta1, t))
+    bias2 = emit.binary(ew.SubOp, one, emit.binary(ew.PowOp, beta2, t))
+    step_size = emit.binary(ew.DivOp, emit.constant(opt.lr, f64), bias1)
+    root = emit.unary(ew.RsqrtOp, bias2)
+    return emit.cast(step_size, f32), emit.cast(root, f32)
+
+
+def _adam(
+    emit: _Emitter, opt: Adam, p: SSAValue, g: SSAValue, m: SSAValue, v: SSAValue, corrections: tuple[SSAValue, SSAValue]
+) -> tuple[SSAValue, SSAValue, SSAValue]:
+    beta1, beta2 = opt.betas
+    if opt.weight_decay and opt.decoupled:
+        p = emit.scale(1.0 - opt.lr * opt.weight_decay, p)
+    elif opt.weight_decay:
+        g = emit.binary(ew.AddOp, g, emit.scale(opt.weight_decay, p))
+    # As torch writes them (m.lerp_(g, 1 - beta1); v.mul_(beta2).addcmul_(g, g, 1 - beta2) as a lerp too): each
+    # moment one chain of ops, which graph-fuse makes one kernel.
+    m = emit.binary(ew.AddOp, m, emit.scale(1.0 - beta1, emit.binary(ew.SubOp, g, m)))
+    v = emit.binary(ew.AddOp, v, emit.scale(1.0 - beta2, emit.binary(ew.SubOp, emit.binary(ew.MulOp, g, g), v)))
+    step_size, root = corrections
+    denominator = emit.binary(ew.AddOp, emit.binary(ew.MulOp, emit.unary(ew.SqrtOp, v), root), emit.constant(opt.eps))
+    update = emit.binary(ew.MulOp, step_size, emit.binary(ew.DivOp, m, denominator))
+    return emit.binary(ew.SubOp, p, update), m, v
+
+
+def _rename(module: object, parameters: Sequence[str], buffers: Sequence[str], optimizer: Optimizer) -> None:
+    """The step's input and output names: state by torch's names, the optimizer's under `optimizer.`."""
+    from xdsl.dialects.builtin import ArrayAttr
+
+    from gnomon.pipeline import INPUT_NAMES_ATTR, OUTPUT_NAMES_ATTR
+
+    attributes = module.attributes  # type: ignore[attr-defined]
+    inputs = [n.data for n in attributes[INPUT_NAMES_ATTR].data]
+    user_inputs = inputs[len(parameters) + len(buffers) :]
+    slots = [f"optimizer.{slot}.{name}" for slot in optimizer.slots for name in parameters]
+    state = [*parameters, *buffers, *slots, f"optimizer.{STEP}"]
+    attributes[INPUT_NAMES_ATTR] = ArrayAttr(StringAttr(n) for n in [*state, *user_inputs])
+    outputs = ["loss", *state, *(f"grad.{name}" for name in parameters)]
+    attributes[OUTPUT_NAMES_ATTR] = ArrayAttr(StringAttr(n) for n in outputs)

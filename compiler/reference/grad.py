@@ -1,0 +1,88 @@
+"""Reference semantics of the graph dialect's gradient ops, in NumPy: each window offset's view of the padded
+input, as the forward op reads it, multiplied or routed to; written out rather than borrowed from torch's
+autograd, which the tests compare against.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, impl, register_impls
+
+from gnomon.dialects.graph import grad
+from gnomon.dialects.graph.base import ints
+from gnomon.reference.base import Array, typed
+
+
+def _padded(x: Array, pads: Sequence[int], out: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+            dilations: Sequence[int], value: float) -> Array:  # fmt: skip
+    """`x` padded by `pads` (all begins, then all ends), and at the end where the last window (ceil mode) reaches
+    past the padding."""
+    n = len(kernel)
+    widths = [(0, 0), (0, 0)]
+    for i in range(n):
+        reach = (out[i] - 1) * strides[i] + dilations[i] * (kernel[i] - 1) + 1
+        end = max(pads[i + n], reach - x.shape[2 + i] - pads[i])
+        widths.append((pads[i], end))
+    return np.pad(x, widths, constant_values=value)
+
+
+def _window(offset: Sequence[int], out: Sequence[int], strides: Sequence[int], dilations: Sequence[int]):
+    """The slices of the padded input that kernel position `offset` reads for every output position."""
+    return (slice(None), slice(None), *(
+        slice(k * d, k * d + s * (o - 1) + 1, s) for k, o, s, d in zip(offset, out, strides, dilations, strict=True)
+    ))  # fmt: skip
+
+
+@register_impls
+class GraphGradFunctions(InterpreterFunctions):
+    @impl(grad.ConvWeightGradOp)
+    def run_conv_weight_grad(
+        self, interpreter: Interpreter, op: grad.ConvWeightGradOp, args: PythonValues
+    ) -> PythonValues:
+        x, dy = np.asarray(args[0], np.float64), np.asarray(args[1], np.float64)
+        kernel, strides, dilations, pads = ints(op.kernel), ints(op.strides), ints(op.dilations), ints(op.pads)
+        groups = op.groups.value.data
+        out = dy.shape[2:]
+        padded = _padded(x, pads, out, kernel, strides, dilations, 0.0)
+        images, channels = x.shape[:2]
+        per_in, per_out = channels // groups, dy.shape[1] // groups
+        dw = np.zeros((dy.shape[1], per_in, *kernel))
+        for offset in itertools.product(*(range(k) for k in kernel)):
+            view = padded[_window(offset, out, strides, dilations)].reshape(images, groups, per_in, -1)
+            gradient = dy.reshape(images, groups, per_out, -1)
+            dw[(slice(None), slice(None), *offset)] = np.einsum("ngop,ngip->goi", gradient, view).reshape(-1, per_in)
+        return (typed(op.result, dw),)
+
+    @impl(grad.MaxPoolGradOp)
+    def run_max_pool_grad(self, interpreter: Interpreter, op: grad.MaxPoolGradOp, args: PythonValues) -> PythonValues:
+        dy, x = np.asarray(args[0]), np.asarray(args[1])
+        kernel, strides, dilations, pads = ints(op.kernel), ints(op.strides), ints(op.dilations), ints(op.pads)
+        out = dy.shape[2:]
+        padded = _padded(x, pads, out, kernel, strides, dilations, -np.inf)
+        offsets = list(itertools.product(*(range(k) for k in kernel)))
+        views = np.stack([padded[_window(o, out, strides, dilations)] for o in offsets])
+        winner = np.argmax(views, axis=0)  # the first max in window order, as torch's kernels keep it
+        dx = np.zeros(padded.shape, dy.dtype)
+        for index, offset in enumerate(offsets):
+            dx[_window(offset, out, strides, dilations)] += np.where(winner == index, dy, 0)
+        n = len(kernel)
+        crop = (slice(None), slice(None), *(slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(n)))
+        return (typed(op.result, dx[crop]),)
+
+    @impl(grad.EmbeddingBagGradOp)
+    def run_embedding_bag_grad(
+        self, interpreter: Interpreter, op: grad.EmbeddingBagGradOp, args: PythonValues
+    ) -> PythonValues:
+        dy, indices, offsets, *weights = (np.asarray(x) for x in args)
+        bags = dy.shape[0]
+        end = int(offsets[bags]) if len(offsets) > bags else len(indices)
+        table = np.zeros((op.rows.value.data, dy.shape[1]), np.float64)
+        for bag in range(bags):
+            members = range(int(offsets[bag]), int(offsets[bag + 1]) if bag + 1 < bags else end)
+            for position in members:
+                row = dy[bag] / (len(members) if op.mode.data == "mean" else 1)
+                table[int(indices[position])] += row * (weights[0][position] if weights else 1)
+        return (typed(op.result, table),)

@@ -1,0 +1,125 @@
+"""Compiled training steps: `gnomon.compile(model, example_inputs, train=...)`.
+
+The model's joint forward-backward graph (`gnomon.frontends.torch_training`) with an optimizer's update appended
+(`gnomon.optimizers`) is lowered like any program. Its state (parameters, updated buffers, the optimizer's slots
+and step count) is held by the `TrainingExecutable` between steps: each `step` passes it in beside the batch and
+keeps what the program returns in its place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnomon.errors import GnomonError
+from gnomon.executable import Executable, lower
+from gnomon.optimizers import STEP, Optimizer, append_optimizer, optimizer_of
+from gnomon.passes.graph_fuse import AUTO_DEVICE
+from gnomon.pipeline import run_pipeline, to_graph
+
+__all__ = ["TRAINING_REWRITES", "TrainingExecutable", "compile_training"]
+
+TRAINING_REWRITES = "graph-fold-constants,graph-canonicalize"
+"""The inference stage's rewrites that a training step allows: dropout stays, batch norm is not folded."""
+
+
+class TrainingExecutable:
+    """A compiled training step and the state it updates: `step(*inputs)` runs one and returns the loss."""
+
+    def __init__(self, executable: Executable, optimizer: Optimizer, parameters: list[str], buffers: list[str],
+                 values: Mapping[str, np.ndarray]):  # fmt: skip
+        self.executable = executable
+        self.optimizer = optimizer
+        self.parameters = parameters
+        self.buffers = buffers
+        self._state_count = len(parameters) + len(buffers) + len(optimizer.slots) * len(parameters) + 1
+        names = executable.input_names[: self._state_count]
+        shapes = executable.input_shapes[: self._state_count]
+        dtypes = executable.input_dtypes[: self._state_count]
+        self._state = {name: np.zeros(shape, dtype) for name, shape, dtype in zip(names, shapes, dtypes, strict=True)}
+        for name, value in values.items():
+            self._state[name][...] = value
+        self.input_names = executable.input_names[self._state_count :]
+        self._gradients: dict[str, np.ndarray] = {}
+
+    @property
+    def input_shapes(self) -> list[tuple[int, ...]]:
+        return self.executable.input_shapes[self._state_count :]
+
+    def step(self, *inputs: Any) -> float:
+        """One training step on a batch (one array or tensor per input, as the model takes them): the loss."""
+        outputs = self.executable.run([*self._state.values(), *inputs])
+        loss, state = outputs[0], outputs[1 : 1 + self._state_count]
+        for (name, current), new in zip(self._state.items(), state, strict=True):
+            current[...] = new
+        gradients = outputs[1 + self._state_count :]
+        self._gradients = dict(zip(self.parameters, gradients, strict=True))
+        return float(loss)
+
+    def gradients(self) -> dict[str, np.ndarray]:
+        """The last step's gradient of each parameter, by its torch name (empty before the first step)."""
+        return dict(self._gradients)
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The parameters and the buffers the step updates, by their torch names (copies)."""
+        return {name: self._state[name].copy() for name in [*self.parameters, *self.buffers]}
+
+    def optimizer_state(self) -> dict[str, np.ndarray]:
+        """The optimizer's state: `optimizer.<slot>.<parameter>` per parameter, and `optimizer.step` (copies)."""
+        return {name: value.copy() for name, value in self._state.items() if name.startswith("optimizer.")}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Set parameters, buffers or optimizer state by name (as `state_dict` and `optimizer_state` give them);
+        an unknown name or a wrong shape is an error naming it."""
+        for name, value in state.items():
+            if name not in self._state:
+                raise GnomonError(f"load_state_dict: the training step has no state named {name!r}")
+            array = np.asarray(value.detach().numpy() if hasattr(value, "detach") else value)
+            current = self._state[name]
+            if array.shape != current.shape:
+                raise GnomonError(
+                    f"load_state_dict: {name!r} has shape {list(current.shape)}, got {list(array.shape)}"
+                )
+            current[...] = array
+
+    @property
+    def steps(self) -> int:
+        """How many steps have run (the optimizer's step count)."""
+        return int(self._state[f"optimizer.{STEP}"])
+
+    def profile(self):
+        """The last profiled step's per-kernel timings, as `Executable.profile`."""
+        return self.executable.profile()
+
+
+def compile_training(
+    model: Any,
+    example_inputs: Sequence[Any] | None,
+    train: object,
+    *,
+    verify_each: bool = False,
+    dump_ir: str | Path | None = None,
+    device: str = AUTO_DEVICE,
+    tuned: bool = True,
+) -> TrainingExecutable:
+    """A training step of a torch module (or exported program) that returns its loss, with `train`'s optimizer."""
+    optimizer = optimizer_of(train)
+    from gnomon.frontends import check_model_kind
+
+    check_model_kind(model)
+    if isinstance(model, str | Path):
+        raise GnomonError(f"{model}: training takes a torch module or exported program, not a file, for now")
+    from gnomon.frontends.torch_training import import_torch_training
+
+    source = type(model).__name__
+    imported = import_torch_training(model, example_inputs, source)
+    training = imported.training
+    assert training is not None
+    module = to_graph(imported, verify_each=verify_each, dump_ir=dump_ir)
+    run_pipeline(module, "inference", source, verify_each=verify_each, spec=TRAINING_REWRITES)
+    append_optimizer(module, optimizer, training.parameters, training.buffers)
+    lower(module, source, verify_each=verify_each, dump_ir=dump_ir, device=device, tuned=tuned, rewrites=False)
+    return TrainingExecutable(Executable(module), optimizer, training.parameters, training.buffers, training.values)

@@ -1,0 +1,241 @@
+"""Converters for the ops of training graphs (`torch.export`'s joint forward-backward graphs): batch norm in
+training mode, and the backward ops that the joint graph keeps whole (a convolution's, max pooling's, attention's, an embedding's
+and an embedding bag's). The rest of
+a backward pass arrives decomposed into ops the forward converters know.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import SSAValue
+
+from gnomon.dialects.graph.base import bool_attr, f64_attr, i64_array, i64_attr, str_attr
+from gnomon.dialects.graph.elementwise import AddOp, MulOp, RsqrtOp, SubOp
+from gnomon.dialects.graph.grad import ConvWeightGradOp, EmbeddingBagGradOp, MaxPoolGradOp
+from gnomon.dialects.graph.linalg import MatmulOp
+from gnomon.dialects.graph.nn import BatchNormTrainOp, ConvTransposeOp, SoftmaxOp
+from gnomon.dialects.graph.reduce import ReduceSumOp
+from gnomon.dialects.graph.tensor import ReshapeOp
+from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
+from gnomon.passes.torch_to_graph.attention import binary, permute
+from gnomon.passes.torch_to_graph.nn import _pads, _spatial_dims, _spread
+from gnomon.passes.torch_to_graph.registry import converts
+
+
+def _times(a: AtenArgs, value: SSAValue, factor: float) -> SSAValue:
+    return a.value(MulOp.build(operands=[value, a.scalar_tensor(factor, a.result_dtype())], result_types=[value.type]))
+
+
+def _plus(a: AtenArgs, x: SSAValue, y: SSAValue) -> SSAValue:
+    return a.value(AddOp.build(operands=[x, y], result_types=[x.type]))
+
+
+@converts(
+    "torch.aten._native_batch_norm_legit_functional",
+    args="input weight bias running_mean running_var training momentum eps",
+)
+def batch_norm_functional(a: AtenArgs) -> list[SSAValue]:
+    """(output, batch mean, batch 1/sqrt(variance + eps), new running mean, new running variance), the running
+    statistics moved towards the batch's by `momentum`, the variance unbiased as torch keeps it."""
+    if not a.bool("training"):
+        raise NotConvertible("functional batch norm outside training")
+    x = a.tensor("input")
+    shape = a.result_type().get_shape()
+    channels, dtype = shape[1], a.result_dtype()
+    scale = a.optional_tensor("weight") or a.splat_tensor(1.0, dtype, [channels])
+    bias = a.optional_tensor("bias") or a.splat_tensor(0.0, dtype, [channels])
+    momentum, epsilon = a.float("momentum"), a.float("eps")
+    vector = TensorType(dtype, [channels])
+    normalized = a.emit(
+        BatchNormTrainOp.build(
+            operands=[x, scale, bias],
+            properties={"epsilon": f64_attr(epsilon), "momentum": f64_attr(momentum)},
+            result_types=[a.result_type(), vector, vector],
+        )
+    )
+    y, mean, variance = normalized.results
+    shifted = _plus(a, variance, a.scalar_tensor(epsilon, dtype))
+    inverse_std = a.value(RsqrtOp.build(operands=[shifted], result_types=[vector]))
+    count = math.prod(shape) // channels
+    running_mean, running_variance = a.tensor("running_mean"), a.tensor("running_var")
+    new_mean = _plus(a, _times(a, running_mean, 1.0 - momentum), _times(a, mean, momentum))
+    unbiased = momentum * count / max(count - 1, 1)
+    new_variance = _plus(a, _times(a, running_variance, 1.0 - momentum), _times(a, variance, unbiased))
+    return [y, mean, inverse_std, new_mean, new_variance]
+
+
+@converts(
+    "torch.aten.convolution_backward",
+    args="grad_output input weight bias_sizes stride padding dilation transposed output_padding groups output_mask",
+)
+def convolution_backward(a: AtenArgs) -> list[SSAValue]:
+    """The gradients of a convolution's input (a transposed convolution of the result's gradient by the same
+    weight), weight (`graph.conv_weight_grad`) and bias (a sum), each where `output_mask` asks for it."""
+    if a.bool("transposed"):
+        raise NotConvertible("the backward of a transposed convolution")
+    dy, x, weight = a.tensor("grad_output"), a.tensor("input"), a.tensor("weight")
+    spatial = len(tensor_type(x).get_shape()) - 2  # result 0 is none where the input's gradient is not asked for
+    strides = _spread(a.ints("stride"), spatial)
+    dilations = _spread(a.ints("dilation"), spatial)
+    pads = _pads(a.ints("padding"), spatial)
+    groups = a.int("groups")
+    mask = a.bools("output_mask")
+    results: list[SSAValue] = [dy, dy, dy]  # a gradient nobody asked for is never read
+    x_shape, w_shape, dy_shape = (tensor_type(v).get_shape() for v in (x, weight, dy))
+    if mask[0]:
+        # The transposed convolution's output is (dy - 1) * stride - pads + dilated kernel; output padding makes up
+        # the rows a strided forward convolution dropped.
+        extra = [
+            x_shape[2 + i]
+            - ((dy_shape[2 + i] - 1) * strides[i] - pads[i] - pads[i + spatial] + dilations[i] * (w_shape[2 + i] - 1) + 1)
+            for i in range(spatial)
+        ]
+        props = {
+            "strides": i64_array(strides), "pads": i64_array(pads), "dilations": i64_array(dilations),
+            "groups": i64_attr(groups), "output_padding": i64_array(extra),
+        }  # fmt: skip
+        results[0] = a.value(
+            ConvTransposeOp.build(operands=[dy, weight, []], properties=props, result_types=[a.result_type(0)])
+        )
+    if mask[1]:
+        props = {
+            "kernel": i64_array(list(w_shape[2:])), "strides": i64_array(strides), "pads": i64_array(pads),
+            "dilations": i64_array(dilations), "groups": i64_attr(groups),
+        }  # fmt: skip
+        results[1] = a.value(
+            ConvWeightGradOp.build(operands=[x, dy], properties=props, result_types=[a.result_type(1)])
+        )
+    if mask[2]:
+        axes = [0, *range(2, 2 + spatial)]
+        results[2] = a.value(
+            ReduceSumOp.build(
+                operands=[dy], properties={"axes": i64_array(axes), "keepdims": bool_attr(False)},
+                result_types=[a.result_type(2)],
+            )
+        )  # fmt: skip
+    return results
+
+
+@converts(
+    "torch.aten.max_pool1d_with_indices_backward",
+    "torch.aten.max_pool2d_with_indices_backward",
+    "torch.aten.max_pool3d_with_indices_backward",
+    args="grad_output self kernel_size stride padding dilation ceil_mode indices",
+)
+def max_pool_backward(a: AtenArgs) -> SSAValue:
+    """`graph.max_pool_grad`, which finds the window maxima again: the forward pass's indices are not read."""
+    spatial = _spatial_dims(a)
+    kernel = _spread(a.ints("kernel_size"), spatial)
+    props = {
+        "kernel": i64_array(kernel),
+        "strides": i64_array(_spread(a.ints("stride") or kernel, spatial)),
+        "pads": i64_array(_pads(a.ints("padding"), spatial)),
+        "dilations": i64_array(_spread(a.ints("dilation"), spatial)),
+        "ceil_mode": bool_attr(a.bool("ceil_mode")),
+    }
+    operands = [a.tensor("grad_output"), a.tensor("self")]
+    return a.value(MaxPoolGradOp.build(operands=operands, properties=props, result_types=[a.result_type()]))
+
+
+@converts(
+    "torch.aten._scaled_dot_product_flash_attention_for_cpu_backward",
+    args="grad_out query key value out logsumexp dropout_p is_causal attn_mask scale",
+)
+def attention_backward(a: AtenArgs) -> list[SSAValue]:
+    """(dq, dk, dv) of softmax(q kᵀ scale) v, from the probabilities computed again: dv = Pᵀ dO,
+    dS = P (dO vᵀ - rowsum(dO vᵀ P)), dq = dS k scale, dk = dSᵀ q scale. The forward pass's output and
+    log-sum-exp are not read (torch's math decomposition of the forward pass hands the backward its probabilities
+    in their place)."""
+    if a.float("dropout_p") != 0.0:
+        raise NotConvertible("attention backward with dropout")
+    if not a.is_none("attn_mask"):
+        raise NotConvertible("attention backward with a mask")
+    dy, q, k, v = (a.tensor(name) for name in ("grad_out", "query", "key", "value"))
+    q_shape, k_shape = tensor_type(q).get_shape(), tensor_type(k).get_shape()
+    compute = tensor_type(q).get_element_type()
+    scale = a.optional_float("scale")
+    scale = 1.0 / math.sqrt(q_shape[-1]) if scale is None else scale
+    scores_type = TensorType(compute, [*q_shape[:-1], k_shape[-2]])
+    scores = _matmul(a, q, permute(a, k, _swap(k_shape)), scores_type)
+    scores = binary(a, MulOp, scores, a.scalar_tensor(scale, compute), compute)
+    if a.bool("is_causal"):
+        rows, columns = q_shape[-2], k_shape[-2]
+        above = np.triu(np.full((rows, columns), -np.inf, np.float32), 1)  # torch's top-left aligned causal mask
+        scores = binary(a, AddOp, scores, a.constant(above, compute), compute)
+    p = a.value(SoftmaxOp.build(operands=[scores], properties={"axis": i64_attr(-1)}, result_types=[scores_type]))
+    dv = _matmul(a, permute(a, p, _swap(scores_type.get_shape())), dy, tensor_type(v))
+    dp = _matmul(a, dy, permute(a, v, _swap(tensor_type(v).get_shape())), scores_type)
+    weighted = binary(a, MulOp, dp, p, compute)
+    row_shape = TensorType(compute, [*scores_type.get_shape()[:-1], 1])
+    rows_sum = a.value(
+        ReduceSumOp.build(
+            operands=[weighted], properties={"axes": i64_array([-1]), "keepdims": bool_attr(True)},
+            result_types=[row_shape],
+        )
+    )  # fmt: skip
+    ds = binary(a, MulOp, p, binary(a, SubOp, dp, rows_sum, compute), compute)
+    ds = binary(a, MulOp, ds, a.scalar_tensor(scale, compute), compute)
+    dq = _matmul(a, ds, k, tensor_type(q))
+    dk = _matmul(a, permute(a, ds, _swap(scores_type.get_shape())), q, tensor_type(k))
+    return [dq, dk, dv]
+
+
+def _swap(shape: tuple[int, ...] | list[int]) -> list[int]:
+    """The permutation that swaps the last two dims."""
+    rank = len(shape)
+    return [*range(rank - 2), rank - 1, rank - 2]
+
+
+def _matmul(a: AtenArgs, lhs: SSAValue, rhs: SSAValue, result: TensorType) -> SSAValue:  # type: ignore[type-arg]
+    return a.value(MatmulOp.build(operands=[lhs, rhs], result_types=[result]))
+
+
+@converts(
+    "torch.aten._embedding_bag_backward",
+    args="grad indices offsets offset2bag bag_size maximum_indices num_weights scale_grad_by_freq mode sparse "
+    "per_sample_weights padding_idx",
+)
+def embedding_bag_backward(a: AtenArgs) -> SSAValue:
+    """The table's dense gradient (a sparse one, for `sparse=True`, is the same rows)."""
+    mode = {0: "sum", 1: "mean"}.get(a.int("mode"))
+    if mode is None:
+        raise NotConvertible("the backward of a max embedding bag")
+    if a.bool("scale_grad_by_freq"):
+        raise NotConvertible("embedding bag backward scaled by frequency")
+    if a.optional_int("padding_idx") not in (None, -1):
+        raise NotConvertible("embedding bag backward with padding_idx")
+    weights = a.optional_tensor("per_sample_weights")
+    operands = [a.tensor("grad"), a.tensor("indices"), a.tensor("offsets"), [weights] if weights is not None else []]
+    props = {"mode": str_attr(mode), "rows": i64_attr(a.int("num_weights"))}
+    return a.value(EmbeddingBagGradOp.build(operands=operands, properties=props, result_types=[a.result_type()]))
+
+
+@converts(
+    "torch.aten.embedding_dense_backward", args="grad_output indices num_weights padding_idx scale_grad_by_freq"
+)
+def embedding_backward(a: AtenArgs) -> SSAValue:
+    """An embedding's gradient: the embedding bag's with one index per bag."""
+    if a.bool("scale_grad_by_freq"):
+        raise NotConvertible("embedding backward scaled by frequency")
+    if a.int("padding_idx") != -1:
+        raise NotConvertible("embedding backward with padding_idx")
+    indices = a.tensor("indices")
+    count = math.prod(tensor_type(indices).get_shape())
+    dim = a.result_type().get_shape()[1]
+    flat_indices = _reshaped(a, indices, [count])
+    flat_grad = _reshaped(a, a.tensor("grad_output"), [count, dim])
+    offsets = a.constant(np.arange(count), tensor_type(indices).get_element_type())
+    props = {"mode": str_attr("sum"), "rows": i64_attr(a.int("num_weights"))}
+    return a.value(
+        EmbeddingBagGradOp.build(
+            operands=[flat_grad, flat_indices, offsets, []], properties=props, result_types=[a.result_type()]
+        )
+    )
+
+
+def _reshaped(a: AtenArgs, x: SSAValue, shape: list[int]) -> SSAValue:
+    x_type = tensor_type(x)
+    return a.value(ReshapeOp.build(operands=[x], result_types=[TensorType(x_type.get_element_type(), shape)]))

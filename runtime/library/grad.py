@@ -1,0 +1,87 @@
+"""Torch implementations of the graph dialect's gradient ops: ATen's own backward kernels (oneDNN's for a
+convolution's weight, ATen's for max pooling), as torch's autograd calls them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from gnomon.dialects.graph import grad
+from gnomon.dialects.graph.base import ints
+from gnomon.runtime.library.base import TorchImpl, torch_impl
+
+
+def _symmetric(pads: Sequence[int], count: int) -> tuple[list[int], list[int]]:
+    """torch's symmetric padding, and the `F.pad` spec of what is left over at the ends (uneven pads)."""
+    begins, ends = list(pads[:count]), list(pads[count:])
+    common = [min(b, e) for b, e in zip(begins, ends, strict=True)]
+    spec: list[int] = []
+    for i in reversed(range(count)):
+        spec += [begins[i] - common[i], ends[i] - common[i]]
+    return common, spec
+
+
+@torch_impl(grad.ConvWeightGradOp)
+def conv_weight_grad(op: grad.ConvWeightGradOp) -> TorchImpl:
+    kernel, strides, dilations = ints(op.kernel), list(ints(op.strides)), list(ints(op.dilations))
+    padding, spec = _symmetric(ints(op.pads), len(kernel))
+    groups = op.groups.value.data
+
+    def run(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+        x = F.pad(x, spec) if any(spec) else x
+        weight = torch.empty((dy.shape[1], x.shape[1] // groups, *kernel), dtype=x.dtype)
+        _, dw, _ = torch.ops.aten.convolution_backward(
+            dy, x, weight, None, strides, padding, dilations, False, [0] * len(kernel), groups, [False, True, False]
+        )
+        return dw
+
+    return TorchImpl(run)
+
+
+@torch_impl(grad.MaxPoolGradOp)
+def max_pool_grad(op: grad.MaxPoolGradOp) -> TorchImpl:
+    kernel, strides, dilations = list(ints(op.kernel)), list(ints(op.strides)), list(ints(op.dilations))
+    padding, spec = _symmetric(ints(op.pads), len(kernel))
+    ceil_mode = bool(op.ceil_mode.value.data)
+    forward = getattr(torch.ops.aten, f"max_pool{len(kernel)}d_with_indices")
+    backward = getattr(torch.ops.aten, f"max_pool{len(kernel)}d_with_indices_backward")
+
+    def run(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        # The forward pass's winners, found again: cheaper than keeping an index tensor per pooled element alive
+        # from the forward pass to the backward.
+        padded = F.pad(x, spec, value=-torch.inf) if any(spec) else x
+        _, indices = forward(padded, kernel, strides, padding, dilations, ceil_mode)
+        dx = backward(dy, padded, kernel, strides, padding, dilations, ceil_mode, indices)
+        if not any(spec):
+            return dx
+        crop = [slice(None), slice(None)]
+        for i in range(len(kernel)):
+            begin, end = spec[2 * (len(kernel) - 1 - i)], spec[2 * (len(kernel) - 1 - i) + 1]
+            crop.append(slice(begin, dx.shape[2 + i] - end))
+        return dx[tuple(crop)]
+
+    return TorchImpl(run)
+
+
+@torch_impl(grad.EmbeddingBagGradOp)
+def embedding_bag_grad(op: grad.EmbeddingBagGradOp) -> TorchImpl:
+    rows, mean = op.rows.value.data, op.mode.data == "mean"
+
+    def run(dy: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
+        bags, count = dy.shape[0], indices.shape[0]
+        positions = torch.arange(count)
+        bag = torch.searchsorted(offsets[:bags].contiguous(), positions, right=True) - 1
+        end = offsets[bags] if offsets.shape[0] > bags else count
+        contributions = dy.index_select(0, bag.clamp(min=0))
+        scale = (positions < end).to(dy.dtype)  # indices after the last bag's end (`include_last_offset`)
+        if mean:
+            sizes = torch.bincount(bag.clamp(min=0), weights=scale, minlength=bags).clamp(min=1)
+            scale = scale / sizes.index_select(0, bag.clamp(min=0))
+        if weights:
+            scale = scale * weights[0]
+        table = torch.zeros((rows, dy.shape[1]), dtype=dy.dtype)
+        return table.index_add_(0, indices, contributions * scale.unsqueeze(1))
+
+    return TorchImpl(run)

@@ -1,0 +1,361 @@
+"""Training steps: gradients, optimizer steps and batch-norm statistics against torch's autograd and torch.optim;
+the gradient ops' reference semantics; FLOPs against FlopCounterMode; errors a user gets for bad training input."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import relative_l2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+import gnomon
+from gnomon.cost.analytical import GEMM_OPS
+from gnomon.cost.graph import graph_ops
+from gnomon.cost.roofline import gemm_shapes
+from gnomon.errors import GnomonError, ModelLoadError
+from gnomon.frontends.torch_training import import_torch_training
+from gnomon.models import DLRM, MLP, SmallCNN, TransformerBlock
+from gnomon.pipeline import to_graph
+from gnomon.reference import run_reference
+
+# ---- models built from code ----
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, n_in: int, n_out: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(n_in, n_out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(n_out)
+        self.conv2 = nn.Conv2d(n_out, n_out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(n_out)
+        shortcut = stride != 1 or n_in != n_out
+        self.down = nn.Sequential(nn.Conv2d(n_in, n_out, 1, stride, bias=False), nn.BatchNorm2d(n_out)) if shortcut else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+        return torch.relu(y + (x if self.down is None else self.down(x)))
+
+
+class ResNet18Style(nn.Module):
+    """ResNet-18's stem and stages, two basic blocks each, at narrow widths."""
+
+    def __init__(self, width: int = 8, classes: int = 10):
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
+        )
+        widths = [width, 2 * width, 4 * width, 8 * width]
+        blocks: list[nn.Module] = []
+        for stage, n_out in enumerate(widths):
+            n_in = widths[max(stage - 1, 0)]
+            blocks += [BasicBlock(n_in, n_out, 1 if stage == 0 else 2), BasicBlock(n_out, n_out, 1)]
+        self.stages = nn.Sequential(*blocks)
+        self.fc = nn.Linear(widths[-1], classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.stages(self.stem(x)), 1), 1))
+
+
+class TwoLayerLSTM(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(8, 16, 2, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.lstm(x)[0][:, -1])
+
+
+class CausalAttention(nn.Module):
+    def __init__(self, dim: int = 16, heads: int = 2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(b, s, d))
+
+
+def _case(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...], str]:
+    """A model, a batch (inputs then target) and its loss, by name."""
+    torch.manual_seed(0)
+    match name:
+        case "mlp":
+            model = MLP(sizes=(32, 64, 10))
+            return model, (*model.example_inputs(8), torch.randint(0, 10, (8,))), "cross_entropy"
+        case "cnn":
+            model = SmallCNN()
+            return model, (*model.example_inputs(4), torch.randint(0, 10, (4,))), "cross_entropy"
+        case "transformer":
+            model = TransformerBlock(d_model=32, heads=4, seq=8)
+            return model, (*model.example_inputs(2), torch.randn(2, 8, 32)), "mse"
+        case "dlrm":
+            model = DLRM(dense_features=13, tables=3, rows=100, dim=16, pooling=4)
+            return model, (*model.example_inputs(8), torch.rand(8, 1)), "bce_with_logits"
+        case "resnet18":
+            return ResNet18Style(), (torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))), "cross_entropy"
+        case "lstm":
+            return TwoLayerLSTM(), (torch.randn(3, 5, 8), torch.randint(0, 4, (3,))), "cross_entropy"
+        case "causal_attention":
+            return CausalAttention(), (torch.randn(2, 6, 16), torch.randn(2, 6, 16)), "mse"
+        case _:
+            raise KeyError(name)
+
+
+MODELS = ["mlp", "cnn", "transformer", "dlrm", "resnet18", "lstm", "causal_attention"]
+
+
+def _numpy(batch: tuple[torch.Tensor, ...]) -> list[np.ndarray]:
+    return [x.numpy() for x in batch]
+
+
+# ---- gradients ----
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_first_step_gradients_match_autograd(name: str) -> None:
+    """The loss and every parameter's gradient of one step, against torch's autograd. Each gradient is compared
+    with float64 autograd and must be within 1e-4 of it, or no further from it than float32 autograd is (a
+    gradient that cancels to near zero is ill-conditioned in float32 for torch too)."""
+    model, batch, loss = _case(name)
+    step = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), loss), batch, train=gnomon.SGD(lr=0.01))
+    first_loss = step.step(*_numpy(batch))
+    single = gnomon.with_loss(copy.deepcopy(model), loss).train()
+    expected_loss = single(*batch)
+    expected_loss.backward()
+    exact = gnomon.with_loss(copy.deepcopy(model).double(), loss).train()
+    exact(*(x.double() if x.is_floating_point() else x for x in batch)).backward()
+    assert abs(first_loss - expected_loss.item()) <= 1e-5 * abs(expected_loss.item())
+    gradients = step.gradients()
+    assert sorted(gradients) == sorted(n for n, _ in model.named_parameters())
+    for (name_, p32), (_, p64) in zip(single.model.named_parameters(), exact.model.named_parameters(), strict=True):
+        assert p32.grad is not None and p64.grad is not None
+        truth = p64.grad.numpy()
+        torch_error = relative_l2(p32.grad.numpy(), truth)
+        assert relative_l2(gradients[name_], truth) <= max(1e-4, 2 * torch_error), name_
+
+
+# ---- optimizer steps ----
+
+OPTIMIZERS = [
+    pytest.param(
+        gnomon.SGD(lr=0.05, momentum=0.9), lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, foreach=True),
+        id="sgd-momentum",
+    ),
+    pytest.param(
+        gnomon.SGD(lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3),
+        lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3, foreach=True),
+        id="sgd-nesterov-decay",
+    ),
+    pytest.param(
+        gnomon.SGD(lr=0.05, momentum=0.5, dampening=0.3),
+        lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.5, dampening=0.3, foreach=True),
+        id="sgd-dampening",
+    ),
+    pytest.param(gnomon.Adam(lr=1e-2), lambda p: torch.optim.Adam(p, lr=1e-2, foreach=True), id="adam"),
+    pytest.param(
+        gnomon.Adam(lr=1e-2, weight_decay=1e-2),
+        lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=1e-2, foreach=True),
+        id="adam-decay",
+    ),
+    pytest.param(gnomon.AdamW(lr=1e-2), lambda p: torch.optim.AdamW(p, lr=1e-2, foreach=True), id="adamw"),
+]
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn"])
+@pytest.mark.parametrize(("optimizer", "torch_optimizer"), OPTIMIZERS)
+def test_twenty_steps_track_torch(
+    name: str, optimizer: Any, torch_optimizer: Callable[[Any], torch.optim.Optimizer]
+) -> None:
+    """20 steps on one batch: the losses within 1e-4 of torch's, the parameters too, the batch-norm statistics
+    within 1e-3, and the optimizer's step count as torch's."""
+    model, batch, loss = _case(name)
+    step = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), loss), batch, train=optimizer)
+    reference = gnomon.with_loss(copy.deepcopy(model), loss).train()
+    optim = torch_optimizer(reference.parameters())
+    for _ in range(20):
+        ours = step.step(*_numpy(batch))
+        optim.zero_grad()
+        theirs = reference(*batch)
+        theirs.backward()
+        optim.step()
+        assert abs(ours - theirs.item()) <= 1e-4 * abs(theirs.item())
+    state = step.state_dict()
+    for key, value in reference.model.state_dict().items():
+        if key.endswith("num_batches_tracked"):
+            continue  # torch counts batches only for a momentum of None; gnomon does not keep the count
+        # Batch statistics follow the activations, which 20 Adam steps move a little apart with the parameters.
+        assert relative_l2(state[key], value.numpy()) <= (1e-3 if "running" in key else 1e-4), key
+    assert step.steps == 20
+
+
+def test_batch_norm_statistics_follow_torch() -> None:
+    """The running mean and (unbiased) variance after a step, for each batch norm of a ResNet-18-style network."""
+    model, batch, loss = _case("resnet18")
+    step = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), loss), batch, train=True)
+    step.step(*_numpy(batch))
+    reference = gnomon.with_loss(copy.deepcopy(model), loss).train()
+    reference(*batch)
+    state = step.state_dict()
+    statistics = [k for k in reference.model.state_dict() if k.endswith(("running_mean", "running_var"))]
+    assert len(statistics) == 2 * 20  # the stem's, two per block, and three shortcuts'
+    for key in statistics:
+        assert relative_l2(state[key], reference.model.state_dict()[key].numpy()) <= 1e-5, key
+
+
+def test_state_loads_and_restores() -> None:
+    """load_state_dict puts a step back where it was: the same batch then gives the same loss."""
+    model, batch, loss = _case("mlp")
+    step = gnomon.compile(gnomon.with_loss(model, loss), batch, train=gnomon.Adam(lr=1e-2))
+    saved = {**step.state_dict(), **step.optimizer_state()}
+    first = step.step(*_numpy(batch))
+    step.step(*_numpy(batch))
+    step.load_state_dict(saved)
+    assert step.step(*_numpy(batch)) == first
+    with pytest.raises(GnomonError, match=re.escape("load_state_dict: the training step has no state named 'nope'")):
+        step.load_state_dict({"nope": np.zeros(1)})
+    with pytest.raises(GnomonError, match=re.escape("load_state_dict: 'layers.0.bias' has shape [64], got [3]")):
+        step.load_state_dict({"layers.0.bias": np.zeros(3)})
+
+
+def test_the_optimizer_update_is_located_and_fused() -> None:
+    """Each parameter's Adam update is three generated kernels (the two moments, then the parameter), located at
+    `optimizer.<name>`."""
+    model, batch, loss = _case("mlp")
+    step = gnomon.compile(gnomon.with_loss(model, loss), batch, train=gnomon.Adam())
+    step.step(*_numpy(batch))
+    program = step.executable.program
+    assert program is not None
+    located = [launch.location for launch in program.launches if launch.location.startswith("optimizer.")]
+    parameters = [n for n, _ in model.named_parameters()]
+    assert sorted(set(located)) == sorted(f"optimizer.{n}" for n in parameters)
+    assert len(located) == 3 * len(parameters)  # per parameter: each moment's chain, then the update
+
+
+# ---- gradient ops: reference semantics ----
+
+
+class Windows(nn.Module):
+    """Strided, padded, dilated and grouped convolutions, a ceil-mode max pool with uneven coverage."""
+
+    def __init__(self, groups: int, stride: int, padding: int, dilation: int, ceil_mode: bool):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4 * groups, 3, stride, padding, dilation, groups=groups)
+        self.pool = nn.MaxPool2d(3, 2, 1, ceil_mode=ceil_mode)
+        self.table = nn.EmbeddingBag(20, 4, mode="mean")
+
+    def forward(self, x: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        pooled = self.pool(self.conv(x))
+        return (pooled.square().mean() + self.table(ids, offsets).square().mean()) * 10
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    groups=st.sampled_from([1, 2, 4]),
+    stride=st.integers(1, 2),
+    padding=st.integers(0, 2),
+    dilation=st.integers(1, 2),
+    ceil_mode=st.booleans(),
+    size=st.integers(7, 12),
+)
+def test_gradient_ops_reference_and_runtime_match_autograd(
+    groups: int, stride: int, padding: int, dilation: int, ceil_mode: bool, size: int
+) -> None:
+    """The training step's graph run by the reference interpreter and by the native runtime, against autograd:
+    `graph.conv_weight_grad`, the transposed convolution of the input's gradient, `graph.max_pool_grad` and
+    `graph.embedding_bag_grad`."""
+    torch.manual_seed(0)
+    model = Windows(groups, stride, padding, dilation, ceil_mode)
+    x = torch.randn(2, 4, size, size, requires_grad=True)
+    ids, offsets = torch.randint(0, 20, (9,)), torch.tensor([0, 3, 3, 7])
+    module = to_graph(import_torch_training(copy.deepcopy(model), (x, ids, offsets), "Windows"))
+    parameters = [p.detach().numpy() for p in model.parameters()]
+    reference = run_reference(module, [*parameters, x.detach().numpy(), ids.numpy(), offsets.numpy()])
+    model(x, ids, offsets).backward()
+    for computed, p in zip(reference[1:], model.parameters(), strict=True):
+        assert p.grad is not None
+        assert relative_l2(computed, p.grad.numpy()) <= 1e-5
+    step = gnomon.compile(copy.deepcopy(model), (x.detach(), ids, offsets), train=True)
+    step.step(x.detach().numpy(), ids.numpy(), offsets.numpy())
+    for name, p in model.named_parameters():
+        assert p.grad is not None
+        assert relative_l2(step.gradients()[name], p.grad.numpy()) <= 1e-5, name
+
+
+# ---- FLOPs ----
+
+
+@pytest.mark.parametrize("name", ["mlp", "dlrm", "resnet18"])
+def test_backward_flops_equal_flop_counter_mode(name: str) -> None:
+    """The products of a training step (forward and backward) count as many FLOPs as FlopCounterMode counts for
+    torch's step. (Its count of a grouped convolution's weight gradient ignores the groups, and it counts no FLOPs
+    for CPU flash attention: those models are left out.)"""
+    model, batch, loss = _case(name)
+    module = to_graph(import_torch_training(gnomon.with_loss(copy.deepcopy(model), loss), batch, name))
+    ours = sum(s.flops for op in graph_ops(module) if isinstance(op, GEMM_OPS) for s in gemm_shapes(op))
+    wrapped = gnomon.with_loss(copy.deepcopy(model), loss).train()
+    with FlopCounterMode(display=False) as counter:
+        wrapped(*batch).backward()
+    assert ours == counter.get_total_flops()
+
+
+# ---- bad input ----
+
+
+class TwoOutputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x)
+
+
+def test_a_model_that_returns_no_loss_is_refused() -> None:
+    with pytest.raises(
+        ModelLoadError,
+        match=re.escape(
+            "TwoOutputs returns a tensor of shape [3, 2]: a model trained by gnomon returns its loss, one scalar "
+            "(attach a loss with gnomon.with_loss(model, loss_fn))"
+        ),
+    ):
+        gnomon.compile(TwoOutputs(), (torch.randn(3, 4),), train=True)
+
+
+def test_a_model_without_trainable_parameters_is_refused() -> None:
+    model = gnomon.with_loss(TwoOutputs().requires_grad_(False), "mse")
+    with pytest.raises(ModelLoadError, match=re.escape("WithLoss has no trainable parameter: there is nothing to train")):
+        gnomon.compile(model, (torch.randn(3, 4), torch.randn(3, 2)), train=True)
+
+
+def test_bad_losses_and_optimizers_are_one_line_errors() -> None:
+    with pytest.raises(ModelLoadError, match=re.escape("unknown loss 'hinge'; choose one of cross_entropy, mse")):
+        gnomon.with_loss(TwoOutputs(), "hinge")
+    with pytest.raises(GnomonError, match=re.escape("SGD: lr must be at least 0, got -1.0")):
+        gnomon.SGD(lr=-1.0)
+    with pytest.raises(GnomonError, match=re.escape("Adam: betas must be in [0, 1), got (0.9, 1.0)")):
+        gnomon.Adam(betas=(0.9, 1.0))
+    with pytest.raises(GnomonError, match=re.escape("train= takes True, gnomon.SGD(...), gnomon.Adam(...)")):
+        gnomon.compile(gnomon.with_loss(TwoOutputs(), "mse"), (torch.randn(3, 4), torch.randn(3, 2)), train="sgd")
+
+
+def test_a_wrong_batch_names_the_input() -> None:
+    model, batch, loss = _case("mlp")
+    step = gnomon.compile(gnomon.with_loss(model, loss), batch, train=True)
+    assert step.input_names[-2:] == ["args_0", "args_1"] or len(step.input_names) == 2
+    with pytest.raises(GnomonError, match=r"expected float32 of shape \[8, 32\], got float32 of shape \[4, 32\]"):
+        step.step(np.zeros((4, 32), np.float32), batch[1].numpy())
