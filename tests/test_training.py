@@ -214,7 +214,7 @@ def test_batch_norm_statistics_follow_torch() -> None:
     statistics = [k for k in reference.model.state_dict() if k.endswith(("running_mean", "running_var"))]
     assert len(statistics) == 2 * 20  # the stem's, two per block, and three shortcuts'
     for key in statistics:
-        assert relative_l2(state[key], reference.model.state_dict()[key].numpy()) <= 1e-5, key
+        assert relative_l2(state[key], reference.model.state_dict()[key].numpy()) <= 1e-4, key
 
 
 def test_state_loads_and_restores() -> None:
