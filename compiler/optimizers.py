@@ -18,6 +18,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType, StringAttr, TensorType, f32, f64, i1
 from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import IRDLOperation
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from gnomon.dialects.graph import elementwise as ew
@@ -74,7 +75,7 @@ class Adam:
         return ("exp_avg", "exp_avg_sq")
 
 
-def AdamW(  # noqa: N802 - named as torch.optim's class
+def AdamW(
     lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2
 ) -> Adam:
     """torch.optim.AdamW: Adam with weight decay applied to the parameter, not added to the gradient."""
@@ -115,11 +116,11 @@ class _Emitter:
         attr = numpy_to_dense(np.asarray(value), element_type)
         return self.op(ConstantOp.build(properties={"value": attr}, result_types=[attr.get_type()]))
 
-    def binary(self, op_type: type[Operation], lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+    def binary(self, op_type: type[IRDLOperation], lhs: SSAValue, rhs: SSAValue) -> SSAValue:
         shape = max((_type(lhs), _type(rhs)), key=lambda t: len(t.get_shape()))
         return self.op(op_type.build(operands=[lhs, rhs], result_types=[shape]))
 
-    def unary(self, op_type: type[Operation], x: SSAValue) -> SSAValue:
+    def unary(self, op_type: type[IRDLOperation], x: SSAValue) -> SSAValue:
         return self.op(op_type.build(operands=[x], result_types=[_type(x)]))
 
     def scale(self, factor: float, x: SSAValue) -> SSAValue:
@@ -210,7 +211,13 @@ def _adam_corrections(emit: _Emitter, opt: Adam, step: SSAValue) -> tuple[SSAVal
 
 
 def _adam(
-    emit: _Emitter, opt: Adam, p: SSAValue, g: SSAValue, m: SSAValue, v: SSAValue, corrections: tuple[SSAValue, SSAValue]
+    emit: _Emitter,
+    opt: Adam,
+    p: SSAValue,
+    g: SSAValue,
+    m: SSAValue,
+    v: SSAValue,
+    corrections: tuple[SSAValue, SSAValue],
 ) -> tuple[SSAValue, SSAValue, SSAValue]:
     beta1, beta2 = opt.betas
     if opt.weight_decay and opt.decoupled:

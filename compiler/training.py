@@ -53,7 +53,7 @@ class TrainingExecutable:
         """One training step on a batch (one array or tensor per input, as the model takes them): the loss."""
         outputs = self.executable.run([*self._state.values(), *inputs])
         loss, state = outputs[0], outputs[1 : 1 + self._state_count]
-        for (name, current), new in zip(self._state.items(), state, strict=True):
+        for current, new in zip(self._state.values(), state, strict=True):
             current[...] = new
         gradients = outputs[1 + self._state_count :]
         self._gradients = dict(zip(self.parameters, gradients, strict=True))
@@ -80,9 +80,7 @@ class TrainingExecutable:
             array = np.asarray(value.detach().numpy() if hasattr(value, "detach") else value)
             current = self._state[name]
             if array.shape != current.shape:
-                raise GnomonError(
-                    f"load_state_dict: {name!r} has shape {list(current.shape)}, got {list(array.shape)}"
-                )
+                raise GnomonError(f"load_state_dict: {name!r} has shape {list(current.shape)}, got {list(array.shape)}")
             current[...] = array
 
     @property

@@ -62,9 +62,7 @@ class ValueTensorType(ParametrizedAttribute, TypeAttribute):
             return (NoneAttr(), NoneAttr())
         sizes: Attribute = NoneAttr()
         if parser.parse_optional_punctuation("*") is None:
-            dims = parser.parse_comma_separated_list(
-                parser.Delimiter.SQUARE, lambda: parser.parse_shape_dimension()
-            )
+            dims = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, lambda: parser.parse_shape_dimension())
             sizes = ArrayAttr(IntAttr(d) for d in dims)
         parser.parse_punctuation(",")
         dtype: Attribute = NoneAttr() if parser.parse_optional_keyword("unk") else parser.parse_type()
@@ -216,9 +214,7 @@ class TupleType(ParametrizedAttribute, TypeAttribute):
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        elements = parser.parse_comma_separated_list(
-            parser.Delimiter.ANGLE, lambda: _parse_torch_type_short(parser)
-        )
+        elements = parser.parse_comma_separated_list(parser.Delimiter.ANGLE, lambda: _parse_torch_type_short(parser))
         return (ArrayAttr(elements),)
 
     def print_parameters(self, printer: Printer) -> None:

@@ -33,7 +33,13 @@ TORCH = ("torch", "torch_mlir")
 """The packages the torch rule is about."""
 
 TORCH_AT_MODULE_LEVEL: dict[str, tuple[str, ...]] = {
-    "torch": ("gnomon.frontends.torch", "gnomon.models", "gnomon.runtime.library", "gnomon.runtime.torch_eager"),
+    "torch": (
+        "gnomon.frontends.torch",
+        "gnomon.frontends.torch_training",
+        "gnomon.models",
+        "gnomon.runtime.library",
+        "gnomon.runtime.torch_eager",
+    ),
     "torch_mlir": (
         "gnomon.frontends",  # every frontend is a torch-mlir importer; torch_mlir's bindings load no torch
         "gnomon.models",

@@ -116,7 +116,7 @@ from gnomon.dialects.graph.elementwise import (
     WhereOp,
 )  # fmt: skip
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
-from gnomon.dialects.graph.grad import ConvWeightGradOp, EmbeddingBagGradOp, MaxPoolGradOp
+from gnomon.dialects.graph.grad import AvgPoolGradOp, ConvWeightGradOp, EmbeddingBagGradOp, MaxPoolGradOp
 from gnomon.dialects.graph.linalg import DetOp, LinearOp, MatmulOp
 from gnomon.dialects.graph.nn import (
     AdaptiveAvgPoolOp,
@@ -379,7 +379,7 @@ def op_work(op: GraphOperation) -> OpWork:
             return _whole(op, _pool_flops(op), _vector_key(op))
         case GridSampleOp():
             return _whole(op, _grid_sample_flops(op), _vector_key(op))
-        case MaxPoolGradOp():  # the window maxima found again, then one add per output gradient
+        case MaxPoolGradOp() | AvgPoolGradOp():  # (the window maxima found again, then) an add per window cell
             taps = math.prod(ints(op.kernel))
             return _whole(op, elements(op.grad_output) * taps, _vector_key(op))
         case EmbeddingBagGradOp():  # one add per looked-up element, into a zeroed table

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from xdsl.dialects.builtin import ModuleOp
 
 

@@ -42,7 +42,7 @@ from gnomon.frontends.mlir_text import parse_torch_mlir, to_text
 _NO_MODULE = ("", "_empty_nn_module_stack_from_metadata_hook")
 """Module paths that name no module: the root, and the placeholder torch.export's passes add."""
 
-_ASSERTS = (torch.ops.aten._assert_scalar.default, torch.ops.aten._assert_tensor_metadata.default)
+ASSERTS = (torch.ops.aten._assert_scalar.default, torch.ops.aten._assert_tensor_metadata.default)
 
 
 def import_torch(
@@ -65,7 +65,7 @@ def import_torch(
             warnings.filterwarnings("ignore", "The tensor attributes .*_flat_weights", UserWarning)
             program = torch.export.export(model, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # torch.export raises many exception types, all meaning "cannot export"
-        raise ModelLoadError(f"torch.export cannot export {source}: {_reason(e)}") from e
+        raise ModelLoadError(f"torch.export cannot export {source}: {reason(e)}") from e
     finally:
         hook.remove()
     return _import_program(program, source, "torch", dim_names=_user_dim_names(program, dynamic_shapes))
@@ -97,7 +97,7 @@ def import_torchscript(
     try:
         module = torch.jit.load(str(path), map_location="cpu")
     except (RuntimeError, ValueError) as e:
-        raise ModelLoadError(f"{path} is not a loadable TorchScript file: {_reason(e)}") from e
+        raise ModelLoadError(f"{path} is not a loadable TorchScript file: {reason(e)}") from e
     try:
         graph = module.graph
     except RuntimeError as e:  # a scripted nn.LSTM, GRU or RNN has only its overloads (forward_tensor...)
@@ -116,7 +116,7 @@ def import_torchscript(
         # The converter makes every dim dynamic (`Dim.AUTO`); re-export for the inputs' static shapes.
         program = torch.export.export(program.module(), tuple(example_inputs), strict=False)
     except Exception as e:  # the converter fails with whatever the TorchScript op handlers raise
-        raise ModelLoadError(f"{path}: cannot convert TorchScript to torch.export: {_reason(e)}") from e
+        raise ModelLoadError(f"{path}: cannot convert TorchScript to torch.export: {reason(e)}") from e
     return _import_program(program, path.name, "torchscript", input_names=names)
 
 
@@ -130,7 +130,7 @@ def import_exported_file(path: Path) -> ImportedModel:
         with path.open("rb") as file:
             program = torch.export.load(file)
     except Exception as e:  # zipfile, pickle and deserializer errors alike
-        raise ModelLoadError(f"{path} is not a loadable torch.export file: {_reason(e)}") from e
+        raise ModelLoadError(f"{path} is not a loadable torch.export file: {reason(e)}") from e
     finally:
         logger.disabled = disabled
     return _import_program(program, path.name, "torch")
@@ -193,27 +193,27 @@ def _import_program(
     try:
         program = program.run_decompositions({})
     except Exception as e:  # decomposition re-traces the program and can fail like export does
-        raise ModelLoadError(f"{source}: torch.export cannot functionalize the program: {_reason(e)}") from e
+        raise ModelLoadError(f"{source}: torch.export cannot functionalize the program: {reason(e)}") from e
     # Runtime asserts (on TorchScript's size arithmetic, data-dependent sizes, `.to()` metadata)
     # check what the static shapes and dtypes gnomon compiles for already say; without them
     # the scalar code they check is dead.
     graph = program.graph
-    for target in _ASSERTS:
+    for target in ASSERTS:
         for node in graph.find_nodes(op="call_function", target=target):
             graph.erase_node(node)
     graph.eliminate_dead_code()
-    _lift_listed_tensors(program)
+    lift_listed_tensors(program)
     mutated = sorted(program.graph_signature.buffers_to_mutate.values())
     if mutated:
         raise ModelLoadError(f"{source} updates buffers when run ({', '.join(mutated)}): call .eval() before importing")
     # torch-mlir looks buffers up in the state dict, but non-persistent ones live in `constants`.
     for name in program.graph_signature.non_persistent_buffers:
         program.state_dict[name] = program.constants[name]
-    text = run_isolated(lambda progress: _program_text(program, source, progress), source)
+    text = run_isolated(lambda progress: program_text(program, source, progress), source)
     return ImportedModel(
         module=parse_torch_mlir(text),
         source=source,
-        input_names=input_names if input_names is not None else _input_names(program),
+        input_names=input_names if input_names is not None else input_names_of(program),
         output_names=_output_names(program),
         kind=kind,
         input_dim_names=[
@@ -233,7 +233,7 @@ def _module_calls(program: ExportedProgram) -> int:
     return len(calls)
 
 
-def _lift_listed_tensors(program: ExportedProgram) -> None:
+def lift_listed_tensors(program: ExportedProgram) -> None:
     """Parameters, buffers and tensor constants used inside a list argument (TorchScript's converter makes them,
     e.g. the empty initial key of a transformer's KV cache in `cat([c_lifted_tensor_0, key])`) are read through
     `get_attr` nodes instead. FxImporter freezes state by substituting each such placeholder's tensor into its
@@ -275,7 +275,7 @@ def _lift_listed_tensors(program: ExportedProgram) -> None:
             node.update_arg(index, items)
 
 
-def _program_text(program: ExportedProgram, source: str, progress: Progress) -> str:
+def program_text(program: ExportedProgram, source: str, progress: Progress) -> str:
     """Runs in a forked child (see `isolation`): FxImporter's module, canonicalized, as text."""
     # OpenMP's threads do not survive fork: a parallel region here would wait for them forever.
     torch.set_num_threads(1)
@@ -291,9 +291,9 @@ def _program_text(program: ExportedProgram, source: str, progress: Progress) -> 
             PassManager.parse("builtin.module(canonicalize)").run(importer.module.operation)
     except ir.MLIRError as e:
         detail = e.error_diagnostics[0].message if e.error_diagnostics else e.message
-        raise ModelLoadError(f"{source}: torch-mlir cannot import the program: {_reason(detail)}") from e
+        raise ModelLoadError(f"{source}: torch-mlir cannot import the program: {reason(detail)}") from e
     except (NotImplementedError, AssertionError, KeyError, RuntimeError) as e:
-        raise ModelLoadError(f"{source}: torch-mlir cannot import the program: {_reason(e)}") from e
+        raise ModelLoadError(f"{source}: torch-mlir cannot import the program: {reason(e)}") from e
     progress("printing the imported module")
     return to_text(importer.module)
 
@@ -315,7 +315,7 @@ class _ModulePathImporter(FxImporter):
         self._cc = _ModulePathLocations(context, py_attr_tracker=self._py_attr_tracker)
 
 
-def _input_names(program: ExportedProgram) -> list[str]:
+def input_names_of(program: ExportedProgram) -> list[str]:
     """The names of the program's inputs; `user_inputs` would give a constant input's value instead."""
     specs = program.graph_signature.input_specs
     return [spec.arg.name for spec in specs if spec.kind == InputKind.USER_INPUT]
@@ -348,7 +348,7 @@ def _key_name(key: Any) -> str:
             return str(key)
 
 
-def _reason(error: Exception | str) -> str:
+def reason(error: Exception | str) -> str:
     """The first sentence of an error: torch's messages go on for paragraphs."""
     lines = str(error).strip().splitlines()
     first = lines[0] if lines else type(error).__name__

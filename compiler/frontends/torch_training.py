@@ -10,6 +10,7 @@ constants stay frozen, as in inference.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from gnomon.errors import InputShapeError, ModelLoadError
 from gnomon.frontends.imported import ImportedModel, TrainingState
 from gnomon.frontends.isolation import run_isolated
 from gnomon.frontends.mlir_text import parse_torch_mlir
-from gnomon.frontends.torch import _ASSERTS, _input_names, _lift_listed_tensors, _program_text, _reason
+from gnomon.frontends.torch import ASSERTS, input_names_of, lift_listed_tensors, program_text, reason
 
 __all__ = ["LOSSES", "WithLoss", "import_torch_training", "with_loss"]
 
@@ -90,11 +91,11 @@ def import_torch_training(
                 warnings.filterwarnings("ignore", "The tensor attributes .*_flat_weights", UserWarning)
                 program = torch.export.export(model, tuple(example_inputs), strict=False)
         except Exception as e:  # torch.export raises many exception types, all meaning "cannot export"
-            raise ModelLoadError(f"torch.export cannot export {source}: {_reason(e)}") from e
+            raise ModelLoadError(f"torch.export cannot export {source}: {reason(e)}") from e
         state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     _check_loss(program, source)
     joint = _joint(program, source)
-    text = run_isolated(lambda progress: _program_text(joint.program, source, progress), source)
+    text = run_isolated(lambda progress: program_text(joint.program, source, progress), source)
     names = [*joint.parameters, *joint.buffers]
     values = {_torch_name(model, n): state[n].detach().numpy().copy() for n in names}
     parameters = [_torch_name(model, n) for n in joint.parameters]
@@ -102,11 +103,21 @@ def import_torch_training(
     return ImportedModel(
         module=parse_torch_mlir(text),
         source=source,
-        input_names=[*parameters, *buffers, *_input_names(joint.program)[len(names) :]],
+        input_names=[*parameters, *buffers, *_batch_names(model, input_names_of(joint.program)[len(names) :])],
         output_names=["loss", *(f"grad.{n}" for n in parameters), *(f"new.{n}" for n in buffers)],
         kind="torch",
         training=TrainingState(parameters, buffers, values),
     )
+
+
+def _batch_names(model: object, exported: list[str]) -> list[str]:
+    """The batch's input names: `with_loss`'s wrapper takes the model's inputs, by their names in its forward, and
+    the target."""
+    if not isinstance(model, WithLoss):
+        return exported
+    parameters = inspect.signature(model.model.forward).parameters.values()
+    named = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return [*named, "target"] if len(named) + 1 == len(exported) else exported
 
 
 def _torch_name(model: object, name: str) -> str:
@@ -133,20 +144,21 @@ def _check_loss(program: ExportedProgram, source: str) -> None:
 def _joint(program: ExportedProgram, source: str) -> _Joint:
     """The joint forward-backward program, with the trained parameters and updated buffers as user inputs and its
     outputs in gnomon's order."""
-    from torch.export.experimental import _export_forward_backward
+    # torch's only entry point to the joint graph (probed on torch 2.13; pinned with torch).
+    from torch.export.experimental import _export_forward_backward  # pyright: ignore[reportPrivateUsage]
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             joint = _export_forward_backward(program, joint_loss_index=0)
     except Exception as e:  # an op without a derivative, or autograd refusing the graph
-        raise ModelLoadError(f"torch cannot differentiate {source}: {_reason(e)}") from e
+        raise ModelLoadError(f"torch cannot differentiate {source}: {reason(e)}") from e
     signature, graph = joint.graph_signature, joint.graph
-    for target in _ASSERTS:
+    for target in ASSERTS:
         for node in graph.find_nodes(op="call_function", target=target):
             graph.erase_node(node)
     graph.eliminate_dead_code()
-    _lift_listed_tensors(joint)
+    lift_listed_tensors(joint)
     gradients = {s.target: s.arg.name for s in signature.output_specs if s.kind == OutputKind.GRADIENT_TO_PARAMETER}
     mutations = {s.target: s.arg.name for s in signature.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
     loss = next(s.arg.name for s in signature.output_specs if s.kind == OutputKind.LOSS_OUTPUT)

@@ -86,3 +86,26 @@ class GraphGradFunctions(InterpreterFunctions):
                 row = dy[bag] / (len(members) if op.mode.data == "mean" else 1)
                 table[int(indices[position])] += row * (weights[0][position] if weights else 1)
         return (typed(op.result, table),)
+
+    @impl(grad.AvgPoolGradOp)
+    def run_avg_pool_grad(self, interpreter: Interpreter, op: grad.AvgPoolGradOp, args: PythonValues) -> PythonValues:
+        dy, x = np.asarray(args[0]), np.asarray(args[1])
+        kernel, strides, pads = ints(op.kernel), ints(op.strides), ints(op.pads)
+        n, out = len(kernel), dy.shape[2:]
+        ones = [1] * n
+        include = bool(op.count_include_pad.value.data)
+        # Each window's divisor: its cells inside the input, or inside the input and its padding (torch clips a
+        # ceil-mode window that runs past the padding, in either case).
+        inside = _padded(np.ones((1, 1, *x.shape[2:])), pads, out, kernel, strides, ones, 0.0)
+        padded_area = np.zeros_like(inside)
+        padded_area[
+            (slice(None), slice(None), *(slice(0, x.shape[2 + i] + pads[i] + pads[i + n]) for i in range(n)))
+        ] = 1
+        counted = padded_area if include else inside
+        offsets = list(itertools.product(*(range(k) for k in kernel)))
+        divisor = sum(counted[_window(o, out, strides, ones)] for o in offsets)
+        dx = np.zeros(_padded(x, pads, out, kernel, strides, ones, 0.0).shape, np.float64)
+        for offset in offsets:
+            dx[_window(offset, out, strides, ones)] += dy / divisor
+        crop = (slice(None), slice(None), *(slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(n)))
+        return (typed(op.result, dx[crop]),)

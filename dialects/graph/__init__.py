@@ -24,7 +24,14 @@ Graph = Dialect(
     "graph",
     sorted(
         [
-            *ELEMENTWISE_OPS, *EMBEDDING_OPS, *GRAD_OPS, *LINALG_OPS, *NN_OPS, *RECURRENT_OPS, *REDUCE_OPS, *SAMPLING_OPS,
+            *ELEMENTWISE_OPS,
+            *EMBEDDING_OPS,
+            *GRAD_OPS,
+            *LINALG_OPS,
+            *NN_OPS,
+            *RECURRENT_OPS,
+            *REDUCE_OPS,
+            *SAMPLING_OPS,
             *TENSOR_OPS,
         ],
         key=lambda op: op.name,

@@ -66,9 +66,7 @@ class GraphOperation(IRDLOperation):
         for index, (result, expected) in enumerate(zip(self.results, inferred, strict=True)):
             if not types_compatible(result.type, expected):
                 name = "result" if len(self.results) == 1 else f"result #{index}"
-                raise VerifyException(
-                    f"{self.name}: {name} type {result.type} does not match inferred type {expected}"
-                )
+                raise VerifyException(f"{self.name}: {name} type {result.type} does not match inferred type {expected}")
 
     # ---- textual form ----
 

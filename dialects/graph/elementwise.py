@@ -96,9 +96,7 @@ class GeluOp(UnaryOp):
 
     def infer_result_types(self) -> Sequence[TensorT]:
         if self.approximate.data not in self.APPROXIMATIONS:
-            raise VerifyException(
-                f"graph.gelu: approximate must be one of none, tanh, got {self.approximate.data!r}"
-            )
+            raise VerifyException(f"graph.gelu: approximate must be one of none, tanh, got {self.approximate.data!r}")
         return super().infer_result_types()
 
 
@@ -162,9 +160,7 @@ class ClipOp(UnaryOp):
 
     def infer_result_types(self) -> Sequence[TensorT]:
         if self.min.value.data > self.max.value.data:
-            raise VerifyException(
-                f"graph.clip: min {self.min.value.data} is greater than max {self.max.value.data}"
-            )
+            raise VerifyException(f"graph.clip: min {self.min.value.data} is greater than max {self.max.value.data}")
         return super().infer_result_types()
 
 
@@ -229,9 +225,7 @@ class BinaryOp(GraphOperation):
     def infer_result_types(self) -> Sequence[TensorT]:
         lhs_type, rhs_type = dtype_of(self.lhs, f"{self.name} lhs"), dtype_of(self.rhs, f"{self.name} rhs")
         if lhs_type != rhs_type:
-            raise VerifyException(
-                f"{self.name}: lhs element type {lhs_type} differs from rhs element type {rhs_type}"
-            )
+            raise VerifyException(f"{self.name}: lhs element type {lhs_type} differs from rhs element type {rhs_type}")
         shape = broadcast_shapes([shape_of(self.lhs, "lhs"), shape_of(self.rhs, "rhs")], self.name)
         return [tensor_of(self.result_element_type(), shape)]
 
@@ -337,15 +331,11 @@ class WhereOp(GraphOperation):
 
     def infer_result_types(self) -> Sequence[TensorT]:
         condition_type = dtype_of(self.condition, "graph.where condition")
-        if condition_type != i1 and not (
-            isinstance(condition_type, IntegerType) and condition_type.width.data == 1
-        ):
+        if condition_type != i1 and not (isinstance(condition_type, IntegerType) and condition_type.width.data == 1):
             raise VerifyException(f"graph.where: condition must have element type i1, got {condition_type}")
         true_type, false_type = dtype_of(self.on_true, "on_true"), dtype_of(self.on_false, "on_false")
         if true_type != false_type:
-            raise VerifyException(
-                f"graph.where: on_true element type {true_type} differs from on_false {false_type}"
-            )
+            raise VerifyException(f"graph.where: on_true element type {true_type} differs from on_false {false_type}")
         shapes = [
             shape_of(v, n)
             for v, n in (

@@ -85,9 +85,7 @@ class EmbeddingBagOp(GraphOperation):
         _check_integer(self.name, self.indices, "indices")
         _check_integer(self.name, self.offsets, "offsets")
         if self.mode.data not in self.MODES:
-            raise VerifyException(
-                f"graph.embedding_bag: mode must be one of sum, mean, max, got {self.mode.data!r}"
-            )
+            raise VerifyException(f"graph.embedding_bag: mode must be one of sum, mean, max, got {self.mode.data!r}")
         if len(indices) != 1 or len(offsets) != 1:
             raise VerifyException(
                 f"graph.embedding_bag: indices {shape_str(indices)} and offsets {shape_str(offsets)} must be 1-D"
@@ -101,9 +99,7 @@ class EmbeddingBagOp(GraphOperation):
                     f"graph.embedding_bag: per_sample_weights {shape_str(weights)}"
                     f" do not match indices {shape_str(indices)}"
                 )
-        bags = (
-            offsets[0] if offsets[0] == DYN else offsets[0] - int(bool(self.include_last_offset.value.data))
-        )
+        bags = offsets[0] if offsets[0] == DYN else offsets[0] - int(bool(self.include_last_offset.value.data))
         return [tensor_of(dtype_of(self.table, "table"), [bags, table[1]])]
 
 

@@ -2,8 +2,9 @@
 
 A convolution's gradient with respect to its input is a transposed convolution (`graph.conv_transpose`), and its
 bias's a sum over the batch and spatial dims; the weight's needs its own op. Max pooling's gradient routes each
-output's gradient to the input element its window's max came from. Layouts are channels-first, as in
-`gnomon.dialects.graph.nn`.
+output's gradient to the input element its window's max came from; average pooling's spreads it over the window.
+An embedding bag's gradient scatters each bag's gradient back to the rows it looked up. Layouts are channels-first,
+as in `gnomon.dialects.graph.nn`.
 """
 
 from __future__ import annotations
@@ -109,6 +110,38 @@ class MaxPoolGradOp(GraphOperation):
 
 
 @irdl_op_definition
+class AvgPoolGradOp(GraphOperation):
+    """The gradient of `graph.avg_pool`'s loss with respect to its input: each output's gradient, divided by its
+    window's divisor (as the forward op counts it), added to every input element of the window.
+
+    `%dx = graph.avg_pool_grad %dy, %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>,
+          pads = array<i64: 0, 0, 0, 0>, ceil_mode = true, count_include_pad = true}
+          : (tensor<2x8x4x4xf32>, tensor<2x8x7x7xf32>) -> tensor<2x8x7x7xf32>`
+    """
+
+    name = "graph.avg_pool_grad"
+    grad_output = operand_def(TensorType)
+    input = operand_def(TensorType)
+    kernel = prop_def(DenseArrayBase)
+    strides = prop_def(DenseArrayBase)
+    pads = prop_def(DenseArrayBase)
+    ceil_mode = prop_def(BoolAttr)
+    count_include_pad = prop_def(BoolAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        x = activation_shape(self.name, self.input)
+        kernel = ints(self.kernel)
+        check_spatial(self.name, "kernel", kernel, len(x) - 2)
+        ones = [1] * len(kernel)
+        ceil_mode = bool(self.ceil_mode.value.data)
+        spatial = spatial_output(self.name, x, kernel, ints(self.strides), ints(self.pads), ones, ceil_mode)
+        _check_gradient(self.name, shape_of(self.grad_output, f"{self.name} grad_output"), [x[0], x[1], *spatial])
+        return [tensor_type(self.input, "input")]
+
+
+@irdl_op_definition
 class EmbeddingBagGradOp(GraphOperation):
     """The gradient of `graph.embedding_bag`'s loss with respect to its table, dense: each looked-up row gets its
     bag's gradient (divided by the bag's size in mean mode, times its per-sample weight), rows looked up several
@@ -147,4 +180,4 @@ class EmbeddingBagGradOp(GraphOperation):
         return [tensor_of(dtype_of(self.grad_output, "grad_output"), [self.rows.value.data, dy[1]])]
 
 
-GRAD_OPS = [ConvWeightGradOp, EmbeddingBagGradOp, MaxPoolGradOp]
+GRAD_OPS = [AvgPoolGradOp, ConvWeightGradOp, EmbeddingBagGradOp, MaxPoolGradOp]

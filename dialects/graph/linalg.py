@@ -76,9 +76,7 @@ class LinearOp(GraphOperation):
                 f"graph.linear: needs input rank >= 1 and a 2-D weight, got {shape_str(x)} and {shape_str(w)}"
             )
         if not dims_compatible(x[-1], w[1]):
-            raise VerifyException(
-                f"graph.linear: input features {x[-1]} differ from weight in_features {w[1]}"
-            )
+            raise VerifyException(f"graph.linear: input features {x[-1]} differ from weight in_features {w[1]}")
         if self.bias is not None:
             bias = shape_of(self.bias, "graph.linear bias")
             if len(bias) != 1 or not dims_compatible(bias[0], w[0]):

@@ -181,9 +181,7 @@ class TransposeOp(GraphOperation):
         x = shape_of(self.input, "graph.transpose input")
         perm = ints(self.permutation)
         if sorted(perm) != list(range(len(x))):
-            raise VerifyException(
-                f"graph.transpose: permutation {list(perm)} is not a permutation of {len(x)} dims"
-            )
+            raise VerifyException(f"graph.transpose: permutation {list(perm)} is not a permutation of {len(x)} dims")
         return [tensor_of(dtype_of(self.input, "input"), [x[p] for p in perm])]
 
 
@@ -209,9 +207,7 @@ class ConcatOp(GraphOperation):
         out = list(shapes[0])
         for i, shape in enumerate(shapes[1:], start=1):
             if len(shape) != rank or any(
-                not dims_compatible(a, b)
-                for d, (a, b) in enumerate(zip(shape, shapes[0], strict=True))
-                if d != axis
+                not dims_compatible(a, b) for d, (a, b) in enumerate(zip(shape, shapes[0], strict=True)) if d != axis
             ):
                 raise VerifyException(
                     f"graph.concat: input #{i} shape {shape_str(shape)}"
@@ -275,15 +271,10 @@ class SliceOp(GraphOperation):
         x = shape_of(self.input, "graph.slice input")
         starts, ends, steps = ints(self.starts), ints(self.ends), ints(self.steps)
         if not len(starts) == len(ends) == len(steps) == len(x):
-            raise VerifyException(
-                f"graph.slice: starts, ends and steps need {len(x)} entries each (the input rank)"
-            )
+            raise VerifyException(f"graph.slice: starts, ends and steps need {len(x)} entries each (the input rank)")
         if 0 in steps:
             raise VerifyException(f"graph.slice: steps {list(steps)} contain 0")
-        out = [
-            DYN if d == DYN else _slice_length(s, e, st)
-            for d, s, e, st in zip(x, starts, ends, steps, strict=True)
-        ]
+        out = [DYN if d == DYN else _slice_length(s, e, st) for d, s, e, st in zip(x, starts, ends, steps, strict=True)]
         return [tensor_of(dtype_of(self.input, "input"), out)]
 
 
@@ -376,9 +367,7 @@ class GatherElementsOp(GraphOperation):
         x, idx = shape_of(self.input, "graph.gather_elements input"), shape_of(self.indices, "indices")
         _check_indices(self.name, self.indices)
         if len(x) != len(idx):
-            raise VerifyException(
-                f"graph.gather_elements: indices rank {len(idx)} differs from input rank {len(x)}"
-            )
+            raise VerifyException(f"graph.gather_elements: indices rank {len(idx)} differs from input rank {len(x)}")
         normalize_axis(self.axis.value.data, len(x), self.name)
         return [tensor_of(dtype_of(self.input, "input"), idx)]
 
@@ -461,13 +450,9 @@ class PadOp(GraphOperation):
         x = shape_of(self.input, "graph.pad input")
         pads = ints(self.pads)
         if self.mode.data not in self.MODES:
-            raise VerifyException(
-                f"graph.pad: mode must be one of {', '.join(self.MODES)}, got {self.mode.data!r}"
-            )
+            raise VerifyException(f"graph.pad: mode must be one of {', '.join(self.MODES)}, got {self.mode.data!r}")
         if len(pads) != 2 * len(x):
-            raise VerifyException(
-                f"graph.pad: pads has {len(pads)} entries, expected {2 * len(x)} for rank {len(x)}"
-            )
+            raise VerifyException(f"graph.pad: pads has {len(pads)} entries, expected {2 * len(x)} for rank {len(x)}")
         rank = len(x)
         out = [DYN if d == DYN else d + pads[i] + pads[i + rank] for i, d in enumerate(x)]
         if any(d != DYN and d < 0 for d in out):

@@ -130,6 +130,7 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     nn.BatchNormTrainOp: "aten.native_batch_norm",
     grad.ConvWeightGradOp: "aten.convolution_backward",
     grad.MaxPoolGradOp: "aten.max_pool_backward",
+    grad.AvgPoolGradOp: "aten.avg_pool_backward",
     grad.EmbeddingBagGradOp: "aten.index_add",
     nn.LayerNormOp: "aten.layer_norm",
     nn.InstanceNormOp: "aten.instance_norm",

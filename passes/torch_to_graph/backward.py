@@ -1,7 +1,7 @@
 """Converters for the ops of training graphs (`torch.export`'s joint forward-backward graphs): batch norm in
-training mode, and the backward ops that the joint graph keeps whole (a convolution's, max pooling's, attention's, an embedding's
-and an embedding bag's). The rest of
-a backward pass arrives decomposed into ops the forward converters know.
+training mode, and the backward ops that the joint graph keeps whole (a convolution's, pooling's, attention's, an
+embedding's and an embedding bag's). The rest of a backward pass arrives decomposed into ops the forward
+converters know.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph.base import bool_attr, f64_attr, i64_array, i64_attr, str_attr
 from gnomon.dialects.graph.elementwise import AddOp, MulOp, RsqrtOp, SubOp
-from gnomon.dialects.graph.grad import ConvWeightGradOp, EmbeddingBagGradOp, MaxPoolGradOp
+from gnomon.dialects.graph.grad import AvgPoolGradOp, ConvWeightGradOp, EmbeddingBagGradOp, MaxPoolGradOp
 from gnomon.dialects.graph.linalg import MatmulOp
 from gnomon.dialects.graph.nn import BatchNormTrainOp, ConvTransposeOp, SoftmaxOp
 from gnomon.dialects.graph.reduce import ReduceSumOp
 from gnomon.dialects.graph.tensor import ReshapeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
 from gnomon.passes.torch_to_graph.attention import binary, permute
-from gnomon.passes.torch_to_graph.nn import _pads, _spatial_dims, _spread
+from gnomon.passes.torch_to_graph.nn import spatial_dims, spread, torch_pads
 from gnomon.passes.torch_to_graph.registry import converts
 
 
@@ -78,9 +78,9 @@ def convolution_backward(a: AtenArgs) -> list[SSAValue]:
         raise NotConvertible("the backward of a transposed convolution")
     dy, x, weight = a.tensor("grad_output"), a.tensor("input"), a.tensor("weight")
     spatial = len(tensor_type(x).get_shape()) - 2  # result 0 is none where the input's gradient is not asked for
-    strides = _spread(a.ints("stride"), spatial)
-    dilations = _spread(a.ints("dilation"), spatial)
-    pads = _pads(a.ints("padding"), spatial)
+    strides = spread(a.ints("stride"), spatial)
+    dilations = spread(a.ints("dilation"), spatial)
+    pads = torch_pads(a.ints("padding"), spatial)
     groups = a.int("groups")
     mask = a.bools("output_mask")
     results: list[SSAValue] = [dy, dy, dy]  # a gradient nobody asked for is never read
@@ -90,7 +90,13 @@ def convolution_backward(a: AtenArgs) -> list[SSAValue]:
         # the rows a strided forward convolution dropped.
         extra = [
             x_shape[2 + i]
-            - ((dy_shape[2 + i] - 1) * strides[i] - pads[i] - pads[i + spatial] + dilations[i] * (w_shape[2 + i] - 1) + 1)
+            - (
+                (dy_shape[2 + i] - 1) * strides[i]
+                - pads[i]
+                - pads[i + spatial]
+                + dilations[i] * (w_shape[2 + i] - 1)
+                + 1
+            )
             for i in range(spatial)
         ]
         props = {
@@ -127,13 +133,13 @@ def convolution_backward(a: AtenArgs) -> list[SSAValue]:
 )
 def max_pool_backward(a: AtenArgs) -> SSAValue:
     """`graph.max_pool_grad`, which finds the window maxima again: the forward pass's indices are not read."""
-    spatial = _spatial_dims(a)
-    kernel = _spread(a.ints("kernel_size"), spatial)
+    spatial = spatial_dims(a)
+    kernel = spread(a.ints("kernel_size"), spatial)
     props = {
         "kernel": i64_array(kernel),
-        "strides": i64_array(_spread(a.ints("stride") or kernel, spatial)),
-        "pads": i64_array(_pads(a.ints("padding"), spatial)),
-        "dilations": i64_array(_spread(a.ints("dilation"), spatial)),
+        "strides": i64_array(spread(a.ints("stride") or kernel, spatial)),
+        "pads": i64_array(torch_pads(a.ints("padding"), spatial)),
+        "dilations": i64_array(spread(a.ints("dilation"), spatial)),
         "ceil_mode": bool_attr(a.bool("ceil_mode")),
     }
     operands = [a.tensor("grad_output"), a.tensor("self")]
@@ -213,9 +219,7 @@ def embedding_bag_backward(a: AtenArgs) -> SSAValue:
     return a.value(EmbeddingBagGradOp.build(operands=operands, properties=props, result_types=[a.result_type()]))
 
 
-@converts(
-    "torch.aten.embedding_dense_backward", args="grad_output indices num_weights padding_idx scale_grad_by_freq"
-)
+@converts("torch.aten.embedding_dense_backward", args="grad_output indices num_weights padding_idx scale_grad_by_freq")
 def embedding_backward(a: AtenArgs) -> SSAValue:
     """An embedding's gradient: the embedding bag's with one index per bag."""
     if a.bool("scale_grad_by_freq"):
@@ -239,3 +243,25 @@ def embedding_backward(a: AtenArgs) -> SSAValue:
 def _reshaped(a: AtenArgs, x: SSAValue, shape: list[int]) -> SSAValue:
     x_type = tensor_type(x)
     return a.value(ReshapeOp.build(operands=[x], result_types=[TensorType(x_type.get_element_type(), shape)]))
+
+
+@converts(
+    "torch.aten.avg_pool1d_backward",
+    "torch.aten.avg_pool2d_backward",
+    "torch.aten.avg_pool3d_backward",
+    args="grad_output self kernel_size stride padding ceil_mode count_include_pad divisor_override",
+)
+def avg_pool_backward(a: AtenArgs) -> SSAValue:
+    if not a.is_none("divisor_override"):
+        raise NotConvertible("average pooling backward with a divisor override")
+    spatial = spatial_dims(a)
+    kernel = spread(a.ints("kernel_size"), spatial)
+    props = {
+        "kernel": i64_array(kernel),
+        "strides": i64_array(spread(a.ints("stride") or kernel, spatial)),
+        "pads": i64_array(torch_pads(a.ints("padding"), spatial)),
+        "ceil_mode": bool_attr(a.bool("ceil_mode")),
+        "count_include_pad": bool_attr(a.bool("count_include_pad")),
+    }
+    operands = [a.tensor("grad_output"), a.tensor("self")]
+    return a.value(AvgPoolGradOp.build(operands=operands, properties=props, result_types=[a.result_type()]))

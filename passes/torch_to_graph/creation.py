@@ -60,6 +60,12 @@ def empty(a: AtenArgs) -> SSAValue:
     return _fill(a, 0.0)
 
 
+@converts("torch.aten.empty_permuted", args="size physical_layout dtype layout device pin_memory")
+def empty_permuted(a: AtenArgs) -> SSAValue:
+    """An empty tensor whose memory is laid out in another dim order: a value, to gnomon, like any other."""
+    return _fill(a, 0.0)
+
+
 @converts("torch.aten.new_zeros", "torch.aten.new_empty", args="self size dtype layout device pin_memory")
 def new_zeros(a: AtenArgs) -> SSAValue:
     return _fill(a, 0.0)

@@ -23,7 +23,9 @@ def embedding(a: AtenArgs) -> SSAValue:
 def _embedding_bag(a: AtenArgs) -> list[SSAValue]:
     for index in range(1, len(a.op.results)):
         # A training graph's backward op reads them, but `graph.embedding_bag_grad` finds the bags from the offsets.
-        if any(torch_op_name(use.operation) != "torch.aten._embedding_bag_backward" for use in a.op.results[index].uses):
+        if any(
+            torch_op_name(use.operation) != "torch.aten._embedding_bag_backward" for use in a.op.results[index].uses
+        ):
             raise NotConvertible("embedding bag auxiliary results (offsets, bag sizes) are used")
     mode = _BAG_MODES.get(a.int("mode"))
     if mode is None:

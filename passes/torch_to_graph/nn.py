@@ -27,12 +27,13 @@ from gnomon.dialects.graph.nn import (
     SoftmaxOp,
 )
 from gnomon.dialects.graph.reduce import ReduceMeanOp
+from gnomon.dialects.graph.tensor import ReshapeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type, torch_op_name
 from gnomon.passes.torch_to_graph.pool import windowed_max_with_indices, windows
 from gnomon.passes.torch_to_graph.registry import converts
 
 
-def _spread(values: list[int], count: int) -> list[int]:
+def spread(values: list[int], count: int) -> list[int]:
     """torch lets one value stand for every spatial dim."""
     if len(values) == 1:
         return values * count
@@ -41,7 +42,7 @@ def _spread(values: list[int], count: int) -> list[int]:
     return values
 
 
-def _spatial_dims(a: AtenArgs) -> int:
+def spatial_dims(a: AtenArgs) -> int:
     """The spatial dims of a windowed op's (N, C, *spatial) result."""
     rank = len(a.result_type().get_shape())
     if rank < 3:
@@ -49,12 +50,12 @@ def _spatial_dims(a: AtenArgs) -> int:
     return rank - 2
 
 
-def _pads(padding: list[int], count: int) -> list[int]:
+def torch_pads(padding: list[int], count: int) -> list[int]:
     """Graph pads (all leading, then all trailing) from torch's symmetric padding; torch-mlir's ONNX
     average pooling passes asymmetric pads as they are in ONNX, one entry per side."""
     if len(padding) == 2 * count:
         return padding
-    padding = _spread(padding, count)
+    padding = spread(padding, count)
     return [*padding, *padding]
 
 
@@ -74,22 +75,22 @@ def convolution_internal(a: AtenArgs) -> SSAValue:
 
 def _convolution(a: AtenArgs) -> SSAValue:
     output_padding = a.ints("output_padding") if a.bool("transposed") else None
-    return _conv(a, _pads(a.ints("padding"), _spatial_dims(a)), output_padding)
+    return _conv(a, torch_pads(a.ints("padding"), spatial_dims(a)), output_padding)
 
 
 def _conv(a: AtenArgs, pads: list[int], output_padding: list[int] | None = None) -> SSAValue:
     """A convolution, or with `output_padding` a transposed one; torch's weight layouts are the graph's."""
-    spatial = _spatial_dims(a)
+    spatial = spatial_dims(a)
     props = {
-        "strides": i64_array(_spread(a.ints("stride"), spatial)),
+        "strides": i64_array(spread(a.ints("stride"), spatial)),
         "pads": i64_array(pads),
-        "dilations": i64_array(_spread(a.ints("dilation"), spatial)),
+        "dilations": i64_array(spread(a.ints("dilation"), spatial)),
         "groups": i64_attr(a.int("groups")),
     }
     bias = a.optional_tensor("bias")
     operands = [a.tensor("input"), a.tensor("weight"), [bias] if bias is not None else []]
     if output_padding is not None:
-        props["output_padding"] = i64_array(_spread(output_padding, spatial))
+        props["output_padding"] = i64_array(spread(output_padding, spatial))
         return a.value(ConvTransposeOp.build(operands=operands, properties=props, result_types=[a.result_type()]))
     return a.value(ConvOp.build(operands=operands, properties=props, result_types=[a.result_type()]))
 
@@ -101,7 +102,7 @@ def _conv(a: AtenArgs, pads: list[int], output_padding: list[int] | None = None)
     args="input weight bias stride padding dilation groups",
 )
 def conv_nd(a: AtenArgs) -> SSAValue:
-    return _conv(a, _pads(a.ints("padding"), _spatial_dims(a)))
+    return _conv(a, torch_pads(a.ints("padding"), spatial_dims(a)))
 
 
 @converts(
@@ -112,14 +113,14 @@ def conv_nd(a: AtenArgs) -> SSAValue:
 )
 def conv_nd_padding(a: AtenArgs) -> SSAValue:
     """`padding="valid"` is none; `"same"` pads dilation * (kernel - 1) per dim, the odd one at the end."""
-    spatial = _spatial_dims(a)
+    spatial = spatial_dims(a)
     mode = a.str("padding")
     if mode == "valid":
         return _conv(a, [0] * 2 * spatial)
     if mode != "same":
         raise NotConvertible(f"convolution padding {mode!r}")
     kernel = tensor_type(a.tensor("weight")).get_shape()[2:]
-    totals = [d * (k - 1) for d, k in zip(_spread(a.ints("dilation"), spatial), kernel, strict=True)]
+    totals = [d * (k - 1) for d, k in zip(spread(a.ints("dilation"), spatial), kernel, strict=True)]
     return _conv(a, [t // 2 for t in totals] + [t - t // 2 for t in totals])
 
 
@@ -130,7 +131,7 @@ def conv_nd_padding(a: AtenArgs) -> SSAValue:
     args="input weight bias stride padding output_padding groups dilation",
 )
 def conv_transpose(a: AtenArgs) -> SSAValue:
-    return _conv(a, _pads(a.ints("padding"), _spatial_dims(a)), a.ints("output_padding"))
+    return _conv(a, torch_pads(a.ints("padding"), spatial_dims(a)), a.ints("output_padding"))
 
 
 @converts("onnx.ConvTranspose", args="X W B?")
@@ -142,7 +143,7 @@ def onnx_conv_transpose(a: AtenArgs) -> SSAValue:
     if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
         raise NotConvertible(f"ConvTranspose with auto_pad {auto_pad}")
     x, weight = a.tensor("X"), a.tensor("W")
-    spatial = _spatial_dims(a)
+    spatial = spatial_dims(a)
     sizes, kernel = tensor_type(x).get_shape()[2:], tensor_type(weight).get_shape()[2:]
     if DYN in sizes or DYN in kernel:
         raise NotConvertible("ConvTranspose with auto padding of a dynamic shape")
@@ -255,11 +256,13 @@ def native_layer_norm(a: AtenArgs) -> list[SSAValue]:
     return [y, *_layer_norm_stats(a, list(range(axis, rank)), epsilon)]
 
 
-def _layer_norm_stats(a: AtenArgs, axes: list[int], epsilon: float) -> list[SSAValue]:
-    """The mean and 1/sqrt(variance + eps) over `axes`, kept as size-1 dims: what native_layer_norm
-    saves (and ONNX LayerNormalization returns as Mean and InvStdDev)."""
-    x = a.tensor_as("input", a.result_dtype(1))
-    x_type, stats_type = tensor_type(x), a.result_type(1)
+def _layer_norm_stats(
+    a: AtenArgs, axes: list[int], epsilon: float, x: SSAValue | None = None, stats_type: TensorType | None = None
+) -> list[SSAValue]:
+    """The mean and 1/sqrt(variance + eps) over `axes` of `x` (default: the input), kept as size-1 dims: what
+    native_layer_norm saves (and ONNX LayerNormalization returns as Mean and InvStdDev)."""
+    x = a.tensor_as("input", a.result_dtype(1)) if x is None else x
+    x_type, stats_type = tensor_type(x), stats_type or a.result_type(1)
     props = {"axes": i64_array(axes), "keepdims": bool_attr(True)}
     mean = a.value(ReduceMeanOp.build(operands=[x], properties=props, result_types=[stats_type]))
     centered = a.value(SubOp.build(operands=[x, mean], result_types=[x_type]))
@@ -327,16 +330,25 @@ def group_norm(a: AtenArgs) -> SSAValue:
 
 @converts("torch.aten.native_group_norm", args="input weight bias N C HxW group eps")
 def native_group_norm(a: AtenArgs) -> list[SSAValue]:
-    _check_unused(a, "native_group_norm's mean and rstd")
-    channels = a.result_type().get_shape()[1]
+    """The normalized input, and where a training graph reads them, each (image, group)'s mean and
+    1/sqrt(variance + eps), as (N, groups)."""
+    shape = a.result_type().get_shape()
+    groups, epsilon = a.int("group"), a.float("eps")
     y = a.value(
         GroupNormOp.build(
-            operands=[a.tensor("input"), _affine(a, [channels])],
-            properties={"num_groups": i64_attr(a.int("group")), "epsilon": f64_attr(a.float("eps"))},
+            operands=[a.tensor("input"), _affine(a, [shape[1]])],
+            properties={"num_groups": i64_attr(groups), "epsilon": f64_attr(epsilon)},
             result_types=[a.result_type()],
         )
     )
-    return [y] * len(a.op.results)
+    if not any(result.uses for result in a.op.results[1:]):
+        return [y] * len(a.op.results)
+    x = a.tensor_as("input", a.result_dtype(1))
+    grouped_type = TensorType(a.result_dtype(1), [shape[0], groups, math.prod(shape[1:]) // groups])
+    grouped = a.value(ReshapeOp.build(operands=[x], result_types=[grouped_type]))
+    kept = TensorType(a.result_dtype(1), [shape[0], groups, 1])
+    stats = _layer_norm_stats(a, [2], epsilon, grouped, kept)
+    return [y, *(a.value(ReshapeOp.build(operands=[v], result_types=[a.result_type(1)])) for v in stats)]
 
 
 def _is_global_window(x: SSAValue, kernel: list[int], pads: list[int]) -> bool:
@@ -346,10 +358,10 @@ def _is_global_window(x: SSAValue, kernel: list[int], pads: list[int]) -> bool:
 
 def _max_pool(a: AtenArgs) -> SSAValue:
     x = a.tensor("self")
-    spatial = _spatial_dims(a)
-    kernel = _spread(a.ints("kernel_size"), spatial)
-    stride = _spread(a.ints("stride") or kernel, spatial)
-    pads = _pads(a.ints("padding"), spatial)
+    spatial = spatial_dims(a)
+    kernel = spread(a.ints("kernel_size"), spatial)
+    stride = spread(a.ints("stride") or kernel, spatial)
+    pads = torch_pads(a.ints("padding"), spatial)
     if _is_global_window(x, kernel, pads):
         return a.value(GlobalMaxPoolOp.build(operands=[x], result_types=[a.result_type()]))
     return a.value(
@@ -359,7 +371,7 @@ def _max_pool(a: AtenArgs) -> SSAValue:
                 "kernel": i64_array(kernel),
                 "strides": i64_array(stride),
                 "pads": i64_array(pads),
-                "dilations": i64_array(_spread(a.ints("dilation"), spatial)),
+                "dilations": i64_array(spread(a.ints("dilation"), spatial)),
                 "ceil_mode": bool_attr(a.bool("ceil_mode")),
             },
             result_types=[a.result_type()],
@@ -386,11 +398,11 @@ def max_pool_with_indices(a: AtenArgs) -> list[SSAValue]:
         y = _max_pool(a)
         return [y, y]
     x = a.tensor("self")
-    spatial = _spatial_dims(a)
-    kernel = _spread(a.ints("kernel_size"), spatial)
-    stride = _spread(a.ints("stride") or kernel, spatial)
-    padding = _pads(a.ints("padding"), spatial)
-    w = windows(a, x, kernel, stride, _spread(a.ints("dilation"), spatial), padding)
+    spatial = spatial_dims(a)
+    kernel = spread(a.ints("kernel_size"), spatial)
+    stride = spread(a.ints("stride") or kernel, spatial)
+    padding = torch_pads(a.ints("padding"), spatial)
+    w = windows(a, x, kernel, stride, spread(a.ints("dilation"), spatial), padding)
     return list(windowed_max_with_indices(a, x, w, column_major=False, whole_tensor=False))
 
 
@@ -413,7 +425,7 @@ def avg_pool(a: AtenArgs) -> SSAValue:
         return _avg_pool(a)
     if a.bool("ceil_mode"):
         raise NotConvertible("avg_pool with divisor_override and ceil_mode")
-    window = math.prod(_spread(a.ints("kernel_size"), _spatial_dims(a)))
+    window = math.prod(spread(a.ints("kernel_size"), spatial_dims(a)))
     average = _avg_pool(a, count_include_pad=True)
     factor = a.scalar_tensor(window / a.int("divisor_override"), a.result_dtype())
     return a.value(MulOp.build(operands=[average, factor], result_types=[a.result_type()]))
@@ -421,15 +433,15 @@ def avg_pool(a: AtenArgs) -> SSAValue:
 
 def _avg_pool(a: AtenArgs, count_include_pad: bool | None = None) -> SSAValue:
     x = a.tensor("self")
-    spatial = _spatial_dims(a)
-    kernel = _spread(a.ints("kernel_size"), spatial)
+    spatial = spatial_dims(a)
+    kernel = spread(a.ints("kernel_size"), spatial)
     stride = a.ints("stride") or kernel
     if len(stride) == 2 * spatial:
         # torch-mlir's ONNX lowering appends the dilations to the strides.
         stride, dilations = stride[:spatial], stride[spatial:]
         if any(d != 1 for d in dilations):
             raise NotConvertible(f"average pooling with dilations {dilations}")
-    pads = _pads(a.ints("padding"), spatial)
+    pads = torch_pads(a.ints("padding"), spatial)
     if _is_global_window(x, kernel, pads):
         return a.value(GlobalAvgPoolOp.build(operands=[x], result_types=[a.result_type()]))
     return a.value(
@@ -437,7 +449,7 @@ def _avg_pool(a: AtenArgs, count_include_pad: bool | None = None) -> SSAValue:
             operands=[x],
             properties={
                 "kernel": i64_array(kernel),
-                "strides": i64_array(_spread(stride, spatial)),
+                "strides": i64_array(spread(stride, spatial)),
                 "pads": i64_array(pads),
                 "ceil_mode": bool_attr(a.bool("ceil_mode")),
                 "count_include_pad": bool_attr(
@@ -456,7 +468,7 @@ def _avg_pool(a: AtenArgs, count_include_pad: bool | None = None) -> SSAValue:
 )  # fmt: skip
 def adaptive_avg_pool(a: AtenArgs) -> SSAValue:
     out = a.result_type()
-    output_size = _spread(a.ints("output_size"), len(out.get_shape()) - 2)
+    output_size = spread(a.ints("output_size"), len(out.get_shape()) - 2)
     if all(d == 1 for d in output_size):
         return a.value(GlobalAvgPoolOp.build(operands=[a.tensor("self")], result_types=[out]))
     return a.value(
@@ -471,7 +483,7 @@ def adaptive_max_pool(a: AtenArgs) -> list[SSAValue]:
     if len(a.op.results) > 1 and a.op.results[1].uses:
         raise NotConvertible("adaptive max pool indices are used")
     out = a.result_type()
-    output_size = _spread(a.ints("output_size"), len(out.get_shape()) - 2)
+    output_size = spread(a.ints("output_size"), len(out.get_shape()) - 2)
     y = a.value(
         AdaptiveMaxPoolOp.build(
             operands=[a.tensor("self")], properties={"output_size": i64_array(output_size)}, result_types=[out]

@@ -211,9 +211,7 @@ def _any_or_all(a: AtenArgs, op: type[ReduceOp], axes: list[int], keepdims: bool
     shape = a.result_type().get_shape()
     props = {"axes": i64_array(axes), "keepdims": bool_attr(keepdims)}
     reduced = a.value(op.build(operands=[values], properties=props, result_types=[TensorType(f32, shape)]))
-    return a.value(
-        ew.GtOp.build(operands=[reduced, a.scalar_tensor(0.0, f32)], result_types=[TensorType(i1, shape)])
-    )
+    return a.value(ew.GtOp.build(operands=[reduced, a.scalar_tensor(0.0, f32)], result_types=[TensorType(i1, shape)]))
 
 
 @converts("torch.aten.any.dim", args="self dim keepdim")

@@ -65,6 +65,21 @@ def max_pool_grad(op: grad.MaxPoolGradOp) -> TorchImpl:
     return TorchImpl(run)
 
 
+@torch_impl(grad.AvgPoolGradOp)
+def avg_pool_grad(op: grad.AvgPoolGradOp) -> TorchImpl:
+    kernel, strides, pads = list(ints(op.kernel)), list(ints(op.strides)), ints(op.pads)
+    count = len(kernel)
+    if list(pads[:count]) != list(pads[count:]):
+        raise NotImplementedError("graph.avg_pool_grad with uneven pads")  # torch.export's graphs have even ones
+    ceil_mode, include = bool(op.ceil_mode.value.data), bool(op.count_include_pad.value.data)
+    backward = getattr(torch.ops.aten, f"avg_pool{count}d_backward")
+
+    def run(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return backward(dy, x, kernel, strides, list(pads[:count]), ceil_mode, include, None)
+
+    return TorchImpl(run)
+
+
 @torch_impl(grad.EmbeddingBagGradOp)
 def embedding_bag_grad(op: grad.EmbeddingBagGradOp) -> TorchImpl:
     rows, mean = op.rows.value.data, op.mode.data == "mean"
