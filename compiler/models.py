@@ -271,3 +271,70 @@ class EfficientNetB0(_InvertedResidualNet):
     )  # fmt: skip
     ACTIVATION = nn.SiLU
     EXCITE = True
+
+
+class BasicBlock(nn.Module):
+    """ResNet's basic block: two 3x3 conv-BN pairs and a shortcut (a strided 1x1 conv-BN where the shape changes)."""
+
+    def __init__(self, n_in: int, n_out: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(n_in, n_out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(n_out)
+        self.conv2 = nn.Conv2d(n_out, n_out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(n_out)
+        self.down = nn.Identity()
+        if stride != 1 or n_in != n_out:
+            self.down = nn.Sequential(nn.Conv2d(n_in, n_out, 1, stride, bias=False), nn.BatchNorm2d(n_out))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+        return torch.relu(y + self.down(x))
+
+
+class ResNet18(nn.Module):
+    """ResNet-18 (He et al., 2016): a 7x7 stem, max pooling, four stages of two basic blocks, average pooling and a
+    linear head; `width` is the first stage's channels (64 in the paper)."""
+
+    def __init__(self, width: int = 64, classes: int = 1000, image: int = 224, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
+        )
+        widths = [width, 2 * width, 4 * width, 8 * width]
+        blocks: list[nn.Module] = []
+        for stage, n_out in enumerate(widths):
+            blocks.append(BasicBlock(widths[max(stage - 1, 0)], n_out, 1 if stage == 0 else 2))
+            blocks.append(BasicBlock(n_out, n_out, 1))
+        self.stages = nn.Sequential(*blocks)
+        self.fc = nn.Linear(widths[-1], classes)
+        self.image = image
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.stages(self.stem(x)), 1), 1))
+
+    def example_inputs(self, batch: int = 1) -> tuple[torch.Tensor, ...]:
+        torch.manual_seed(1)
+        return (torch.randn(batch, 3, self.image, self.image),)
+
+
+class LSTMClassifier(nn.Module):
+    """A stacked LSTM over a sequence, its last step's output through a linear head: [batch, steps, features] ->
+    [batch, classes]."""
+
+    def __init__(self, features: int = 32, hidden: int = 64, layers: int = 2, classes: int = 10, steps: int = 16,
+                 seed: int = 0) -> None:  # fmt: skip
+        super().__init__()
+        torch.manual_seed(seed)
+        self.lstm = nn.LSTM(features, hidden, layers, batch_first=True)
+        self.head = nn.Linear(hidden, classes)
+        self.features, self.steps = features, steps
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.lstm(x)[0][:, -1])
+
+    def example_inputs(self, batch: int = 2) -> tuple[torch.Tensor, ...]:
+        torch.manual_seed(1)
+        return (torch.randn(batch, self.steps, self.features),)

@@ -24,58 +24,11 @@ from gnomon.cost.graph import graph_ops
 from gnomon.cost.roofline import gemm_shapes
 from gnomon.errors import GnomonError, ModelLoadError
 from gnomon.frontends.torch_training import import_torch_training
-from gnomon.models import DLRM, MLP, SmallCNN, TransformerBlock
+from gnomon.models import DLRM, MLP, LSTMClassifier, ResNet18, SmallCNN, TransformerBlock
 from gnomon.pipeline import to_graph
 from gnomon.reference import run_reference
 
-# ---- models built from code ----
-
-
-class BasicBlock(nn.Module):
-    def __init__(self, n_in: int, n_out: int, stride: int):
-        super().__init__()
-        self.conv1 = nn.Conv2d(n_in, n_out, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(n_out)
-        self.conv2 = nn.Conv2d(n_out, n_out, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(n_out)
-        shortcut = stride != 1 or n_in != n_out
-        self.down = (
-            nn.Sequential(nn.Conv2d(n_in, n_out, 1, stride, bias=False), nn.BatchNorm2d(n_out)) if shortcut else None
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
-        return torch.relu(y + (x if self.down is None else self.down(x)))
-
-
-class ResNet18Style(nn.Module):
-    """ResNet-18's stem and stages, two basic blocks each, at narrow widths."""
-
-    def __init__(self, width: int = 8, classes: int = 10):
-        super().__init__()
-        self.stem = nn.Sequential(
-            nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
-        )
-        widths = [width, 2 * width, 4 * width, 8 * width]
-        blocks: list[nn.Module] = []
-        for stage, n_out in enumerate(widths):
-            n_in = widths[max(stage - 1, 0)]
-            blocks += [BasicBlock(n_in, n_out, 1 if stage == 0 else 2), BasicBlock(n_out, n_out, 1)]
-        self.stages = nn.Sequential(*blocks)
-        self.fc = nn.Linear(widths[-1], classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.stages(self.stem(x)), 1), 1))
-
-
-class TwoLayerLSTM(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lstm = nn.LSTM(8, 16, 2, batch_first=True)
-        self.head = nn.Linear(16, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.lstm(x)[0][:, -1])
+# ---- models built from code (besides gnomon.models') ----
 
 
 class CausalAttention(nn.Module):
@@ -136,9 +89,11 @@ def _case(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...], str]:
             model = DLRM(dense_features=13, tables=3, rows=100, dim=16, pooling=4)
             return model, (*model.example_inputs(8), torch.rand(8, 1)), "bce_with_logits"
         case "resnet18":
-            return ResNet18Style(), (torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))), "cross_entropy"
+            model = ResNet18(width=8, classes=10, image=32)
+            return model, (*model.example_inputs(2), torch.randint(0, 10, (2,))), "cross_entropy"
         case "lstm":
-            return TwoLayerLSTM(), (torch.randn(3, 5, 8), torch.randint(0, 4, (3,))), "cross_entropy"
+            model = LSTMClassifier(features=8, hidden=16, layers=2, classes=4, steps=5)
+            return model, (*model.example_inputs(3), torch.randint(0, 4, (3,))), "cross_entropy"
         case "causal_attention":
             return CausalAttention(), (torch.randn(2, 6, 16), torch.randn(2, 6, 16)), "mse"
         case "sequence":

@@ -368,3 +368,21 @@ func.func @embedding(%table: tensor<1000x64xf32>, %ids: tensor<2x16xi64>, %flat:
   func.return
   // CHECK-NEXT: func.return
 }
+
+func.func @grad(%x: tensor<8x16x32x32xf32>, %dy: tensor<8x32x32x32xf32>, %dp: tensor<8x16x16x16xf32>, %dg: tensor<4x8x16xf32>, %xg: tensor<4x8x17xf32>, %bags: tensor<32x64xf32>, %ids: tensor<640xi64>, %offsets: tensor<33xi64>, %w: tensor<640xf32>) {
+  // CHECK-LABEL: func.func @grad(
+  %conv_weight_grad = graph.conv_weight_grad %x, %dy {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<8x16x32x32xf32>, tensor<8x32x32x32xf32>) -> tensor<32x16x3x3xf32>
+  // CHECK-NEXT: %{{.*}} = graph.conv_weight_grad %{{.*}}, %{{.*}} {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<8x16x32x32xf32>, tensor<8x32x32x32xf32>) -> tensor<32x16x3x3xf32>
+  %conv_weight_grad_grouped = graph.conv_weight_grad %xg, %dg {kernel = array<i64: 3>, strides = array<i64: 1>, pads = array<i64: 0, 1>, dilations = array<i64: 1>, groups = 8 : i64} : (tensor<4x8x17xf32>, tensor<4x8x16xf32>) -> tensor<8x1x3xf32>
+  // CHECK-NEXT: %{{.*}} = graph.conv_weight_grad %{{.*}}, %{{.*}} {kernel = array<i64: 3>, strides = array<i64: 1>, pads = array<i64: 0, 1>, dilations = array<i64: 1>, groups = 8 : i64} : (tensor<4x8x17xf32>, tensor<4x8x16xf32>) -> tensor<8x1x3xf32>
+  %max_pool_grad = graph.max_pool_grad %dp, %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, ceil_mode = false} : (tensor<8x16x16x16xf32>, tensor<8x16x32x32xf32>) -> tensor<8x16x32x32xf32>
+  // CHECK-NEXT: %{{.*}} = graph.max_pool_grad %{{.*}}, %{{.*}} {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, ceil_mode = false} : (tensor<8x16x16x16xf32>, tensor<8x16x32x32xf32>) -> tensor<8x16x32x32xf32>
+  %avg_pool_grad = graph.avg_pool_grad %dp, %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, ceil_mode = true, count_include_pad = true} : (tensor<8x16x16x16xf32>, tensor<8x16x32x32xf32>) -> tensor<8x16x32x32xf32>
+  // CHECK-NEXT: %{{.*}} = graph.avg_pool_grad %{{.*}}, %{{.*}} {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, ceil_mode = true, count_include_pad = true} : (tensor<8x16x16x16xf32>, tensor<8x16x32x32xf32>) -> tensor<8x16x32x32xf32>
+  %embedding_bag_grad = graph.embedding_bag_grad %bags, %ids, %offsets {mode = "mean", rows = 1000 : i64} : (tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>) -> tensor<1000x64xf32>
+  // CHECK-NEXT: %{{.*}} = graph.embedding_bag_grad %{{.*}}, %{{.*}}, %{{.*}} {mode = "mean", rows = 1000 : i64} : (tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>) -> tensor<1000x64xf32>
+  %embedding_bag_grad_weighted = graph.embedding_bag_grad %bags, %ids, %offsets, %w {mode = "sum", rows = 1000 : i64} : (tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>, tensor<640xf32>) -> tensor<1000x64xf32>
+  // CHECK-NEXT: %{{.*}} = graph.embedding_bag_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {mode = "sum", rows = 1000 : i64} : (tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>, tensor<640xf32>) -> tensor<1000x64xf32>
+  func.return
+  // CHECK-NEXT: func.return
+}
