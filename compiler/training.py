@@ -27,41 +27,50 @@ TRAINING_REWRITES = "graph-fold-constants,graph-canonicalize"
 
 
 class TrainingExecutable:
-    """A compiled training step and the state it updates: `step(*inputs)` runs one and returns the loss."""
+    """A compiled training step and the state it updates: `step(*inputs)` runs one and returns the loss.
+
+    The state lives in the program's own input arrays, so a step copies in only the batch; the program returns the
+    new state in its arena, which is copied back into those arrays, and the gradients stay there until asked for."""
 
     def __init__(self, executable: Executable, optimizer: Optimizer, parameters: list[str], buffers: list[str],
                  values: Mapping[str, np.ndarray]):  # fmt: skip
+        program = executable.program
+        if program is None:
+            raise GnomonError("training runs on the native backend only")
         self.executable = executable
         self.optimizer = optimizer
         self.parameters = parameters
         self.buffers = buffers
+        self._program = program
         self._state_count = len(parameters) + len(buffers) + len(optimizer.slots) * len(parameters) + 1
         names = executable.input_names[: self._state_count]
-        shapes = executable.input_shapes[: self._state_count]
-        dtypes = executable.input_dtypes[: self._state_count]
-        self._state = {name: np.zeros(shape, dtype) for name, shape, dtype in zip(names, shapes, dtypes, strict=True)}
+        self._state = dict(zip(names, program.inputs[: self._state_count], strict=True))
+        for array in self._state.values():
+            array[...] = 0
         for name, value in values.items():
             self._state[name][...] = value
         self.input_names = executable.input_names[self._state_count :]
-        self._gradients: dict[str, np.ndarray] = {}
+        self._gradients: list[np.ndarray] = []
 
     @property
     def input_shapes(self) -> list[tuple[int, ...]]:
         return self.executable.input_shapes[self._state_count :]
 
-    def step(self, *inputs: Any) -> float:
-        """One training step on a batch (one array or tensor per input, as the model takes them): the loss."""
-        outputs = self.executable.run([*self._state.values(), *inputs])
-        loss, state = outputs[0], outputs[1 : 1 + self._state_count]
-        for current, new in zip(self._state.values(), state, strict=True):
-            current[...] = new
-        gradients = outputs[1 + self._state_count :]
-        self._gradients = dict(zip(self.parameters, gradients, strict=True))
-        return float(loss)
+    def step(self, *inputs: Any, profile: bool = False) -> float:
+        """One training step on a batch (one array or tensor per input, as the model takes them): the loss.
+        `profile` times every kernel (`profile()`)."""
+        batch = self.executable.check_inputs([*self._state.values(), *inputs])[self._state_count :]
+        for buffer, value in zip(self._program.inputs[self._state_count :], batch, strict=True):
+            np.copyto(buffer, value)
+        outputs = self._program.run_in_place(profile)
+        for current, new in zip(self._state.values(), outputs[1 : 1 + self._state_count], strict=True):
+            np.copyto(current, new)
+        self._gradients = outputs[1 + self._state_count :]
+        return float(outputs[0])
 
     def gradients(self) -> dict[str, np.ndarray]:
-        """The last step's gradient of each parameter, by its torch name (empty before the first step)."""
-        return dict(self._gradients)
+        """The last step's gradient of each parameter, by its torch name (copies; empty before the first step)."""
+        return {name: np.array(g) for name, g in zip(self.parameters, self._gradients, strict=False)}
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """The parameters and the buffers the step updates, by their torch names (copies)."""
@@ -89,7 +98,7 @@ class TrainingExecutable:
         return int(self._state[f"optimizer.{STEP}"])
 
     def profile(self):
-        """The last profiled step's per-kernel timings, as `Executable.profile`."""
+        """The last profiled step's per-kernel timings (`step(..., profile=True)`), as `Executable.profile`."""
         return self.executable.profile()
 
 

@@ -294,12 +294,17 @@ class Program:
         """Run on `inputs` (already checked: one contiguous array per input, right shape and dtype)."""
         for buffer, value in zip(self.inputs, inputs, strict=True):
             np.copyto(buffer, value)
+        return [np.array(result) for result in self.run_in_place(profile)]
+
+    def run_in_place(self, profile: bool = False) -> list[np.ndarray]:
+        """Run on what the input arrays (`self.inputs`) hold now; the results are views of the arena, valid until
+        the next run (a training step keeps its state in the input arrays, and copies out only what it needs)."""
         if profile:
             self._run_profiled()
         else:
             for launch in self.launches:
                 launch.run()
-        return [np.array(result) for result in self._results]
+        return list(self._results)
 
     def run_launches(self, stop: int) -> None:
         """Run launches 0..stop-1 on the inputs of the last `run`: what launch `stop` reads is then in place."""

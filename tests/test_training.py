@@ -127,7 +127,7 @@ def test_first_step_gradients_match_autograd(name: str) -> None:
     expected_loss.backward()
     exact = gnomon.with_loss(copy.deepcopy(model).double(), loss).train()
     exact(*(x.double() if x.is_floating_point() else x for x in batch)).backward()
-    assert abs(first_loss - expected_loss.item()) <= 1e-5 * abs(expected_loss.item())
+    assert abs(first_loss - expected_loss.item()) <= 1e-4 * abs(expected_loss.item())
     gradients = step.gradients()
     assert sorted(gradients) == sorted(n for n, _ in model.named_parameters())
     for (name_, p32), (_, p64) in zip(single.model.named_parameters(), exact.model.named_parameters(), strict=True):
