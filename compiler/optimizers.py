@@ -16,11 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FunctionType, StringAttr, TensorType, f32, f64, i1
+from xdsl.dialects.builtin import DenseArrayBase, FunctionType, StringAttr, TensorType, f32, f64, i1, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from gnomon.dialects import rt
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.constant_values import numpy_to_dense
 from gnomon.dialects.graph.tensor import ConstantOp
@@ -177,6 +178,9 @@ def append_optimizer(module: object, optimizer: Optimizer, parameters: Sequence[
             new_slots[1].append(v)
     results = [loss, *new_params, *new_buffers, *(v for s in new_slots for v in s), new_step, *gradients]
     Rewriter.replace_op(ret, func.ReturnOp(*results))
+    # The new state is the state's arguments' next value: computed into their own memory where that is safe.
+    updated = len(results) - 1 - len(gradients)
+    function.attributes[rt.UPDATES] = DenseArrayBase.from_list(i64, [-1, *range(updated), *[-1] * len(gradients)])
     function.function_type = FunctionType.from_lists(list(block.arg_types), [r.type for r in results])
     _rename(module, parameters, buffers, optimizer)
 

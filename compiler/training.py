@@ -29,8 +29,9 @@ TRAINING_REWRITES = "graph-fold-constants,graph-canonicalize"
 class TrainingExecutable:
     """A compiled training step and the state it updates: `step(*inputs)` runs one and returns the loss.
 
-    The state lives in the program's own input arrays, so a step copies in only the batch; the program returns the
-    new state in its arena, which is copied back into those arrays, and the gradients stay there until asked for."""
+    The state lives in the program's own input arrays, so a step copies in only the batch; the program writes the
+    new state into those arrays where its memory plan can (`rt.UPDATES`), else into its arena, from where it is
+    copied back; the gradients stay in the arena until asked for."""
 
     def __init__(self, executable: Executable, optimizer: Optimizer, parameters: list[str], buffers: list[str],
                  values: Mapping[str, np.ndarray]):  # fmt: skip
@@ -64,7 +65,8 @@ class TrainingExecutable:
             np.copyto(buffer, value)
         outputs = self._program.run_in_place(profile)
         for current, new in zip(self._state.values(), outputs[1 : 1 + self._state_count], strict=True):
-            np.copyto(current, new)
+            if new.ctypes.data != current.ctypes.data:  # else written in place (`rt.UPDATES`)
+                np.copyto(current, new)
         self._gradients = outputs[1 + self._state_count :]
         return float(outputs[0])
 

@@ -39,12 +39,18 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure, SymbolTable, SymbolUserOpInterface
 from xdsl.utils.exceptions import VerifyException
 
-__all__ = ["ARENA_LOWER_BOUND", "ARENA_SIZE", "BufferOp", "ConstantOp", "LaunchOp", "Rt", "ViewOp"]
+__all__ = ["ARENA_LOWER_BOUND", "ARENA_SIZE", "UPDATES", "BufferOp", "ConstantOp", "LaunchOp", "Rt", "ViewOp"]
 
 ARENA_SIZE = "rt.arena_size"
 """The attribute of an rt function that gives its arena's size in bytes."""
 ARENA_LOWER_BOUND = "rt.arena_lower_bound"
 """The most bytes live at one launch: no plan of these buffers fits in a smaller arena."""
+UPDATES = "rt.updates"
+"""The attribute of a function (graph, kernel or rt form) whose results update its arguments, as a training step's
+new parameters do: one entry per result, the index of the argument it is the new value of, or -1. `kernel-to-rt`
+then lets the launch that computes such a result write it into the argument's own memory, where that is safe (the
+argument is not read after it, or only by that launch, pointwise), and `verify_program` lets launches write into
+those arguments only."""
 
 
 @irdl_op_definition

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DenseResourceAttr, IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import DenseArrayBase, DenseResourceAttr, IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.rewriter import Rewriter
 
 from gnomon.dialects import kernel, rt
+from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.constant_values import constant_to_numpy, element_bytes, numpy_dtype, resource_storage
 from gnomon.errors import GnomonError
 from gnomon.locations import location_name
@@ -136,9 +137,12 @@ def _constant_name(op: rt.ConstantOp) -> str:
 
 
 def _check_writes(function: func.FuncOp) -> None:
-    """Launches write only into the arena: never into an input (the caller's data) or a constant (the weights)."""
+    """Launches write only into the arena: never into an input (the caller's data) or a constant (the weights), but
+    into the inputs the function updates (`rt.UPDATES`: a training step's state)."""
     block = function.body.block
-    protected: dict[SSAValue, str] = {arg: f"input {arg.index}" for arg in block.args}
+    updates = function.attributes.get(rt.UPDATES)
+    updated = {index for index in ints(updates) if index >= 0} if isinstance(updates, DenseArrayBase) else set()
+    protected: dict[SSAValue, str] = {arg: f"input {arg.index}" for arg in block.args if arg.index not in updated}
     for op in block.ops:
         if isinstance(op, rt.ConstantOp):
             protected[op.result] = _constant_name(op)

@@ -98,3 +98,57 @@ func.func @library_calls(%x: tensor<8x3xf32>, %w: tensor<8x3xf32>, %b: tensor<3x
   }
   func.return %v : tensor<3x3xf32>
 }
+
+// -----
+
+// A result that updates an argument (`rt.updates`, as a training step's new parameter and momentum) is written
+// into the argument's memory by the pointwise kernel that last reads it: no arena buffer, no copy back.
+
+// CHECK-LABEL: func.func @step(
+// CHECK-SAME:    %[[P:[^:]*]]: memref<8xf32>, %[[M:[^:]*]]: memref<8xf32>, %[[G:[^:]*]]: memref<8xf32>)
+// CHECK-NEXT:    rt.launch @{{.*}}mul_add_{{.*}}(%[[M]], %[[G]]) outs(%[[M]])
+// CHECK-NEXT:    rt.launch @{{.*}}mul_sub_{{.*}}(%[[P]], %[[M]]) outs(%[[P]])
+// CHECK-NEXT:    func.return %[[P]], %[[M]]
+
+func.func @step(%p: tensor<8xf32>, %m: tensor<8xf32>, %g: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) attributes {rt.updates = array<i64: 0, 1>} {
+  %m2 = kernel.generated "mul_add_0" (%m, %g) schedule <tile = [0], vector = 8, order = [0], threads = 1> : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<8xf32>, %b: tensor<8xf32>):
+    %c = graph.constant {value = dense<0.9> : tensor<f32>} : () -> tensor<f32>
+    %s = graph.mul %a, %c : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+    %r = graph.add %s, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    kernel.yield %r : tensor<8xf32>
+  }
+  %p2 = kernel.generated "mul_sub_1" (%p, %m2) schedule <tile = [0], vector = 8, order = [0], threads = 1> : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<8xf32>, %b: tensor<8xf32>):
+    %c = graph.constant {value = dense<0.1> : tensor<f32>} : () -> tensor<f32>
+    %s = graph.mul %b, %c : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+    %r = graph.sub %a, %s : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    kernel.yield %r : tensor<8xf32>
+  }
+  func.return %p2, %m2 : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// An argument read after the kernel that computes its update keeps its old value: that result goes to the arena.
+
+// CHECK-LABEL: func.func @read_later(
+// CHECK-SAME:    %[[P:[^:]*]]: memref<8xf32>)
+// CHECK-NEXT:    %[[B:.*]] = rt.buffer 0 : memref<8xf32>
+// CHECK-NEXT:    rt.launch @neg_{{.*}}(%[[P]]) outs(%[[B]])
+// CHECK-NEXT:    %[[C:.*]] = rt.buffer {{.*}} : memref<8xf32>
+// CHECK-NEXT:    rt.launch @add_{{.*}}(%[[P]], %[[B]]) outs(%[[C]])
+
+func.func @read_later(%p: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) attributes {rt.updates = array<i64: 0, -1>} {
+  %n = kernel.generated "neg_0" (%p) schedule <tile = [0], vector = 8, order = [0], threads = 1> : (tensor<8xf32>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<8xf32>):
+    %r = graph.neg %a : (tensor<8xf32>) -> tensor<8xf32>
+    kernel.yield %r : tensor<8xf32>
+  }
+  %s = kernel.generated "add_1" (%p, %n) schedule <tile = [0], vector = 8, order = [0], threads = 1> : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<8xf32>, %b: tensor<8xf32>):
+    %r = graph.add %a, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    kernel.yield %r : tensor<8xf32>
+  }
+  func.return %n, %s : tensor<8xf32>, tensor<8xf32>
+}

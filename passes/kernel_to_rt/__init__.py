@@ -73,8 +73,9 @@ def _check_static(function: func.FuncOp) -> None:
 
 
 def _pointwise(body: Region) -> bool:
-    """Whether a kernel body reads each input element only to write the result element at the same index."""
-    return all(isinstance(inner, (*POINTWISE, kernel.YieldOp)) for inner in body.block.ops)
+    """Whether a kernel body reads each input element only to write the result element at the same index (its
+    constants read no input)."""
+    return all(isinstance(inner, (*POINTWISE, ConstantOp, kernel.YieldOp)) for inner in body.block.ops)
 
 
 def _in_place_candidate(op: kernel.GeneratedOp, owner: dict[SSAValue, int], windows: set[SSAValue]) -> int | None:
@@ -86,6 +87,47 @@ def _in_place_candidate(op: kernel.GeneratedOp, owner: dict[SSAValue, int], wind
         if operand.type == op.outputs[0].type and operand in owner and operand not in windows:
             return owner[operand]
     return None
+
+
+def _donations(function: func.FuncOp, windows: set[SSAValue]) -> dict[SSAValue, int]:
+    """The results that their launch may write straight into the argument they update (`rt.UPDATES`): made by a
+    kernel with that one output, of the argument's type, after every other read of the argument (views included),
+    and reading it, if at all, pointwise in a generated kernel."""
+    updates = function.attributes.get(rt.UPDATES)
+    block = function.body.block
+    ret = block.last_op
+    if updates is None or not isinstance(ret, func.ReturnOp):
+        return {}
+    order = {op: index for index, op in enumerate(block.ops)}
+
+    def readers(value: SSAValue) -> list[Operation]:
+        """The ops that read `value`'s memory: its users, and those of its reshapes, the return aside."""
+        found: list[Operation] = []
+        for use in value.uses:
+            if isinstance(use.operation, ReshapeOp):
+                found += readers(use.operation.result)
+            elif not isinstance(use.operation, func.ReturnOp):
+                found.append(use.operation)
+        return found
+
+    donations: dict[SSAValue, int] = {}
+    for result, index in zip(ret.operands, ints(updates), strict=True):  # pyright: ignore[reportArgumentType]
+        producer = result.owner
+        if index < 0 or result in donations or result in windows or index in donations.values():
+            continue
+        if not isinstance(producer, kernel.GeneratedOp | kernel.LibraryOp) or len(producer.outputs) != 1:
+            continue
+        argument = block.args[index]
+        if argument.type != result.type:
+            continue
+        argument_readers = readers(argument)
+        if any(order[op] > order[producer] for op in argument_readers):
+            continue
+        reads = producer in argument_readers
+        if reads and not (isinstance(producer, kernel.GeneratedOp) and _pointwise(producer.body)):
+            continue
+        donations[result] = index
+    return donations
 
 
 @dataclass(frozen=True)
@@ -185,7 +227,11 @@ class _Liveness:
     """Every tensor value held in the arena (kernel results and views of them) to its buffer id."""
 
 
-def _liveness(function: func.FuncOp, slots: dict[SSAValue, _Slot], slices: dict[SSAValue, int]) -> _Liveness:
+def _liveness(
+    function: func.FuncOp, slots: dict[SSAValue, _Slot], slices: dict[SSAValue, int], donated: set[SSAValue]
+) -> _Liveness:
+    """The arena's buffers: one per kernel result, but a concat's slots, a slice's view and a result written into
+    the argument it updates (`donated`)."""
     block = function.body.block
     filled = {slot.concat for slot in slots.values()}
     kernels = [op for op in block.ops if isinstance(op, kernel.GeneratedOp | kernel.LibraryOp)]
@@ -230,6 +276,8 @@ def _liveness(function: func.FuncOp, slots: dict[SSAValue, _Slot], slices: dict[
                 last[owner[operand]] = step
         candidate = _in_place_candidate(op, owner, windows) if isinstance(op, kernel.GeneratedOp) else None
         for result in op.outputs:
+            if result in donated:
+                continue
             root = _slot_root(result, slots)[0]
             if root in roots:  # a later slot of a concat buffer that an earlier kernel began
                 owner[result] = roots[root]
@@ -283,7 +331,8 @@ def lower_function(function: func.FuncOp) -> tuple[func.FuncOp, list[kernel.Func
             slices[op.outputs[0]] = offset
     slots = _concat_slots(block, slices)
     filled = {slot.concat for slot in slots.values()}
-    liveness = _liveness(function, slots, slices)
+    donated = _donations(function, set(slots) | set(slices))
+    liveness = _liveness(function, slots, slices, set(donated))
     memory_plan = plan(liveness.buffers, alignment=ALIGNMENT)
     verify(liveness.buffers, memory_plan)
 
@@ -312,6 +361,10 @@ def lower_function(function: func.FuncOp) -> tuple[func.FuncOp, list[kernel.Func
         elif isinstance(op, kernel.GeneratedOp | kernel.LibraryOp):
             outs: list[SSAValue] = []
             for result in op.outputs:
+                if result in donated:
+                    values[result] = new.args[donated[result]]
+                    outs.append(values[result])
+                    continue
                 buffer_id = liveness.buffer_of[result]
                 root, offset = _slot_root(result, slots)
                 if buffer_id not in buffers:
@@ -377,6 +430,8 @@ def plan_of(function: func.FuncOp) -> tuple[list[Buffer], MemoryPlan]:
             callee = SymbolTable.lookup_symbol(op, op.callee)
             pointwise = isinstance(callee, kernel.FuncOp) and callee.is_generated and _pointwise(callee.body)
             for out in op.outs:
+                if out not in owner:
+                    continue  # an argument it updates in place (`rt.UPDATES`): not in the arena
                 buffer = owner[out]  # a concat buffer is written slot by slot, by several launches
                 first.setdefault(buffer, step)
                 last[buffer] = step
