@@ -4,13 +4,14 @@ convolution's weight, ATen's for max pooling), as torch's autograd calls them.""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 
 from gnomon.dialects.graph import grad
 from gnomon.dialects.graph.base import ints
-from gnomon.runtime.library.base import TorchImpl, torch_impl
+from gnomon.runtime.library.base import Launch, TorchImpl, torch_impl
 
 
 def _symmetric(pads: Sequence[int], count: int) -> tuple[list[int], list[int]]:
@@ -62,7 +63,16 @@ def max_pool_grad(op: grad.MaxPoolGradOp) -> TorchImpl:
             crop.append(slice(begin, dx.shape[2 + i] - end))
         return dx[tuple(crop)]
 
-    return TorchImpl(run)
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        dy, x = args
+
+        def launch() -> None:
+            _, indices = forward(x, kernel, strides, padding, dilations, ceil_mode)
+            backward.grad_input(dy, x, kernel, strides, padding, dilations, ceil_mode, indices, grad_input=results[0])
+
+        return launch
+
+    return TorchImpl(run, None if any(spec) else into)
 
 
 @torch_impl(grad.AvgPoolGradOp)
@@ -77,26 +87,45 @@ def avg_pool_grad(op: grad.AvgPoolGradOp) -> TorchImpl:
     def run(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         return backward(dy, x, kernel, strides, list(pads[:count]), ceil_mode, include, None)
 
-    return TorchImpl(run)
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        dy, x = args
+        grad_input = backward.grad_input
+        return partial(grad_input, dy, x, kernel, strides, list(pads[:count]), ceil_mode, include, None,
+                       grad_input=results[0])  # fmt: skip
+
+    return TorchImpl(run, into)
 
 
 @torch_impl(grad.EmbeddingBagGradOp)
 def embedding_bag_grad(op: grad.EmbeddingBagGradOp) -> TorchImpl:
     rows, mean = op.rows.value.data, op.mode.data == "mean"
 
-    def run(dy: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
+    def rows_of(dy: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, weights: Sequence[torch.Tensor]):
+        """Each looked-up row's share of its bag's gradient."""
         bags, count = dy.shape[0], indices.shape[0]
         positions = torch.arange(count)
-        bag = torch.searchsorted(offsets[:bags].contiguous(), positions, right=True) - 1
+        bag = (torch.searchsorted(offsets[:bags].contiguous(), positions, right=True) - 1).clamp(min=0)
         end = offsets[bags] if offsets.shape[0] > bags else count
-        contributions = dy.index_select(0, bag.clamp(min=0))
         scale = (positions < end).to(dy.dtype)  # indices after the last bag's end (`include_last_offset`)
         if mean:
-            sizes = torch.bincount(bag.clamp(min=0), weights=scale, minlength=bags).clamp(min=1)
-            scale = scale / sizes.index_select(0, bag.clamp(min=0))
+            sizes = torch.bincount(bag, weights=scale, minlength=bags).clamp(min=1)
+            scale = scale / sizes.index_select(0, bag)
         if weights:
             scale = scale * weights[0]
-        table = torch.zeros((rows, dy.shape[1]), dtype=dy.dtype)
-        return table.index_add_(0, indices, contributions * scale.unsqueeze(1))
+        return dy.index_select(0, bag) * scale.unsqueeze(1)
 
-    return TorchImpl(run)
+    def run(dy: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
+        table = torch.zeros((rows, dy.shape[1]), dtype=dy.dtype)
+        return table.index_add_(0, indices, rows_of(dy, indices, offsets, weights))
+
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        dy, indices, offsets, *weights = args
+        table = results[0]
+
+        def launch() -> None:
+            table.zero_()
+            table.index_add_(0, indices, rows_of(dy, indices, offsets, weights))
+
+        return launch
+
+    return TorchImpl(run, into)
