@@ -8,7 +8,9 @@ zero_grad, the loss, backward and `torch.optim.SGD(foreach=True).step()`; torch.
 module compiled (where it compiles; its compile time is not counted). The systems take turns, each on its own copy
 of the model, so every step trains from where that system left off. Each cell is the median of `repeat` turns of
 a few back-to-back steps, in ms; the table also gives gnomon's time over eager's and the geomean over all rows
-(issue 17's target: at most 1.0). Run it alone on the machine: never beside the tests or another benchmark.
+(issue 17's target: at most 1.0). Before each row, the step's memory: gnomon's (parameters, updated buffers,
+optimizer state, batch and arena) with the arena against its liveness lower bound, and PyTorch eager's peak as its
+memory profiler counts it. Run it alone on the machine: never beside the tests or another benchmark.
 """
 
 from __future__ import annotations
@@ -82,6 +84,19 @@ def _eager_step(model: torch.nn.Module, batch: Batch) -> Callable[[], Any]:
     return step
 
 
+def torch_peak_bytes(step: Callable[[], Any]) -> int:
+    """PyTorch's peak memory over one `step`, as its memory profiler's timeline counts it (parameters, optimizer
+    state, inputs, activations, gradients, temporaries). The timeline is a private API of the pinned torch."""
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler._memory_profiler import MemoryProfileTimeline  # pyright: ignore[reportPrivateImportUsage]
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
+        step()
+    timeline = MemoryProfileTimeline(prof._memory_profile())  # pyright: ignore[reportPrivateUsage]
+    _, sizes = timeline._coalesce_timeline(torch.device("cpu"))  # pyright: ignore[reportPrivateUsage]
+    return max((sum(row) for row in sizes), default=0)
+
+
 def _case(name: str, build: Callable[[], torch.nn.Module], make_batch: Maker,
           loss: str, size: int, with_compile: bool) -> Case:  # fmt: skip
     model = build().train()
@@ -99,6 +114,13 @@ def _case(name: str, build: Callable[[], torch.nn.Module], make_batch: Maker,
             systems["compile"] = compiled
         except Exception as error:  # torch.compile fails in many ways; the table says where
             print(f"{name} batch {size}: torch.compile failed: {str(error).splitlines()[0][:100]}")
+    memory = trained.memory()
+    print(
+        f"{name} b{size} memory: gnomon {memory.total / 2**20:.2f} MiB (arena {memory.arena / 2**20:.2f} MiB,"
+        f" {memory.arena / max(memory.arena_lower_bound, 1):.3f}x its lower bound), PyTorch eager's peak"
+        f" {torch_peak_bytes(systems['eager']) / 2**20:.2f} MiB",
+        flush=True,
+    )
     return Case(f"{name} b{size}", arrays, systems)
 
 

@@ -19,6 +19,7 @@ from gnomon.executable import Executable, lower
 from gnomon.optimizers import STEP, Optimizer, append_optimizer, optimizer_of
 from gnomon.passes.graph_fuse import AUTO_DEVICE
 from gnomon.pipeline import run_pipeline, to_graph
+from gnomon.step_memory import StepMemory, step_memory
 
 __all__ = ["TRAINING_REWRITES", "TrainingExecutable", "compile_training"]
 
@@ -93,6 +94,16 @@ class TrainingExecutable:
             if array.shape != current.shape:
                 raise GnomonError(f"load_state_dict: {name!r} has shape {list(current.shape)}, got {list(array.shape)}")
             current[...] = array
+
+    def memory(self) -> StepMemory:
+        """The step's memory by category: parameters, updated buffers, optimizer state and batch (outside the
+        arena), and the arena's size, its lower bound and what is live at its peak."""
+        categories = {"parameters": self.parameters, "buffers": self.buffers}
+        state = {key: sum(self._state[n].nbytes for n in names) for key, names in categories.items()}
+        state["optimizer"] = sum(a.nbytes for n, a in self._state.items() if n.startswith("optimizer."))
+        state["batch"] = sum(a.nbytes for a in self._program.inputs[self._state_count :])
+        first_gradient = 1 + self._state_count
+        return step_memory(self.executable.module, state, range(first_gradient, first_gradient + len(self.parameters)))
 
     @property
     def steps(self) -> int:

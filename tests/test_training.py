@@ -236,6 +236,25 @@ def test_the_optimizer_update_is_located_and_fused() -> None:
     assert len(located) == 3 * len(parameters)  # per parameter: each moment's chain, then the update
 
 
+def test_the_step_reports_its_memory_by_category() -> None:
+    """Parameters, updated buffers, optimizer state and batch outside the arena, by their arrays' sizes; the arena
+    planned within 1.05x of its liveness lower bound, and what is live at its peak, split into gradients, saved
+    activations and temporaries, adding up to that peak."""
+    model, batch, loss = _case("cnn")
+    step = gnomon.compile(gnomon.with_loss(model, loss), batch, train=gnomon.Adam())
+    memory = step.memory()
+    parameter_bytes = sum(p.numel() * 4 for p in model.parameters())
+    assert memory.parameters == parameter_bytes
+    assert memory.buffers == sum(b.numel() * b.element_size() for b in model.buffers())  # batch-norm statistics
+    assert memory.optimizer == 2 * parameter_bytes + 4  # Adam's two moments, and the step count
+    assert memory.batch == sum(x.numel() * x.element_size() for x in batch)
+    assert memory.arena_lower_bound <= memory.arena <= 1.05 * memory.arena_lower_bound
+    assert sum(memory.at_peak.values()) == memory.arena_lower_bound
+    assert memory.at_peak["saved activations"] > 0
+    assert 0 < memory.at_peak["gradients"] <= parameter_bytes
+    assert memory.total == memory.parameters + memory.buffers + memory.optimizer + memory.batch + memory.arena
+
+
 # ---- gradient ops: reference semantics ----
 
 
