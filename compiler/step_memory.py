@@ -80,7 +80,7 @@ def step_memory(module: object, state: dict[str, int], gradient_results: range) 
 
     live = [sum(b.size for b in live_at(s)) for s in range(step + 1)]
     peak_step = max(range(len(live)), key=live.__getitem__) if live else 0
-    at_peak = dict.fromkeys(ARENA_CATEGORIES, 0)
+    at_peak: dict[str, int] = dict.fromkeys(ARENA_CATEGORIES, 0)
     for b in live_at(peak_step):
         if b.id in gradients:
             at_peak["gradients"] += b.size
