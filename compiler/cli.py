@@ -1,4 +1,4 @@
-"""The `gnomon` command line: `import`, `summary`, `compile`, `run`, `tune`, `analyze` and `calibrate`.
+"""The `gnomon` command line: `import`, `summary`, `compile`, `run`, `memory`, `tune`, `analyze` and `calibrate`.
 
 User errors (a missing file, an unsupported op, a bad `--input-shape`) print one line each and
 exit with status 2; `--debug` shows the traceback instead. So do bad arguments, and, as a last resort, an
@@ -166,6 +166,27 @@ def _cmd_run(args: argparse.Namespace) -> None:
     from gnomon.run_report import run_command
 
     check_readable(args.model)
+    if args.train:
+        from gnomon.training_command import optimizer_from_flags, train_command
+
+        if args.backend != "native" or args.save_outputs or args.trace:
+            raise GnomonError(
+                "--train runs training steps on the native backend: no --backend, --save-outputs, --trace"
+            )
+        train_command(
+            args.model,
+            input_shapes=_input_shapes(args.input_shape),
+            loss=args.loss,
+            optimizer=optimizer_from_flags(args.optimizer, args.lr, args.momentum),
+            steps=args.steps,
+            inputs=args.inputs,
+            profile=args.profile,
+            as_json=args.json,
+            seed=args.seed,
+        )
+        return
+    if args.loss or args.steps != 1:
+        raise GnomonError("--loss and --steps train the model: add --train")
     run_command(
         args.model,
         input_shapes=_input_shapes(args.input_shape),
@@ -178,6 +199,36 @@ def _cmd_run(args: argparse.Namespace) -> None:
         trace=args.trace,
         verify_each=args.verify_each,
         dump_ir=args.dump_ir,
+    )
+
+
+LOSSES = ("cross_entropy", "mse", "bce_with_logits", "nll")
+"""`gnomon.with_loss`'s losses (`gnomon.frontends.torch_training.LOSSES`, which imports torch)."""
+OPTIMIZERS = ("sgd", "adam", "adamw")
+
+
+def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--train", action="store_true", help="a training step of a .pt2 or TorchScript model that returns its loss"
+    )
+    parser.add_argument("--loss", choices=LOSSES, help="train a model that returns no loss with this one")
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd", help="default: sgd")
+    parser.add_argument("--lr", type=float, help="learning rate (default: torch's, 0.01 for SGD, 1e-3 for Adam)")
+    parser.add_argument("--momentum", type=float, default=0.0, help="SGD's momentum (default 0)")
+
+
+def _cmd_memory(args: argparse.Namespace) -> None:
+    from gnomon.training_command import memory_command, optimizer_from_flags
+
+    if not args.train:
+        raise GnomonError("gnomon memory reports a training step's memory for now: add --train")
+    memory_command(
+        args.model,
+        input_shapes=_input_shapes(args.input_shape),
+        loss=args.loss,
+        optimizer=optimizer_from_flags(args.optimizer, args.lr, args.momentum),
+        as_json=args.json,
+        seed=args.seed,
     )
 
 
@@ -285,7 +336,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace", type=Path, help="with --profile: write the measured timeline as Chrome trace-event JSON"
     )
     _add_pipeline_arguments(runner)
+    _add_training_arguments(runner)
+    runner.add_argument("--steps", type=int, default=1, help="with --train: training steps to run (default 1)")
     runner.set_defaults(run=_cmd_run)
+
+    memory = verbs.add_parser("memory", help="a model's training step's memory, by category")
+    _add_model_arguments(memory)
+    _add_training_arguments(memory)
+    memory.add_argument("--json", action="store_true", help="print the memory as JSON")
+    memory.add_argument("--seed", type=int, default=0, help="seed of the random batch")
+    memory.set_defaults(run=_cmd_memory)
 
     tuner = verbs.add_parser(
         "tune", help="measure schedules for a model's generated kernels and keep the fastest for later runs"

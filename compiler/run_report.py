@@ -6,7 +6,7 @@ import json
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -32,7 +32,13 @@ def random_inputs(executable: Executable, seed: int) -> list[np.ndarray]:
     return arrays
 
 
-def read_inputs(executable: Executable, path: Path) -> list[np.ndarray]:
+class Named(Protocol):
+    """What has named inputs: an executable, a training step."""
+
+    input_names: list[str]
+
+
+def read_inputs(executable: Named, path: Path) -> list[np.ndarray]:
     """The arrays of an .npz, in input order, keyed by input name."""
     check_readable(path, "inputs file")
     try:

@@ -124,17 +124,22 @@ def compile_training(
     dump_ir: str | Path | None = None,
     device: str = AUTO_DEVICE,
     tuned: bool = True,
+    source: str | None = None,
 ) -> TrainingExecutable:
-    """A training step of a torch module (or exported program) that returns its loss, with `train`'s optimizer."""
+    """A training step of a torch module (or exported program) that returns its loss, with `train`'s optimizer;
+    `source` names it in messages (default: its class's name)."""
     optimizer = optimizer_of(train)
     from gnomon.frontends import check_model_kind
 
     check_model_kind(model)
     if isinstance(model, str | Path):
-        raise GnomonError(f"{model}: training takes a torch module or exported program, not a file, for now")
+        raise GnomonError(
+            f"{model}: gnomon.compile trains a torch module or exported program; for a model file, use "
+            "`gnomon run --train FILE [--loss NAME]`"
+        )
     from gnomon.frontends.torch_training import import_torch_training
 
-    source = type(model).__name__
+    source = source or type(model).__name__
     imported = import_torch_training(model, example_inputs, source)
     training = imported.training
     assert training is not None

@@ -94,6 +94,16 @@ def import_torchscript(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> ImportedModel:
     """Imports a TorchScript file, run on `example_inputs` or on random float32 data of `input_shapes`."""
+    program, names = torchscript_program(path, example_inputs, input_shapes)
+    return _import_program(program, path.name, "torchscript", input_names=names)
+
+
+def torchscript_program(
+    path: Path,
+    example_inputs: Sequence[Any] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> tuple[ExportedProgram, list[str]]:
+    """A TorchScript file as an exported program, and its inputs' names."""
     try:
         module = torch.jit.load(str(path), map_location="cpu")
     except (RuntimeError, ValueError) as e:
@@ -117,11 +127,16 @@ def import_torchscript(
         program = torch.export.export(program.module(), tuple(example_inputs), strict=False)
     except Exception as e:  # the converter fails with whatever the TorchScript op handlers raise
         raise ModelLoadError(f"{path}: cannot convert TorchScript to torch.export: {reason(e)}") from e
-    return _import_program(program, path.name, "torchscript", input_names=names)
+    return program, names
 
 
 def import_exported_file(path: Path) -> ImportedModel:
     """Imports a program saved by `torch.export.save` (`.pt2`, or a `.pt` holding the same archive)."""
+    return _import_program(exported_program(path), path.name, "torch")
+
+
+def exported_program(path: Path) -> ExportedProgram:
+    """The program a `torch.export.save` file holds."""
     # On a damaged archive torch logs its own traceback before falling back to an older reader, whose
     # error is the one raised; the user gets that error's one line, not both.
     logger = logging.getLogger("torch.export")
@@ -133,7 +148,7 @@ def import_exported_file(path: Path) -> ImportedModel:
         raise ModelLoadError(f"{path} is not a loadable torch.export file: {reason(e)}") from e
     finally:
         logger.disabled = disabled
-    return _import_program(program, path.name, "torch")
+    return program
 
 
 def is_exported_archive(path: Path) -> bool:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -24,9 +25,18 @@ from gnomon.errors import InputShapeError, ModelLoadError
 from gnomon.frontends.imported import ImportedModel, TrainingState
 from gnomon.frontends.isolation import run_isolated
 from gnomon.frontends.mlir_text import parse_torch_mlir
-from gnomon.frontends.torch import ASSERTS, input_names_of, lift_listed_tensors, program_text, reason
+from gnomon.frontends.torch import (
+    ASSERTS,
+    exported_program,
+    input_names_of,
+    is_exported_archive,
+    lift_listed_tensors,
+    program_text,
+    reason,
+    torchscript_program,
+)
 
-__all__ = ["LOSSES", "WithLoss", "import_torch_training", "with_loss"]
+__all__ = ["LOSSES", "WithLoss", "import_torch_training", "training_model_from_file", "with_loss"]
 
 LOSSES = {
     "cross_entropy": torch.nn.functional.cross_entropy,
@@ -85,7 +95,10 @@ def import_torch_training(
             raise InputShapeError(f"{source} is a torch module: give example inputs to export it with")
         if not any(p.requires_grad for p in model.parameters()):
             raise ModelLoadError(f"{source} has no trainable parameter: there is nothing to train")
-        model.train()
+        try:
+            model.train()
+        except NotImplementedError:
+            pass  # an exported program's module (`ExportedProgram.module()`) keeps the mode it was exported in
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", "The tensor attributes .*_flat_weights", UserWarning)
@@ -190,3 +203,71 @@ def _joint(program: ExportedProgram, source: str) -> _Joint:
         joint.state_dict.pop(name, None)  # inputs now, no longer frozen
     graph.lint()
     return _Joint(joint, trained, updated)
+
+
+def training_model_from_file(
+    path: Path, input_shapes: Mapping[str, Sequence[int]] | None, loss: str | None, seed: int = 0
+) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """A model file as a module that returns its loss, and a batch for it (random, seeded): a `torch.export` file
+    (`.pt2`) or TorchScript (`.pt`, `.pth`, given `input_shapes`). A model that returns no scalar is trained with
+    `loss` against a random target of its output's shape (class indices for cross-entropy and NLL)."""
+    suffix = path.suffix.lower()
+    if suffix == ".onnx":
+        raise ModelLoadError(
+            f"{path} is an ONNX model: gnomon trains torch modules, torch.export (.pt2) and TorchScript (.pt) files"
+        )
+    trained: list[str] = []
+    if suffix == ".pt2" or (suffix in (".pt", ".pth") and is_exported_archive(path)):
+        program = exported_program(path)
+    elif suffix in (".pt", ".pth"):
+        program, _ = torchscript_program(path, None, input_shapes)
+        trained = [name for name, _ in torch.jit.load(str(path), map_location="cpu").named_parameters()]
+    else:
+        raise ModelLoadError(f"{path}: training takes a .pt2 (torch.export) or .pt/.pth (TorchScript) file")
+    generator = torch.Generator().manual_seed(seed)
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    batch = tuple(_random_like(placeholders[name].meta["val"], generator) for name in input_names_of(program))
+    module = program.module()
+    _as_parameters(module, trained)
+    with torch.no_grad():
+        output = module(*batch)
+    if isinstance(output, torch.Tensor) and output.dim() == 0 and output.is_floating_point():
+        return module, batch
+    if loss is None:
+        shape = list(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
+        raise ModelLoadError(
+            f"{path} returns {shape}, not a loss: give --loss ({', '.join(LOSSES)}) to train it against a target"
+        )
+    if not isinstance(output, torch.Tensor):
+        raise ModelLoadError(f"{path} returns a {type(output).__name__}: --loss needs one output tensor")
+    return with_loss(module, loss), (*batch, _target(loss, output, generator))
+
+
+def _as_parameters(module: torch.nn.Module, names: Sequence[str]) -> None:
+    """Make the named buffers parameters again: TorchScript's converter to torch.export keeps a module's parameters
+    as buffers, which nothing would train."""
+    for name in names:
+        owner_path, _, attribute = name.rpartition(".")
+        owner = module.get_submodule(owner_path)
+        value = owner._buffers.pop(attribute, None)  # pyright: ignore[reportPrivateUsage]
+        if value is not None:
+            owner.register_parameter(attribute, torch.nn.Parameter(value.detach().clone()))
+
+
+def _random_like(value: Any, generator: torch.Generator) -> torch.Tensor:
+    """Standard normal floats, or integers in {0, 1} (valid indices into any table), of a traced value's shape."""
+    shape, dtype = tuple(value.shape), value.dtype
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=generator, dtype=dtype)
+    return torch.randint(0, 2, shape, generator=generator, dtype=dtype)
+
+
+def _target(loss: str, output: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """A random target for `loss` against `output`: class indices along dim 1 for cross-entropy and NLL, values in
+    [0, 1] for binary cross-entropy, normal values for MSE."""
+    if loss in ("cross_entropy", "nll"):
+        shape = (output.shape[0], *output.shape[2:])
+        return torch.randint(0, output.shape[1], shape, generator=generator)
+    if loss == "bce_with_logits":
+        return torch.rand(tuple(output.shape), generator=generator)
+    return torch.randn(tuple(output.shape), generator=generator)

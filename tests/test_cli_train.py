@@ -1,0 +1,100 @@
+"""`gnomon run --train` and `gnomon memory --train` on model files: losses against torch's, the memory report,
+and the one-line errors."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from gnomon import cli
+from gnomon.frontends.torch_training import LOSSES, training_model_from_file
+from gnomon.models import MLP, SmallCNN
+
+
+@pytest.fixture(scope="module")
+def cnn_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmallCNN exported in training mode (its batch norms update their statistics); it returns logits."""
+    model = SmallCNN().train()
+    path = tmp_path_factory.mktemp("models") / "cnn.pt2"
+    torch.export.save(torch.export.export(model, model.example_inputs(4)), path)
+    return path
+
+
+def test_cli_losses_match_torch(cnn_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Three SGD steps with momentum on the file's random batch (seeded) give torch's losses."""
+    args = ["run", "--train", str(cnn_file), "--loss", "cross_entropy", "--steps", "3", "--lr", "0.1"]
+    assert cli.main([*args, "--momentum", "0.9", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    module, batch = training_model_from_file(cnn_file, None, "cross_entropy", seed=0)
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.1, momentum=0.9)
+    expected = []
+    for _ in range(3):
+        optimizer.zero_grad()
+        loss = module(*batch)
+        loss.backward()
+        optimizer.step()
+        expected.append(loss.item())
+    assert report["losses"] == pytest.approx(expected, rel=1e-4)
+    memory = report["memory"]
+    assert memory["parameters_bytes"] == sum(p.numel() * 4 for p in SmallCNN().parameters())
+    assert memory["arena_lower_bound_bytes"] <= memory["arena_bytes"] <= 1.05 * memory["arena_lower_bound_bytes"]
+
+
+def test_cli_memory_prints_each_category(cnn_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["memory", "--train", str(cnn_file), "--loss", "mse", "--optimizer", "adam"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "memory of the step"
+    labels = [re.split(r"\s{2,}", line.strip())[0] for line in lines[1:]]
+    assert labels[:4] == ["parameters", "buffers (batch-norm statistics)", "optimizer state", "batch"]
+    assert labels[4].startswith("arena (")
+    assert labels[-1] == "step total"
+    assert labels[5:8] == [f"at its peak: {c}" for c in ("gradients", "saved activations", "temporaries")]
+
+
+def test_cli_trains_a_traced_torchscript_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """TorchScript's converter keeps parameters as buffers; they are trained all the same."""
+    path = tmp_path / "mlp.pt"
+    torch.jit.trace(MLP(sizes=(8, 16, 4)), torch.randn(3, 8)).save(str(path))
+    args = ["run", "--train", str(path), "--input-shape", "x=3x8", "--loss", "cross_entropy", "--steps", "2"]
+    assert cli.main([*args, "--lr", "0.5", "--json"]) == 0
+    losses = json.loads(capsys.readouterr().out)["losses"]
+    assert losses[1] < losses[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--train", "{cnn}"], "returns [4, 10], not a loss: give --loss (cross_entropy, mse, bce_with_logits, nll)"),
+        (["{cnn}", "--steps", "3"], "--loss and --steps train the model: add --train"),
+        (["--train", "{cnn}", "--loss", "mse", "--optimizer", "adam", "--momentum", "0.9"], "--momentum is SGD's"),
+        (["--train", "{cnn}", "--loss", "mse", "--steps", "0"], "--steps 0: run at least one step"),
+        (["--train", "{onnx}"], "is an ONNX model: gnomon trains torch modules, torch.export (.pt2) and TorchScript"),
+    ],
+)
+def test_cli_training_errors_are_one_line(
+    args: list[str], message: str, cnn_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    onnx = tmp_path / "model.onnx"
+    onnx.write_bytes(b"not read")
+    filled = [a.format(cnn=cnn_file, onnx=onnx) for a in args]
+    assert cli.main(["run", *filled]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("gnomon: error: ")
+    assert len(error.splitlines()) == 1
+    assert message in error
+
+
+def test_the_cli_knows_every_loss() -> None:
+    assert cli.LOSSES == tuple(LOSSES)
+
+
+def test_file_batches_are_seeded(cnn_file: Path) -> None:
+    _, first = training_model_from_file(cnn_file, None, "nll", seed=3)
+    _, again = training_model_from_file(cnn_file, None, "nll", seed=3)
+    assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+    assert copy.deepcopy(first[1]).max() < 10  # class indices into SmallCNN's 10 outputs
