@@ -116,8 +116,15 @@ def _cmd_import(args: argparse.Namespace) -> None:
     from gnomon.printing import print_module
 
     _check_paths(args.model, {"-o": args.output})
+    if args.loss and not args.train:
+        raise GnomonError("--loss trains the model: add --train")
     module = load(
-        args.model, input_shapes=_input_shapes(args.input_shape), verify_each=args.verify_each, dump_ir=args.dump_ir
+        args.model,
+        input_shapes=_input_shapes(args.input_shape),
+        verify_each=args.verify_each,
+        dump_ir=args.dump_ir,
+        train=args.train,
+        loss=args.loss,
     )
     if args.output is None:
         print_module(module, sys.stdout, elide_weights=args.elide_weights, locations=args.print_debuginfo)
@@ -289,6 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_arguments(importer)
     importer.add_argument("-o", "--output", type=Path, help="write the program here instead of stdout")
     importer.add_argument("--elide-weights", action="store_true", help="print large constants as __elided__")
+    importer.add_argument(
+        "--train", action="store_true", help="the training step (forward and backward) of a .pt2 or TorchScript model"
+    )
+    importer.add_argument("--loss", choices=LOSSES, help="with --train: the loss of a model that returns none")
     importer.add_argument(
         "--print-debuginfo", action="store_true", help="print each op's location (its ONNX node or torch module path)"
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DenseArrayBase, FunctionType, StringAttr, TensorType, f32, f64, i1, i64
+from xdsl.dialects.builtin import DenseArrayBase, FunctionType, ModuleOp, StringAttr, TensorType, f32, f64, i1, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -136,10 +136,10 @@ def _type(value: SSAValue) -> TensorType[Attribute]:
     return value.type  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
 
 
-def append_optimizer(module: object, optimizer: Optimizer, parameters: Sequence[str], buffers: Sequence[str]) -> None:
+def append_optimizer(module: ModuleOp, optimizer: Optimizer, parameters: Sequence[str], buffers: Sequence[str]) -> None:
     """Make the training step's function one optimizer step, in place (see this module's docstring). The function's
     leading arguments are `parameters` then `buffers`; its results the loss, the gradients and the new buffers."""
-    function = next(op for op in module.ops if isinstance(op, func.FuncOp))  # type: ignore[attr-defined]
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
     block = function.body.block
     ret = block.last_op
     assert isinstance(ret, func.ReturnOp)
@@ -238,14 +238,16 @@ def _adam(
     return emit.binary(ew.SubOp, p, update), m, v
 
 
-def _rename(module: object, parameters: Sequence[str], buffers: Sequence[str], optimizer: Optimizer) -> None:
+def _rename(module: ModuleOp, parameters: Sequence[str], buffers: Sequence[str], optimizer: Optimizer) -> None:
     """The step's input and output names: state by torch's names, the optimizer's under `optimizer.`."""
     from xdsl.dialects.builtin import ArrayAttr
 
     from gnomon.pipeline import INPUT_NAMES_ATTR, OUTPUT_NAMES_ATTR
 
-    attributes = module.attributes  # type: ignore[attr-defined]
-    inputs = [n.data for n in attributes[INPUT_NAMES_ATTR].data]
+    attributes = module.attributes
+    names = attributes[INPUT_NAMES_ATTR]
+    assert isinstance(names, ArrayAttr)
+    inputs = [n.data for n in names.data if isinstance(n, StringAttr)]
     user_inputs = inputs[len(parameters) + len(buffers) :]
     slots = [f"optimizer.{slot}.{name}" for slot in optimizer.slots for name in parameters]
     state = [*parameters, *buffers, *slots, f"optimizer.{STEP}"]

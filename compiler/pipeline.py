@@ -159,12 +159,39 @@ def load(
     *,
     verify_each: bool = False,
     dump_ir: str | Path | None = None,
+    train: bool = False,
+    loss: str | None = None,
 ) -> ModuleOp:
     """Import a model (a path to .onnx/.pt/.pth/.pt2, an nn.Module or an ExportedProgram) into the graph dialect.
 
     `verify_each` verifies the module after every pass, not once at the end; `dump_ir` names a directory to write
-    the module into after every pass (see this module's docstring)."""
+    the module into after every pass (see this module's docstring). `train` imports the training step of a module
+    (or .pt2 / TorchScript file) that returns its loss (a file's, or given `loss`, against a random target): a
+    function of (parameters, updated buffers, inputs) to (loss, gradients, new buffers), before any optimizer."""
     if dump_ir is not None:
         dump_directory(dump_ir)  # a bad directory fails before the (slow) frontend runs
-    imported = import_model(model, example_inputs, input_shapes, dynamic_shapes)
+    if train:
+        imported = _import_training(model, example_inputs, input_shapes, loss)
+    elif loss is not None:
+        raise GnomonError("a loss is attached to train a model: add train=True (--train)")
+    else:
+        imported = import_model(model, example_inputs, input_shapes, dynamic_shapes)
     return to_graph(imported, verify_each=verify_each, dump_ir=dump_ir)
+
+
+def _import_training(
+    model: Any, example_inputs: Sequence[Any] | None, input_shapes: Mapping[str, Sequence[int]] | None, loss: str | None
+) -> ImportedModel:
+    from gnomon.frontends import check_model_kind
+    from gnomon.frontends.torch_training import import_torch_training, training_model_from_file
+
+    check_model_kind(model)
+    if isinstance(model, str | Path):
+        path = Path(model)
+        module, batch = training_model_from_file(path, input_shapes, loss)
+        return import_torch_training(module, batch, path.name)
+    if loss is not None:
+        from gnomon.frontends.torch_training import with_loss
+
+        model = with_loss(model, loss)
+    return import_torch_training(model, example_inputs, type(model).__name__)

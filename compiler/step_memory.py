@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerAttr
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import SSAValue
 
 from gnomon.dialects import rt
@@ -51,10 +51,10 @@ class StepMemory:
         return self.persistent + self.arena
 
 
-def step_memory(module: object, state: dict[str, int], gradient_results: range) -> StepMemory:
+def step_memory(module: ModuleOp, state: dict[str, int], gradient_results: range) -> StepMemory:
     """The memory of a lowered training step (`module`); `state` gives the bytes of each input array by category
     (parameters, buffers, optimizer, batch); `gradient_results` the positions of its gradient results."""
-    (function,) = rt_functions(module)  # type: ignore[arg-type]
+    (function,) = rt_functions(module)
     buffers, _ = plan_of(function)
     owner: dict[SSAValue, int] = {}  # buffer ids in the order of the rt.buffer ops, as `plan_of` numbers them
     loss_step = None

@@ -98,3 +98,27 @@ def test_file_batches_are_seeded(cnn_file: Path) -> None:
     _, again = training_model_from_file(cnn_file, None, "nll", seed=3)
     assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
     assert copy.deepcopy(first[1]).max() < 10  # class indices into SmallCNN's 10 outputs
+
+
+def test_import_prints_the_training_step(cnn_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`gnomon import --train`: the joint graph, with the gradient ops, before any optimizer."""
+    assert cli.main(["import", "--train", str(cnn_file), "--loss", "cross_entropy", "--elide-weights"]) == 0
+    text = capsys.readouterr().out
+    for op in ("graph.conv_weight_grad", "graph.conv_transpose", "graph.max_pool_grad", "graph.batch_norm_train"):
+        assert op in text
+
+
+def test_load_imports_the_training_step_of_a_module() -> None:
+    """gnomon.load(train=True): (parameters, updated buffers, inputs) to (loss, gradients, new buffers)."""
+    from xdsl.dialects import func
+
+    import gnomon
+
+    model = SmallCNN()
+    x = model.example_inputs(2)[0]
+    module = gnomon.load(model, (x, torch.randint(0, 10, (2,))), train=True, loss="cross_entropy")
+    (function,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    parameters = list(model.parameters())
+    statistics = [b for n, b in model.named_buffers() if "running" in n or "num_batches" in n]
+    assert len(function.function_type.inputs) == len(parameters) + len(statistics) + 2
+    assert len(function.function_type.outputs) == 1 + len(parameters) + len(statistics)
