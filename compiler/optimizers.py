@@ -192,9 +192,10 @@ def _sgd(
         g = emit.binary(ew.AddOp, g, emit.scale(opt.weight_decay, p))
     new_state: list[SSAValue] = []
     if opt.momentum:
-        # torch starts the buffer at the first gradient; from a zero buffer that is `momentum * 0 + g`, unless
-        # dampening scales g.
-        buffer = emit.binary(ew.AddOp, emit.scale(opt.momentum, state[0]), emit.scale(1.0 - opt.dampening, g))
+        # One chain (momentum * buffer, then + the gradient), which graph-fuse makes one kernel. torch starts the
+        # buffer at the first gradient; from a zero buffer that is `momentum * 0 + g`, unless dampening scales g.
+        gradient = emit.scale(1.0 - opt.dampening, g) if opt.dampening else g
+        buffer = emit.binary(ew.AddOp, emit.scale(opt.momentum, state[0]), gradient)
         if first is not None:
             buffer = emit.op(ew.WhereOp.build(operands=[first, g, buffer], result_types=[_type(g)]))
         new_state.append(buffer)

@@ -222,18 +222,22 @@ def test_state_loads_and_restores() -> None:
         step.load_state_dict({"layers.0.bias": np.zeros(3)})
 
 
-def test_the_optimizer_update_is_located_and_fused() -> None:
-    """Each parameter's Adam update is three generated kernels (the two moments, then the parameter), located at
-    `optimizer.<name>`."""
+@pytest.mark.parametrize(("optimizer", "kernels"), [(gnomon.Adam(), 3), (gnomon.SGD(momentum=0.9), 2)])
+def test_the_optimizer_update_is_located_and_fused(optimizer: Any, kernels: int) -> None:
+    """Each parameter's update is one generated kernel per new tensor (Adam: the two moments, then the parameter;
+    SGD: the momentum, then the parameter), located at `optimizer.<name>`, and written into the state in place."""
     model, batch, loss = _case("mlp")
-    step = gnomon.compile(gnomon.with_loss(model, loss), batch, train=gnomon.Adam())
+    step = gnomon.compile(gnomon.with_loss(model, loss), batch, train=optimizer)
     step.step(*_numpy(batch))
     program = step.executable.program
     assert program is not None
-    located = [launch.location for launch in program.launches if launch.location.startswith("optimizer.")]
+    launches = [launch for launch in program.launches if launch.location.startswith("optimizer.")]
     parameters = [n for n, _ in model.named_parameters()]
-    assert sorted(set(located)) == sorted(f"optimizer.{n}" for n in parameters)
-    assert len(located) == 3 * len(parameters)  # per parameter: each moment's chain, then the update
+    assert sorted({launch.location for launch in launches}) == sorted(f"optimizer.{n}" for n in parameters)
+    assert len(launches) == kernels * len(parameters)
+    state = {array.ctypes.data for array in program.inputs}
+    assert all(launch.results[0].ctypes.data in state for launch in launches)
+    assert step.memory().at_peak["temporaries"] < min(p.numel() * 4 for p in model.parameters() if p.dim() == 2)
 
 
 def test_the_step_reports_its_memory_by_category() -> None:
