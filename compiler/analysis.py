@@ -32,13 +32,21 @@ def analyze(
     *,
     verify_each: bool = False,
     dump_ir: str | Path | None = None,
+    train: object = None,
+    loss: str | None = None,
 ) -> Report:
     """Predict `model`'s cost on `device` (a name, a device file, or `local`: the last `gnomon calibrate`).
 
     `model` is what `gnomon.load` takes; `batch` rebinds the inputs' first dim (files: through `input_shapes`;
     gnomon's own models: through their `example_inputs(batch)`); `verify_each` and `dump_ir` are
-    `gnomon.pipeline.load`'s.
+    `gnomon.pipeline.load`'s. `train` (as `gnomon.compile` takes it) predicts one training step of a module that
+    returns its loss (a file's, or given `loss`), as `gnomon.compile(..., train=...)` compiles it (the `gnomon`
+    target only, for now).
     """
+    if train is not None and train is not False:
+        return _training_report(model, example_inputs, input_shapes, loss, device, target, train, verify_each)
+    if loss is not None:
+        raise AnalysisError("a loss is attached to train a model: add train= (--train)")
     from gnomon.frontends import check_model_kind
     from gnomon.pipeline import load
 
@@ -61,6 +69,34 @@ def analyze(
 
     lowered = lower(module, name, verify_each=verify_each, dump_ir=dump_ir)
     return program_report(lowered, resolved, name, count_parameters(lowered))
+
+
+def _training_report(
+    model: Any,
+    example_inputs: Sequence[Any] | None,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    loss: str | None,
+    device: str | Device,
+    target: str,
+    train: object,
+    verify_each: bool,
+) -> Report:
+    """The `gnomon` target's prediction of a training step: the lowered step, as `compile_training` lowers it."""
+    from gnomon.frontends.torch_training import training_model_from_file, with_loss
+    from gnomon.training import compile_training
+
+    if target != "gnomon":
+        raise AnalysisError(f"a training step is predicted for the gnomon target only, not {target!r}, for now")
+    resolved = load_device(device) if isinstance(device, str) else device
+    name = str(model) if isinstance(model, str | Path) else type(model).__name__
+    if isinstance(model, str | Path):
+        model, example_inputs = training_model_from_file(Path(model), input_shapes, loss)
+    elif loss is not None:
+        model = with_loss(model, loss)
+    step = compile_training(model, example_inputs, train, verify_each=verify_each, source=name)
+    sizes = [a.size for a in step.state_arrays(parameters_only=True)]
+    parameters = (sum(sizes), sum(a.nbytes for a in step.state_arrays(parameters_only=True)))
+    return program_report(step.executable.module, resolved, name, parameters)
 
 
 def _rebatched(

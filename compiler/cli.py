@@ -263,6 +263,11 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
     # A bundled network may be named instead of given by path (`gnomon analyze light_resnet50`).
     model = args.model if args.model.exists() or args.model.suffix else model_path(str(args.model))
     _check_paths(model, {"--plot": args.plot, "--trace": args.trace})
+    train = None
+    if args.train:
+        from gnomon.training_command import optimizer_from_flags
+
+        train = optimizer_from_flags(args.optimizer, args.lr, args.momentum)
     report = analyze(
         model,
         device=args.device,
@@ -271,6 +276,8 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
         batch=args.batch,
         verify_each=args.verify_each,
         dump_ir=args.dump_ir,
+        train=train,
+        loss=args.loss,
     )
     if args.plot is not None:
         plot_roofline(report, args.plot)
@@ -384,6 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyzer.add_argument("--plot", type=Path, help="write a roofline plot (.png, .svg or .pdf)")
     analyzer.add_argument("--trace", type=Path, help="write the predicted timeline as Chrome trace-event JSON")
     _add_pipeline_arguments(analyzer)
+    _add_training_arguments(analyzer)
     analyzer.set_defaults(run=_cmd_analyze)
 
     calibrator = verbs.add_parser("calibrate", help="measure this machine into a device file (the `local` device)")

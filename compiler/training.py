@@ -95,6 +95,11 @@ class TrainingExecutable:
                 raise GnomonError(f"load_state_dict: {name!r} has shape {list(current.shape)}, got {list(array.shape)}")
             current[...] = array
 
+    def state_arrays(self, *, parameters_only: bool = False) -> list[np.ndarray]:
+        """The arrays the step keeps between steps (the parameters alone, with `parameters_only`), not copies."""
+        names = self.parameters if parameters_only else list(self._state)
+        return [self._state[name] for name in names]
+
     def memory(self) -> StepMemory:
         """The step's memory by category: parameters, updated buffers, optimizer state and batch (outside the
         arena), and the arena's size, its lower bound and what is live at its peak."""

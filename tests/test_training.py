@@ -386,3 +386,20 @@ def test_a_wrong_batch_names_the_input() -> None:
         GnomonError, match=re.escape("input 'x': expected float32 of shape [8, 32], got float32 of shape [4, 32]")
     ):
         step.step(np.zeros((4, 32), np.float32), batch[1].numpy())
+
+
+def test_a_training_step_is_predicted_as_compiled() -> None:
+    """gnomon.analyze(train=...): the lowered step priced kernel by kernel, the optimizer's updates among them;
+    the batch copied in and the loss out, the state updated in place (no copy steps for it)."""
+    model, batch, loss = _case("mlp")
+    report = gnomon.analyze(
+        gnomon.with_loss(model, loss), batch, device="generic-cpu", train=gnomon.SGD(lr=0.1, momentum=0.9)
+    )
+    assert report.predicted_e2e_s > 0
+    assert report.parameters == sum(p.numel() for p in model.parameters())
+    locations = [record.location for record in report.records]
+    assert {f"optimizer.{n}" for n, _ in model.named_parameters()} <= set(locations)
+    copies = [record.name for record in report.records if record.op == "copy"]
+    assert copies == ["copy input 9", "copy input 10", "copy output 0"]  # the batch (x, target), the loss
+    with pytest.raises(GnomonError, match="for the gnomon target only, not 'torch-eager'"):
+        gnomon.analyze(gnomon.with_loss(model, loss), batch, device="generic-cpu", target="torch-eager", train=True)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp
 from xdsl.ir import SSAValue
 
 from gnomon.cost.analytical import OpCost, boundary_bytes, efficiency, group_cost, op_cost
@@ -44,7 +44,7 @@ from gnomon.cost.steps import (
 )
 from gnomon.cost.threads import generated_threads, library_threads
 from gnomon.dialects import kernel, rt
-from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.base import GraphOperation, ints
 from gnomon.locations import location_name
 
 GPU_STREAMS = 4
@@ -158,10 +158,20 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
     distances = iter(launch_call_distances(module))
     block = function.body.block
     steps: list[Step] = []
+    # A training step (`rt.updates`) keeps its state in its input arrays and updates it in place: it copies in
+    # only the batch, and out only the loss (its runtime leaves the gradients in the arena until asked for).
+    updates = function.attributes.get(rt.UPDATES)
+    updated = {i for i in ints(updates) if i >= 0} if isinstance(updates, DenseArrayBase) else set()
     if device.kind == "cpu":
-        steps += [_copy_step(f"copy input {i}", "input", arg, device) for i, arg in enumerate(block.args)]
+        steps += [
+            _copy_step(f"copy input {i}", "input", arg, device) for i, arg in enumerate(block.args) if i not in updated
+        ]
     ranges: dict[SSAValue, tuple[int, int]] = {}
-    """The arena bytes each buffer (or view of one) occupies."""
+    """The arena bytes each buffer (or view of one) occupies; an argument a launch writes in place, a range of its
+    own below the arena's."""
+    for index in updated:
+        start = -(index + 1) * 2**48
+        ranges[block.args[index]] = (start, start + memref_bytes(block.args[index].type))
     touched: list[tuple[int, tuple[int, int]]] = []
     """(task, arena range) of every buffer a launch so far read or wrote: a later writer of those bytes waits."""
     written: list[tuple[int, tuple[int, int]]] = []
@@ -199,7 +209,8 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
             op_label = "+".join(n for n in ops if n != "kernel.yield")
             steps.append(Step(task, op_label, kind, location_name(op.location), shapes, cost))
         elif isinstance(op, func.ReturnOp) and device.kind == "cpu":
-            steps += [_copy_step(f"copy output {i}", "output", v, device) for i, v in enumerate(op.operands)]
+            copied = op.operands[:1] if updated else op.operands
+            steps += [_copy_step(f"copy output {i}", "output", v, device) for i, v in enumerate(copied)]
     return steps
 
 
