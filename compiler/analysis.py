@@ -94,8 +94,8 @@ def _training_report(
     elif loss is not None:
         model = with_loss(model, loss)
     step = compile_training(model, example_inputs, train, verify_each=verify_each, source=name)
-    sizes = [a.size for a in step.state_arrays(parameters_only=True)]
-    parameters = (sum(sizes), sum(a.nbytes for a in step.state_arrays(parameters_only=True)))
+    arrays = step.state_arrays(parameters_only=True)
+    parameters = (sum(a.size for a in arrays), sum(a.nbytes for a in arrays))
     return program_report(step.executable.module, resolved, name, parameters)
 
 

@@ -56,14 +56,16 @@ def step_memory(module: ModuleOp, state: dict[str, int], gradient_results: range
     (parameters, buffers, optimizer, batch); `gradient_results` the positions of its gradient results."""
     (function,) = rt_functions(module)
     buffers, _ = plan_of(function)
-    owner: dict[SSAValue, int] = {}  # buffer ids in the order of the rt.buffer ops, as `plan_of` numbers them
+    owner: dict[SSAValue, int] = {}
+    buffer_count = 0  # ids in the order of the rt.buffer ops, as `plan_of` numbers them
     loss_step = None
     step = -1
     ret = function.body.block.last_op
     assert isinstance(ret, func.ReturnOp)
     for op in function.body.block.ops:
         if isinstance(op, rt.BufferOp):
-            owner[op.result] = sum(isinstance(v.owner, rt.BufferOp) for v in owner)
+            owner[op.result] = buffer_count
+            buffer_count += 1
         elif isinstance(op, rt.ViewOp) and op.source in owner:
             owner[op.result] = owner[op.source]
         elif isinstance(op, rt.LaunchOp):

@@ -21,7 +21,7 @@ from gnomon.dialects.graph.reduce import ReduceSumOp
 from gnomon.dialects.graph.tensor import ReshapeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
 from gnomon.passes.torch_to_graph.attention import binary, permute
-from gnomon.passes.torch_to_graph.nn import spatial_dims, spread, torch_pads
+from gnomon.passes.torch_to_graph.nn import max_pool_properties, spatial_dims, spread, torch_pads
 from gnomon.passes.torch_to_graph.registry import converts
 
 
@@ -133,17 +133,31 @@ def convolution_backward(a: AtenArgs) -> list[SSAValue]:
 )
 def max_pool_backward(a: AtenArgs) -> SSAValue:
     """`graph.max_pool_grad`, which finds the window maxima again: the forward pass's indices are not read."""
+    props = max_pool_properties(a, spatial_dims(a))
+    operands = [a.tensor("grad_output"), a.tensor("self")]
+    return a.value(MaxPoolGradOp.build(operands=operands, properties=props, result_types=[a.result_type()]))
+
+
+@converts(
+    "torch.aten.avg_pool1d_backward",
+    "torch.aten.avg_pool2d_backward",
+    "torch.aten.avg_pool3d_backward",
+    args="grad_output self kernel_size stride padding ceil_mode count_include_pad divisor_override",
+)
+def avg_pool_backward(a: AtenArgs) -> SSAValue:
+    if not a.is_none("divisor_override"):
+        raise NotConvertible("average pooling backward with a divisor override")
     spatial = spatial_dims(a)
     kernel = spread(a.ints("kernel_size"), spatial)
     props = {
         "kernel": i64_array(kernel),
         "strides": i64_array(spread(a.ints("stride") or kernel, spatial)),
         "pads": i64_array(torch_pads(a.ints("padding"), spatial)),
-        "dilations": i64_array(spread(a.ints("dilation"), spatial)),
         "ceil_mode": bool_attr(a.bool("ceil_mode")),
+        "count_include_pad": bool_attr(a.bool("count_include_pad")),
     }
     operands = [a.tensor("grad_output"), a.tensor("self")]
-    return a.value(MaxPoolGradOp.build(operands=operands, properties=props, result_types=[a.result_type()]))
+    return a.value(AvgPoolGradOp.build(operands=operands, properties=props, result_types=[a.result_type()]))
 
 
 @converts(
@@ -243,25 +257,3 @@ def embedding_backward(a: AtenArgs) -> SSAValue:
 def _reshaped(a: AtenArgs, x: SSAValue, shape: list[int]) -> SSAValue:
     x_type = tensor_type(x)
     return a.value(ReshapeOp.build(operands=[x], result_types=[TensorType(x_type.get_element_type(), shape)]))
-
-
-@converts(
-    "torch.aten.avg_pool1d_backward",
-    "torch.aten.avg_pool2d_backward",
-    "torch.aten.avg_pool3d_backward",
-    args="grad_output self kernel_size stride padding ceil_mode count_include_pad divisor_override",
-)
-def avg_pool_backward(a: AtenArgs) -> SSAValue:
-    if not a.is_none("divisor_override"):
-        raise NotConvertible("average pooling backward with a divisor override")
-    spatial = spatial_dims(a)
-    kernel = spread(a.ints("kernel_size"), spatial)
-    props = {
-        "kernel": i64_array(kernel),
-        "strides": i64_array(spread(a.ints("stride") or kernel, spatial)),
-        "pads": i64_array(torch_pads(a.ints("padding"), spatial)),
-        "ceil_mode": bool_attr(a.bool("ceil_mode")),
-        "count_include_pad": bool_attr(a.bool("count_include_pad")),
-    }
-    operands = [a.tensor("grad_output"), a.tensor("self")]
-    return a.value(AvgPoolGradOp.build(operands=operands, properties=props, result_types=[a.result_type()]))

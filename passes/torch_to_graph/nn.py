@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, TensorType, f32
-from xdsl.ir import SSAValue
+from xdsl.ir import Attribute, SSAValue
 
 from gnomon.dialects.graph.base import DYN, bool_attr, f64_attr, i64_array, i64_attr
 from gnomon.dialects.graph.elementwise import AddOp, MulOp, RsqrtOp, SubOp
@@ -356,27 +356,26 @@ def _is_global_window(x: SSAValue, kernel: list[int], pads: list[int]) -> bool:
     return list(tensor_type(x).get_shape()[2:]) == kernel and not any(pads)
 
 
+def max_pool_properties(a: AtenArgs, spatial: int) -> dict[str, Attribute]:
+    """`graph.max_pool`'s window from torch's max-pool arguments (its gradient's, `graph.max_pool_grad`, too)."""
+    kernel = spread(a.ints("kernel_size"), spatial)
+    return {
+        "kernel": i64_array(kernel),
+        "strides": i64_array(spread(a.ints("stride") or kernel, spatial)),
+        "pads": i64_array(torch_pads(a.ints("padding"), spatial)),
+        "dilations": i64_array(spread(a.ints("dilation"), spatial)),
+        "ceil_mode": bool_attr(a.bool("ceil_mode")),
+    }
+
+
 def _max_pool(a: AtenArgs) -> SSAValue:
     x = a.tensor("self")
     spatial = spatial_dims(a)
     kernel = spread(a.ints("kernel_size"), spatial)
-    stride = spread(a.ints("stride") or kernel, spatial)
-    pads = torch_pads(a.ints("padding"), spatial)
-    if _is_global_window(x, kernel, pads):
+    if _is_global_window(x, kernel, torch_pads(a.ints("padding"), spatial)):
         return a.value(GlobalMaxPoolOp.build(operands=[x], result_types=[a.result_type()]))
-    return a.value(
-        MaxPoolOp.build(
-            operands=[x],
-            properties={
-                "kernel": i64_array(kernel),
-                "strides": i64_array(stride),
-                "pads": i64_array(pads),
-                "dilations": i64_array(spread(a.ints("dilation"), spatial)),
-                "ceil_mode": bool_attr(a.bool("ceil_mode")),
-            },
-            result_types=[a.result_type()],
-        )
-    )
+    properties = max_pool_properties(a, spatial)
+    return a.value(MaxPoolOp.build(operands=[x], properties=properties, result_types=[a.result_type()]))
 
 
 @converts(

@@ -11,23 +11,21 @@ import torch.nn.functional as F
 
 from gnomon.dialects.graph import grad
 from gnomon.dialects.graph.base import ints
-from gnomon.runtime.library.base import Launch, TorchImpl, torch_impl
+from gnomon.runtime.library.base import Launch, TorchImpl, symmetric_pads, torch_impl, torch_padding
 
 
-def _symmetric(pads: Sequence[int], count: int) -> tuple[list[int], list[int]]:
-    """torch's symmetric padding, and the `F.pad` spec of what is left over at the ends (uneven pads)."""
-    begins, ends = list(pads[:count]), list(pads[count:])
-    common = [min(b, e) for b, e in zip(begins, ends, strict=True)]
-    spec: list[int] = []
-    for i in reversed(range(count)):
-        spec += [begins[i] - common[i], ends[i] - common[i]]
-    return common, spec
+def _padding(pads: Sequence[int]) -> tuple[list[int], list[int]]:
+    """The padding ATen's kernel takes (symmetric), and an `F.pad` spec applied first where pads are uneven."""
+    count = len(pads) // 2
+    if symmetric_pads(pads):
+        return list(pads[:count]), []
+    return [0] * count, torch_padding(pads)
 
 
 @torch_impl(grad.ConvWeightGradOp)
 def conv_weight_grad(op: grad.ConvWeightGradOp) -> TorchImpl:
     kernel, strides, dilations = ints(op.kernel), list(ints(op.strides)), list(ints(op.dilations))
-    padding, spec = _symmetric(ints(op.pads), len(kernel))
+    padding, spec = _padding(ints(op.pads))
     groups = op.groups.value.data
 
     def run(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
@@ -44,7 +42,7 @@ def conv_weight_grad(op: grad.ConvWeightGradOp) -> TorchImpl:
 @torch_impl(grad.MaxPoolGradOp)
 def max_pool_grad(op: grad.MaxPoolGradOp) -> TorchImpl:
     kernel, strides, dilations = list(ints(op.kernel)), list(ints(op.strides)), list(ints(op.dilations))
-    padding, spec = _symmetric(ints(op.pads), len(kernel))
+    padding, spec = _padding(ints(op.pads))
     ceil_mode = bool(op.ceil_mode.value.data)
     forward = getattr(torch.ops.aten, f"max_pool{len(kernel)}d_with_indices")
     backward = getattr(torch.ops.aten, f"max_pool{len(kernel)}d_with_indices_backward")
@@ -79,7 +77,7 @@ def max_pool_grad(op: grad.MaxPoolGradOp) -> TorchImpl:
 def avg_pool_grad(op: grad.AvgPoolGradOp) -> TorchImpl:
     kernel, strides, pads = list(ints(op.kernel)), list(ints(op.strides)), ints(op.pads)
     count = len(kernel)
-    if list(pads[:count]) != list(pads[count:]):
+    if not symmetric_pads(pads):
         raise NotImplementedError("graph.avg_pool_grad with uneven pads")  # torch.export's graphs have even ones
     ceil_mode, include = bool(op.ceil_mode.value.data), bool(op.count_include_pad.value.data)
     backward = getattr(torch.ops.aten, f"avg_pool{count}d_backward")

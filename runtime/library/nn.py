@@ -77,7 +77,7 @@ def _gemm_conv_channels_last_into(args: Sequence[torch.Tensor], results: Sequenc
     """A channels-last 1x1, stride-1 convolution as BLAS products into the output: its pixels are the rows of
     (N*H*W, C_in) by the transposed weight's (C_in, C_out); with groups, one batched product whose operands are
     strided views, each group's channels a column block of every pixel's row (oneDNN's grouped channels-last
-    convolution took 1.1-3.6x its time on ShuffleNet's layers here)."""
+    convolution took 0.9-3.6x its time on ShuffleNet's layers here)."""
     x, weight, *bias = args
     outputs, per_group = weight.shape[0], weight.shape[1]
     groups = x.shape[-1] // per_group
