@@ -33,6 +33,7 @@ from latency import Case, geomean, measure
 
 import gnomon
 from gnomon.models import DLRM, MLP, LSTMClassifier, ResNet18, SmallCNN, TransformerBlock
+from gnomon.pytorch_memory import eager_training_step, peak_bytes
 
 LR, MOMENTUM = 0.01, 0.9
 
@@ -71,44 +72,20 @@ def _models() -> dict[str, tuple[Callable[[], torch.nn.Module], Maker, str, tupl
     }  # fmt: skip
 
 
-def _eager_step(model: torch.nn.Module, batch: Batch) -> Callable[[], Any]:
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, foreach=True)
-
-    def step() -> Any:
-        optimizer.zero_grad()
-        loss = model(*batch)
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    return step
-
-
-def torch_peak_bytes(step: Callable[[], Any]) -> int:
-    """PyTorch's peak memory over one `step`, as its memory profiler's timeline counts it (parameters, optimizer
-    state, inputs, activations, gradients, temporaries). The timeline is a private API of the pinned torch."""
-    from torch.profiler import ProfilerActivity, profile
-    from torch.profiler._memory_profiler import MemoryProfileTimeline  # pyright: ignore[reportPrivateImportUsage]
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
-        step()
-    timeline = MemoryProfileTimeline(prof._memory_profile())  # pyright: ignore[reportPrivateUsage]
-    _, sizes = timeline._coalesce_timeline(torch.device("cpu"))  # pyright: ignore[reportPrivateUsage]
-    return max((sum(row) for row in sizes), default=0)
-
-
 def _case(name: str, build: Callable[[], torch.nn.Module], make_batch: Maker,
           loss: str, size: int, with_compile: bool) -> Case:  # fmt: skip
     model = build().train()
     batch = make_batch(model, size)
     arrays = [x.numpy() for x in batch]
-    trained = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), loss), batch, train=gnomon.SGD(LR, MOMENTUM))
+    optimizer = gnomon.SGD(LR, MOMENTUM)
+    trained = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), loss), batch, train=optimizer)
     systems: dict[str, Callable[[], Any]] = {
         "gnomon": lambda: trained.step(*arrays),
-        "eager": _eager_step(gnomon.with_loss(copy.deepcopy(model), loss).train(), batch),
+        "eager": eager_training_step(gnomon.with_loss(copy.deepcopy(model), loss).train(), batch, optimizer),
     }
     if with_compile:
-        compiled = _eager_step(torch.compile(gnomon.with_loss(copy.deepcopy(model), loss).train()), batch)
+        compiled_model = torch.compile(gnomon.with_loss(copy.deepcopy(model), loss).train())
+        compiled = eager_training_step(compiled_model, batch, optimizer)  # pyright: ignore[reportArgumentType]
         try:
             compiled()  # compiles; not timed
             systems["compile"] = compiled
@@ -118,7 +95,7 @@ def _case(name: str, build: Callable[[], torch.nn.Module], make_batch: Maker,
     print(
         f"{name} b{size} memory: gnomon {memory.total / 2**20:.2f} MiB (arena {memory.arena / 2**20:.2f} MiB,"
         f" {memory.arena / max(memory.arena_lower_bound, 1):.3f}x its lower bound), PyTorch eager's peak"
-        f" {torch_peak_bytes(systems['eager']) / 2**20:.2f} MiB",
+        f" {peak_bytes(systems['eager']) / 2**20:.2f} MiB",
         flush=True,
     )
     return Case(f"{name} b{size}", arrays, systems)

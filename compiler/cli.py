@@ -225,15 +225,19 @@ def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_memory(args: argparse.Namespace) -> None:
-    from gnomon.training_command import memory_command, optimizer_from_flags
+    from gnomon.memory_command import memory_command
+    from gnomon.training_command import optimizer_from_flags
 
-    if not args.train:
-        raise GnomonError("gnomon memory reports a training step's memory for now: add --train")
+    if not args.train and (args.loss or args.optimizer != "sgd" or args.lr is not None or args.momentum):
+        raise GnomonError("--loss, --optimizer, --lr and --momentum are a training step's: add --train")
     memory_command(
         args.model,
+        train=args.train,
         input_shapes=_input_shapes(args.input_shape),
+        batch=args.batch,
         loss=args.loss,
         optimizer=optimizer_from_flags(args.optimizer, args.lr, args.momentum),
+        plot=args.plot,
         as_json=args.json,
         seed=args.seed,
     )
@@ -358,9 +362,15 @@ def build_parser() -> argparse.ArgumentParser:
     runner.add_argument("--steps", type=int, default=1, help="with --train: training steps to run (default 1)")
     runner.set_defaults(run=_cmd_run)
 
-    memory = verbs.add_parser("memory", help="a model's training step's memory, by category")
+    memory = verbs.add_parser(
+        "memory", help="a compiled model's memory (or its training step's): by category and layer, beside PyTorch's"
+    )
     _add_model_arguments(memory)
     _add_training_arguments(memory)
+    memory.add_argument("--batch", type=int, help="the batch size: every input's leading dim")
+    memory.add_argument(
+        "--plot", type=Path, metavar="FILE", help="draw each tensor's lifetime over the schedule (.png, .svg, .pdf)"
+    )
     memory.add_argument("--json", action="store_true", help="print the memory as JSON")
     memory.add_argument("--seed", type=int, default=0, help="seed of the random batch")
     memory.set_defaults(run=_cmd_memory)

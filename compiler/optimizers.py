@@ -12,7 +12,7 @@ corrections of Adam are scalars, computed once a step in float64 as torch comput
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 from xdsl.dialects import func
@@ -28,7 +28,7 @@ from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.errors import GnomonError
 from gnomon.locations import name_location
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "append_optimizer", "optimizer_of"]
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "append_optimizer", "optimizer_label", "optimizer_of"]
 
 STEP = "step"
 """The optimizer state's step count, one float32 scalar for all parameters (torch keeps one per parameter, always
@@ -93,6 +93,19 @@ def optimizer_of(train: object) -> Optimizer:
     if isinstance(train, SGD | Adam):
         return train
     raise GnomonError(f"train= takes True, gnomon.SGD(...), gnomon.Adam(...) or gnomon.AdamW(...), not {train!r}")
+
+
+def optimizer_label(optimizer: Optimizer) -> str:
+    """The optimizer as torch.optim spells it, with the settings that differ from its defaults: `SGD(lr=0.1,
+    momentum=0.9)`, `AdamW(lr=0.001)`."""
+    name = "AdamW" if isinstance(optimizer, Adam) and optimizer.decoupled else type(optimizer).__name__
+    defaults = AdamW() if name == "AdamW" else type(optimizer)()
+    changed = [
+        f"{f.name}={getattr(optimizer, f.name)}"
+        for f in fields(optimizer)
+        if f.name == "lr" or (f.name != "decoupled" and getattr(optimizer, f.name) != getattr(defaults, f.name))
+    ]
+    return f"{name}({', '.join(changed)})"
 
 
 def _check_nonnegative(name: str, **values: float) -> None:

@@ -16,10 +16,10 @@ import numpy as np
 
 from gnomon.errors import GnomonError
 from gnomon.executable import Executable, lower
+from gnomon.memory_profile import MemoryProfile, memory_profile
 from gnomon.optimizers import STEP, Optimizer, append_optimizer, optimizer_of
 from gnomon.passes.graph_fuse import AUTO_DEVICE
 from gnomon.pipeline import run_pipeline, to_graph
-from gnomon.step_memory import StepMemory, step_memory
 
 __all__ = ["TRAINING_REWRITES", "TrainingExecutable", "compile_training"]
 
@@ -100,15 +100,18 @@ class TrainingExecutable:
         names = self.parameters if parameters_only else list(self._state)
         return [self._state[name] for name in names]
 
-    def memory(self) -> StepMemory:
-        """The step's memory by category: parameters, updated buffers, optimizer state and batch (outside the
-        arena), and the arena's size, its lower bound and what is live at its peak."""
-        categories = {"parameters": self.parameters, "buffers": self.buffers}
-        state = {key: sum(self._state[n].nbytes for n in names) for key, names in categories.items()}
-        state["optimizer"] = sum(a.nbytes for n, a in self._state.items() if n.startswith("optimizer."))
-        state["batch"] = sum(a.nbytes for a in self._program.inputs[self._state_count :])
+    def memory(self) -> MemoryProfile:
+        """The step's memory: parameters, updated buffers, optimizer state and batch outside the arena; the arena's
+        size, its lower bound, and each of its tensors' lifetime, category and layer."""
+        outside = {
+            "parameters": sum(self._state[n].nbytes for n in self.parameters),
+            "buffers": sum(self._state[n].nbytes for n in self.buffers),
+            "optimizer state": sum(a.nbytes for n, a in self._state.items() if n.startswith("optimizer.")),
+            "batch": sum(a.nbytes for a in self._program.inputs[self._state_count :]),
+        }
         first_gradient = 1 + self._state_count
-        return step_memory(self.executable.module, state, range(first_gradient, first_gradient + len(self.parameters)))
+        gradients = range(first_gradient, first_gradient + len(self.parameters))
+        return memory_profile(self.executable.module, outside, gradients)
 
     @property
     def steps(self) -> int:

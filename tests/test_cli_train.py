@@ -48,12 +48,25 @@ def test_cli_losses_match_torch(cnn_file: Path, capsys: pytest.CaptureFixture[st
 def test_cli_memory_prints_each_category(cnn_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["memory", "--train", str(cnn_file), "--loss", "mse", "--optimizer", "adam"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "memory of the step"
-    labels = [re.split(r"\s{2,}", line.strip())[0] for line in lines[1:]]
-    assert labels[:4] == ["parameters", "buffers (batch-norm statistics)", "optimizer state", "batch"]
+    assert lines[0] == "memory of the training step of cnn.pt2 (Adam(lr=0.001))"
+    labels = [re.split(r"\s{2,}", line.strip())[0] for line in lines[1 : lines.index("")]]
+    assert labels[:4] == ["parameters", "buffers", "optimizer state", "batch"]
     assert labels[4].startswith("arena (")
-    assert labels[-1] == "step total"
     assert labels[5:8] == [f"at its peak: {c}" for c in ("gradients", "saved activations", "temporaries")]
+    assert labels[8:] == ["total", "PyTorch eager's measured peak"]
+
+
+def test_cli_memory_json_names_the_layers_live_at_the_peak(cnn_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every byte live at the arena's peak belongs to a layer of the model (forward, backward or optimizer), and
+    they add up to the peak; PyTorch's peak holds at least the parameters and their gradients."""
+    assert cli.main(["memory", "--train", str(cnn_file), "--loss", "cross_entropy", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    rows = report["at_peak_by_layer"]
+    assert sum(row["bytes"] for row in rows) == sum(report["at_arena_peak"].values())
+    modules = {name for name, _ in SmallCNN().named_modules() if name}
+    assert {row["layer"].removeprefix("backward.") for row in rows} <= modules
+    assert report["batch_bytes"] == 4 * 3 * 32 * 32 * 4 + 4 * 8  # four images and their int64 class indices
+    assert report["pytorch_peak_bytes"] >= 2 * report["parameters_bytes"]
 
 
 def test_cli_trains_a_traced_torchscript_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

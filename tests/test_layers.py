@@ -37,6 +37,7 @@ TORCH_AT_MODULE_LEVEL: dict[str, tuple[str, ...]] = {
         "gnomon.frontends.torch",
         "gnomon.frontends.torch_training",
         "gnomon.models",
+        "gnomon.pytorch_memory",
         "gnomon.runtime.library",
         "gnomon.runtime.torch_eager",
     ),

@@ -39,6 +39,10 @@ from gnomon.frontends.imported import ImportedModel
 from gnomon.frontends.isolation import Progress, run_isolated
 from gnomon.frontends.mlir_text import parse_torch_mlir, to_text
 
+# torch 2.13's loader and decompositions of a loaded program use the pytree API it deprecates (through copyreg, so
+# no module filter matches): its warning is not the user's concern, and is printed from inside torch only.
+warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning)
+
 _NO_MODULE = ("", "_empty_nn_module_stack_from_metadata_hook")
 """Module paths that name no module: the root, and the placeholder torch.export's passes add."""
 

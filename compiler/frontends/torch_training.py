@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from gnomon.frontends.torch import (
     reason,
     torchscript_program,
 )
+from gnomon.frontends.training_locations import locate_joint_graph
 
 __all__ = ["LOSSES", "WithLoss", "import_torch_training", "training_model_from_file", "with_loss"]
 
@@ -107,7 +108,7 @@ def import_torch_training(
             raise ModelLoadError(f"torch.export cannot export {source}: {reason(e)}") from e
         state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     _check_loss(program, source)
-    joint = _joint(program, source)
+    joint = _joint(program, source, _module_namer(model))
     text = run_isolated(lambda progress: program_text(joint.program, source, progress), source)
     names = [*joint.parameters, *joint.buffers]
     values = {_torch_name(model, n): state[n].detach().numpy().copy() for n in names}
@@ -133,6 +134,13 @@ def _batch_names(model: object, exported: list[str]) -> list[str]:
     return [*named, "target"] if len(named) + 1 == len(exported) else exported
 
 
+def _module_namer(model: object) -> Callable[[str], str]:
+    """A module's path in the user's module (`with_loss`'s wrapper adds `model.`; its root is then `model`)."""
+    if not isinstance(model, WithLoss):
+        return lambda path: path
+    return lambda path: "" if path == "model" else path.removeprefix("model.")
+
+
 def _torch_name(model: object, name: str) -> str:
     """A state's name in the user's module: `with_loss`'s wrapper adds `model.`."""
     return name.removeprefix("model.") if isinstance(model, WithLoss) else name
@@ -154,9 +162,9 @@ def _check_loss(program: ExportedProgram, source: str) -> None:
         raise ModelLoadError(f"{source} returns a loss that is not a floating-point scalar")
 
 
-def _joint(program: ExportedProgram, source: str) -> _Joint:
+def _joint(program: ExportedProgram, source: str, module_name: Callable[[str], str]) -> _Joint:
     """The joint forward-backward program, with the trained parameters and updated buffers as user inputs and its
-    outputs in gnomon's order."""
+    outputs in gnomon's order, its ops located by layer (`locate_joint_graph`, modules named by `module_name`)."""
     # torch's only entry point to the joint graph (probed on torch 2.13; pinned with torch).
     from torch.export.experimental import _export_forward_backward  # pyright: ignore[reportPrivateUsage]
 
@@ -175,6 +183,12 @@ def _joint(program: ExportedProgram, source: str) -> _Joint:
     gradients = {s.target: s.arg.name for s in signature.output_specs if s.kind == OutputKind.GRADIENT_TO_PARAMETER}
     mutations = {s.target: s.arg.name for s in signature.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
     loss = next(s.arg.name for s in signature.output_specs if s.kind == OutputKind.LOSS_OUTPUT)
+    state_of = {
+        s.arg.name: s.target or ""
+        for s in signature.input_specs
+        if s.kind in (InputKind.PARAMETER, InputKind.BUFFER) and isinstance(s.arg, TensorArgument)
+    }
+    locate_joint_graph(graph, state_of, loss, module_name)
     trained: list[str] = []
     updated: list[str] = []
     specs: list[InputSpec] = []
@@ -206,11 +220,13 @@ def _joint(program: ExportedProgram, source: str) -> _Joint:
 
 
 def training_model_from_file(
-    path: Path, input_shapes: Mapping[str, Sequence[int]] | None, loss: str | None, seed: int = 0
-) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
-    """A model file as a module that returns its loss, and a batch for it (random, seeded): a `torch.export` file
-    (`.pt2`) or TorchScript (`.pt`, `.pth`, given `input_shapes`). A model that returns no scalar is trained with
-    `loss` against a random target of its output's shape (class indices for cross-entropy and NLL)."""
+    path: Path, input_shapes: Mapping[str, Sequence[int]] | None, loss: str | None, seed: int = 0,
+    batch_size: int | None = None,
+) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:  # fmt: skip
+    """A model file as a module that returns its loss, and a batch for it (random, seeded; `batch_size` samples,
+    else the file's): a `torch.export` file (`.pt2`) or TorchScript (`.pt`, `.pth`, given `input_shapes`). A model
+    that returns no scalar is trained with `loss` against a random target of its output's shape (class indices
+    for cross-entropy and NLL)."""
     suffix = path.suffix.lower()
     if suffix == ".onnx":
         raise ModelLoadError(
@@ -220,13 +236,17 @@ def training_model_from_file(
     if suffix == ".pt2" or (suffix in (".pt", ".pth") and is_exported_archive(path)):
         program = exported_program(path)
     elif suffix in (".pt", ".pth"):
+        if batch_size is not None and input_shapes:
+            input_shapes = {name: [batch_size, *dims[1:]] for name, dims in input_shapes.items()}
         program, _ = torchscript_program(path, None, input_shapes)
         trained = [name for name, _ in torch.jit.load(str(path), map_location="cpu").named_parameters()]
     else:
         raise ModelLoadError(f"{path}: training takes a .pt2 (torch.export) or .pt/.pth (TorchScript) file")
     generator = torch.Generator().manual_seed(seed)
     placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
-    batch = tuple(_random_like(placeholders[name].meta["val"], generator) for name in input_names_of(program))
+    values = [placeholders[name].meta["val"] for name in input_names_of(program)]
+    shapes = [_batched_shape(path, name, value, batch_size) for name, value in zip(input_names_of(program), values)]
+    batch = tuple(_random_like(shape, value.dtype, generator) for shape, value in zip(shapes, values, strict=True))
     module = program.module()
     _as_parameters(module, trained)
     with torch.no_grad():
@@ -254,9 +274,24 @@ def _as_parameters(module: torch.nn.Module, names: Sequence[str]) -> None:
             owner.register_parameter(attribute, torch.nn.Parameter(value.detach().clone()))
 
 
-def _random_like(value: Any, generator: torch.Generator) -> torch.Tensor:
-    """Standard normal floats, or integers in {0, 1} (valid indices into any table), of a traced value's shape."""
-    shape, dtype = tuple(value.shape), value.dtype
+def _batched_shape(path: Path, name: str, value: Any, batch_size: int | None) -> tuple[int, ...]:
+    """A traced input's shape, with `batch_size` as its leading dim. A dim fixed at export (not a torch `Dim`)
+    keeps its size: a program traced at one batch may have it in its reshapes."""
+    shape = tuple(value.shape)
+    if batch_size is None:
+        return tuple(int(d) for d in shape)
+    if not shape:
+        raise InputShapeError(f"--batch: input '{name}' of {path} is a scalar; it has no batch dim")
+    if isinstance(shape[0], int) and shape[0] != batch_size:
+        raise InputShapeError(
+            f"--batch {batch_size}: input '{name}' of {path} was exported with a static batch of {shape[0]} "
+            "(export it with a dynamic batch dim, torch.export.Dim)"
+        )
+    return (batch_size, *(int(d) for d in shape[1:]))
+
+
+def _random_like(shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
+    """Standard normal floats, or integers in {0, 1} (valid indices into any table), of a shape."""
     if dtype.is_floating_point:
         return torch.randn(shape, generator=generator, dtype=dtype)
     return torch.randint(0, 2, shape, generator=generator, dtype=dtype)

@@ -1,0 +1,164 @@
+"""`gnomon memory MODEL [--train]`: a compiled program's memory, and PyTorch's measured peak for the same work.
+
+The report gives each category's bytes (outside the arena, and live at the arena's peak), what is live at the peak
+by layer, and PyTorch's peak on this CPU as its memory profiler measures it (torch models only: eager inference
+under `no_grad`, or one eager training step with the same optimizer). `--plot` draws the timeline
+(`gnomon.memory_plot`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gnomon.errors import GnomonError
+from gnomon.files import check_readable, check_writable
+from gnomon.memory_profile import MemoryProfile
+from gnomon.optimizers import Optimizer, optimizer_label
+
+__all__ = ["memory_command", "memory_json", "render_memory"]
+
+TOP_LAYERS = 10
+
+
+def memory_command(
+    model: Path,
+    *,
+    train: bool,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    batch: int | None,
+    loss: str | None,
+    optimizer: Optimizer,
+    plot: Path | None,
+    as_json: bool,
+    seed: int,
+) -> None:
+    """Compile `model` (its training step with `train`) and print its memory."""
+    check_readable(model)
+    if plot is not None:
+        from gnomon.memory_plot import check_plot_path
+
+        check_plot_path(plot)
+        check_writable(plot, "--plot")
+    if batch is not None and batch < 1:
+        raise GnomonError(f"--batch {batch}: a batch holds at least one sample")
+    torch_peak: int | None = None
+    if train:
+        from gnomon.pytorch_memory import eager_training_peak
+        from gnomon.training_command import compile_training_file
+
+        step, arrays, module = compile_training_file(
+            model, input_shapes=input_shapes, batch=batch, loss=loss, optimizer=optimizer, seed=seed
+        )
+        profile = step.memory()
+        torch_peak = eager_training_peak(module, arrays, optimizer)
+        what = f"the training step of {model.name} ({optimizer_label(optimizer)})"
+    else:
+        from gnomon.memory_profile import memory_profile
+        from gnomon.run_report import compile_model, random_inputs
+
+        shapes = _with_batch(model, input_shapes, batch)
+        executable = compile_model(model, input_shapes=shapes, backend="native")
+        profile = memory_profile(executable.module)
+        if model.suffix.lower() in (".pt", ".pth", ".pt2"):
+            from gnomon.pytorch_memory import eager_inference_peak
+
+            torch_peak = eager_inference_peak(model, random_inputs(executable, seed))
+        what = f"inference of {model.name}"
+    if plot is not None:
+        from gnomon.memory_plot import plot_memory
+
+        plot_memory(profile, plot, f"{what}: memory over the schedule")
+    if as_json:
+        print(json.dumps({"model": str(model), **memory_json(profile, torch_peak)}, indent=2))
+        return
+    print(render_memory(profile, what, torch_peak))
+    if plot is not None:
+        print(f"\ntimeline written to {plot}")
+
+
+def _with_batch(model: Path, input_shapes: Mapping[str, Sequence[int]] | None,
+                batch: int | None) -> Mapping[str, Sequence[int]] | None:  # fmt: skip
+    """`--input-shape`, with `--batch` as the leading dim of every input: of the ONNX file's declared shapes, or of
+    those `--input-shape` gives (TorchScript)."""
+    if batch is None:
+        return input_shapes
+    declared: dict[str, Sequence[int | str]] = {}
+    if model.suffix.lower() == ".onnx":
+        from gnomon.frontends.onnx import declared_input_shapes
+
+        declared.update(declared_input_shapes(model))
+    elif model.suffix.lower() == ".pt2":
+        raise GnomonError(f"--batch does not apply to {model}: a torch.export program's shapes are fixed at export")
+    declared.update(input_shapes or {})
+    if not declared:
+        raise GnomonError(f"--batch: give the shape of each input of {model} with --input-shape")
+    shapes: dict[str, list[int]] = {}
+    for name, dims in declared.items():
+        rest = [d for d in dims[1:] if isinstance(d, int)]
+        if not dims or len(rest) != len(dims) - 1:
+            spelled = "x".join(str(d) for d in dims) or "a scalar"
+            raise GnomonError(f"--batch: input '{name}' of {model} is {spelled}; give its shape with --input-shape")
+        shapes[name] = [batch, *rest]
+    return shapes
+
+
+def memory_json(profile: MemoryProfile, torch_peak: int | None = None) -> dict[str, Any]:
+    """The report as JSON: bytes by category outside the arena and live at its peak, the arena and its bound, the
+    peak's launch and layers, the total, and PyTorch's measured peak (null where not measured)."""
+    peak = profile.peak_step
+    return {
+        **{_key(category): size for category, size in profile.outside.items()},
+        "peak_bytes": profile.arena,
+        "arena_bytes": profile.arena,
+        "arena_lower_bound_bytes": profile.arena_lower_bound,
+        "at_arena_peak": {_key(category): size for category, size in profile.at_peak.items()},
+        "peak_launch": peak,
+        "peak_layer": profile.layers[peak] if profile.layers else None,
+        "launches": len(profile.layers),
+        "at_peak_by_layer": [
+            {"layer": layer, "category": category, "bytes": size}
+            for layer, category, size in profile.at_peak_by_layer()
+        ],
+        "total_bytes": profile.total,
+        "pytorch_peak_bytes": torch_peak,
+    }
+
+
+def _key(category: str) -> str:
+    return category.replace(" ", "_").replace("-", "_") + "_bytes"
+
+
+def render_memory(profile: MemoryProfile, what: str = "the program", torch_peak: int | None = None) -> str:
+    peak = profile.peak_step
+    layer = profile.layers[peak] if profile.layers else "-"
+    rows = [
+        *((f"{category}", size) for category, size in profile.outside.items()),
+        (f"arena ({profile.arena / max(profile.arena_lower_bound, 1):.3f}x its lower bound)", profile.arena),
+        *((f"  at its peak: {category}", size) for category, size in profile.at_peak.items()),
+        ("total", profile.total),
+    ]
+    if torch_peak is not None:
+        rows.append(("PyTorch eager's measured peak", torch_peak))
+    width = max(len(name) for name, _ in rows)
+    lines = [f"memory of {what}", *(f"{name:<{width}}  {_mib(size):>12}" for name, size in rows)]
+    lines += ["", f"live at the arena's peak (launch {peak + 1} of {len(profile.layers)}, {layer}), by layer:"]
+    by_layer = profile.at_peak_by_layer()
+    shown = by_layer[:TOP_LAYERS]
+    layer_width = max([len("layer"), *(len(name) for name, _, _ in shown)])
+    category_width = max(len(c) for c in profile.categories)
+    lines.append(f"  {'layer':<{layer_width}}  {'category':<{category_width}}  {'size':>12}")
+    lines += [
+        f"  {name:<{layer_width}}  {category:<{category_width}}  {_mib(size):>12}" for name, category, size in shown
+    ]
+    if len(by_layer) > len(shown):
+        rest = sum(size for _, _, size in by_layer[len(shown) :])
+        others = f"({len(by_layer) - len(shown)} more)"
+        lines.append(f"  {others:<{layer_width}}  {'':<{category_width}}  {_mib(rest):>12}")
+    return "\n".join(lines)
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.3f} MiB"
