@@ -190,10 +190,12 @@ def _cmd_run(args: argparse.Namespace) -> None:
             profile=args.profile,
             as_json=args.json,
             seed=args.seed,
+            restore=args.restore,
+            save_state=args.save_state,
         )
         return
-    if args.loss or args.steps != 1:
-        raise GnomonError("--loss and --steps train the model: add --train")
+    if args.loss or args.steps != 1 or args.restore or args.save_state:
+        raise GnomonError("--loss, --steps, --restore and --save-state train the model: add --train")
     run_command(
         args.model,
         input_shapes=_input_shapes(args.input_shape),
@@ -360,6 +362,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pipeline_arguments(runner)
     _add_training_arguments(runner)
     runner.add_argument("--steps", type=int, default=1, help="with --train: training steps to run (default 1)")
+    runner.add_argument("--restore", type=Path, metavar="FILE", help="with --train: start from a saved training state")
+    runner.add_argument(
+        "--save-state", type=Path, metavar="FILE", help="with --train: save the whole training state (.npz) at the end"
+    )
     runner.set_defaults(run=_cmd_run)
 
     memory = verbs.add_parser(

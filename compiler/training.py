@@ -16,6 +16,7 @@ import numpy as np
 
 from gnomon.errors import GnomonError
 from gnomon.executable import Executable, lower
+from gnomon.files import check_readable, writing
 from gnomon.memory_profile import MemoryProfile, memory_profile
 from gnomon.optimizers import STEP, Optimizer, append_optimizer, optimizer_of
 from gnomon.passes.graph_fuse import AUTO_DEVICE
@@ -94,6 +95,29 @@ class TrainingExecutable:
             if array.shape != current.shape:
                 raise GnomonError(f"load_state_dict: {name!r} has shape {list(current.shape)}, got {list(array.shape)}")
             current[...] = array
+
+    def save(self, path: str | Path) -> None:
+        """Write the whole training state (parameters, updated buffers, the optimizer's slots and step count) to an
+        `.npz`, keyed as `state_dict` and `optimizer_state` name them; `restore` reads it back."""
+        with writing(path, "the training state", "wb") as stream:  # a stream: np.savez would append .npz
+            np.savez(stream, **self._state)
+
+    def restore(self, path: str | Path) -> None:
+        """Continue from a state `save` wrote: every array of this step's state must be in it, by name and shape."""
+        path = Path(path)
+        check_readable(path)
+        try:
+            with np.load(path, allow_pickle=False) as saved:
+                arrays = {name: saved[name] for name in saved.files}
+        except (OSError, ValueError) as e:
+            raise GnomonError(f"{path} is not a training state written by save(): {e}") from e
+        missing = [name for name in self._state if name not in arrays]
+        if missing:
+            raise GnomonError(f"{path} holds no {missing[0]!r}: it is the state of another model or optimizer")
+        extra = sorted(set(arrays) - set(self._state))
+        if extra:
+            raise GnomonError(f"{path} holds {extra[0]!r}, which this training step has not: another model's state")
+        self.load_state_dict(arrays)
 
     def state_arrays(self, *, parameters_only: bool = False) -> list[np.ndarray]:
         """The arrays the step keeps between steps (the parameters alone, with `parameters_only`), not copies."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gnomon.errors import GnomonError
-from gnomon.files import check_readable
+from gnomon.files import check_readable, check_writable
 from gnomon.memory_command import memory_json, render_memory
 from gnomon.optimizers import SGD, Adam, AdamW, Optimizer, optimizer_label
 from gnomon.training import TrainingExecutable, compile_training
@@ -64,26 +64,39 @@ def train_command(
     profile: bool,
     as_json: bool,
     seed: int,
+    restore: Path | None = None,
+    save_state: Path | None = None,
 ) -> None:
-    """Run `steps` training steps on one batch and print each loss (and the last step's profile)."""
+    """Run `steps` training steps on one batch and print each loss (and the last step's profile), from the state
+    `restore` names (else the file's), saving the state after the last step to `save_state`."""
     from gnomon.run_report import profile_summary, read_inputs, render_profile
 
     if steps < 1:
         raise GnomonError(f"--steps {steps}: run at least one step")
+    if save_state is not None:
+        check_writable(save_state, "--save-state")
     step, batch, _ = compile_training_file(model, input_shapes=input_shapes, loss=loss, optimizer=optimizer, seed=seed)
     if inputs is not None:
         batch = read_inputs(step, inputs)
+    if restore is not None:
+        step.restore(restore)
     losses = [step.step(*batch, profile=profile and index == steps - 1) for index in range(steps)]
+    if save_state is not None:
+        step.save(save_state)
     memory = step.memory()
     report: dict[str, Any] = {"model": str(model), "optimizer": optimizer_label(optimizer), "losses": losses}
+    report["steps_taken"] = step.steps
     report["memory"] = memory_json(memory)
     if profile:
         report["profile"] = profile_summary(step.executable)
     if as_json:
         print(json.dumps(report, indent=2))
         return
-    for index, value in enumerate(losses, 1):
+    first = step.steps - steps + 1
+    for index, value in enumerate(losses, first):
         print(f"step {index}: loss {value:.6g}")
+    if save_state is not None:
+        print(f"training state after step {step.steps} saved to {save_state}")
     print()
     print(render_memory(memory, f"the training step of {model.name}"))
     if profile:

@@ -69,6 +69,22 @@ def test_cli_memory_json_names_the_layers_live_at_the_peak(cnn_file: Path, capsy
     assert report["pytorch_peak_bytes"] >= 2 * report["parameters_bytes"]
 
 
+def test_cli_training_resumes_from_a_saved_state(cnn_file: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """Two steps, saved, then one more from the saved state: the losses of three steps in one run, Adam's moments
+    and step count included."""
+    common = ["run", "--train", str(cnn_file), "--loss", "cross_entropy", "--optimizer", "adam", "--json"]
+    assert cli.main([*common, "--steps", "3"]) == 0
+    straight = json.loads(capsys.readouterr().out)["losses"]
+    state = tmp_path / "state.npz"
+    assert cli.main([*common, "--steps", "2", "--save-state", str(state)]) == 0
+    capsys.readouterr()
+    assert cli.main([*common, "--restore", str(state)]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed["steps_taken"] == 3
+    assert resumed["losses"] == pytest.approx(straight[2:], rel=1e-6)
+
+
 def test_cli_trains_a_traced_torchscript_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """TorchScript's converter keeps parameters as buffers; they are trained all the same."""
     path = tmp_path / "mlp.pt"
@@ -83,7 +99,8 @@ def test_cli_trains_a_traced_torchscript_file(tmp_path: Path, capsys: pytest.Cap
     ("args", "message"),
     [
         (["--train", "{cnn}"], "returns [4, 10], not a loss: give --loss (cross_entropy, mse, bce_with_logits, nll)"),
-        (["{cnn}", "--steps", "3"], "--loss and --steps train the model: add --train"),
+        (["{cnn}", "--steps", "3"], "--loss, --steps, --restore and --save-state train the model: add --train"),
+        (["--train", "{cnn}", "--loss", "mse", "--restore", "{onnx}"], "is not a training state written by save()"),
         (["--train", "{cnn}", "--loss", "mse", "--optimizer", "adam", "--momentum", "0.9"], "--momentum is SGD's"),
         (["--train", "{cnn}", "--loss", "mse", "--steps", "0"], "--steps 0: run at least one step"),
         (["--train", "{onnx}"], "is an ONNX model: gnomon trains torch modules, torch.export (.pt2) and TorchScript"),

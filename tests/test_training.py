@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -404,3 +405,23 @@ def test_a_training_step_is_predicted_as_compiled() -> None:
     assert copies == ["copy input 9", "copy input 10", "copy output 0"]  # the batch (x, target), the loss
     with pytest.raises(GnomonError, match="for the gnomon target only, not 'torch-eager'"):
         gnomon.analyze(gnomon.with_loss(model, loss), batch, device="generic-cpu", target="torch-eager", train=True)
+
+
+def test_save_and_restore_carry_the_whole_training_state(tmp_path: Path) -> None:
+    """A restored step continues where the saved one stopped (SGD's momentum included); a state of another model
+    is refused by name."""
+    model, batch, loss = _case("mlp")
+    optimizer = gnomon.SGD(lr=0.1, momentum=0.9)
+    first = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), loss), batch, train=optimizer)
+    for _ in range(2):
+        first.step(*_numpy(batch))
+    first.save(tmp_path / "state.npz")
+    expected = first.step(*_numpy(batch))
+    second = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), loss), batch, train=optimizer)
+    second.restore(tmp_path / "state.npz")
+    assert second.steps == 2
+    assert second.step(*_numpy(batch)) == pytest.approx(expected, rel=1e-6)
+    cnn, cnn_batch, cnn_loss = _case("cnn")
+    other = gnomon.compile(gnomon.with_loss(cnn, cnn_loss), cnn_batch, train=optimizer)
+    with pytest.raises(GnomonError, match=r"state\.npz holds no '.*': it is the state of another model or optimizer"):
+        other.restore(tmp_path / "state.npz")
