@@ -100,7 +100,8 @@ class TrainingExecutable:
         """Write the whole training state (parameters, updated buffers, the optimizer's slots and step count) to an
         `.npz`, keyed as `state_dict` and `optimizer_state` name them; `restore` reads it back."""
         with writing(path, "the training state", "wb") as stream:  # a stream: np.savez would append .npz
-            np.savez(stream, **self._state)
+            arrays: dict[str, Any] = dict(self._state)
+            np.savez(stream, **arrays)
 
     def restore(self, path: str | Path) -> None:
         """Continue from a state `save` wrote: every array of this step's state must be in it, by name and shape."""
