@@ -35,6 +35,10 @@ never tuned on; a change to the model is judged there. Its errors are also print
     python bench/predict_accuracy.py --validate [--models vit_p4_d64,...]
     python bench/predict_accuracy.py --both    # both, in one run, each printed apart
     python bench/predict_accuracy.py --validate --device A.toml --compare B.toml  # two devices, one measurement
+    python bench/predict_accuracy.py --train [--optimizer adam]   # training steps (bench/training_cases.py)
+
+`--train` measures training steps instead: gnomon's compiled step against its prediction, and PyTorch eager's
+step (zero_grad, forward, backward, torch.optim's foreach step) against `gnomon.cost.eager_training`'s.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 from op_families import shape_class
+from training_cases import StepRunner, training_cases
 from xdsl.dialects.builtin import ModuleOp
 
 import gnomon
@@ -66,10 +71,12 @@ from gnomon.cost.devices import Device, load_device, save_device
 from gnomon.cost.eager import eager_report
 from gnomon.cost.fit import spread
 from gnomon.cost.program import program_report
+from gnomon.cost.report import Report
 from gnomon.dialects import kernel
 from gnomon.errors import GnomonError
 from gnomon.executable import Executable
 from gnomon.models import DLRM, MLP, TransformerBlock
+from gnomon.optimizers import SGD, Adam
 from gnomon.runtime.calibration.host import busy_fraction
 from gnomon.runtime.calibration.probe import peak_flops, stream_bandwidth
 from gnomon.runtime.torch_eager import TorchEagerProgram
@@ -82,11 +89,16 @@ class Case:
     name: str
     family: str
     batch: int
-    executable: Executable
+    executable: Executable | StepRunner
     inputs: list[np.ndarray]
     eager: Callable[[], Any]
-    graph: ModuleOp
-    """The imported graph, which the `torch-eager` prediction runs op by op."""
+    eager_prediction: Callable[[Device], Report]
+    """The `torch-eager` prediction with a device: the imported graph op by op (inference), or the training step's
+    graph as eager trains (`gnomon.cost.eager_training`)."""
+
+
+def _eager_of(graph: ModuleOp, name: str) -> Callable[[Device], Report]:
+    return lambda device: eager_report(graph, device, name)
 
 
 class Launch(NamedTuple):
@@ -153,7 +165,8 @@ def onnx_cases(path: Path) -> tuple[list[Case], list[str]]:
         inputs = _random_inputs(executable)
         graph = gnomon.load(str(path), input_shapes=shapes)
         eager_program = TorchEagerProgram(graph)
-        cases.append(Case(name, name, batch, executable, inputs, lambda p=eager_program, x=inputs: p(*x), graph))
+        eager = _eager_of(graph, name)
+        cases.append(Case(name, name, batch, executable, inputs, lambda p=eager_program, x=inputs: p(*x), eager))
     return cases, skipped
 
 
@@ -165,7 +178,7 @@ def torch_case(name: str, family: str, model: torch.nn.Module, batch: int, examp
         with torch.inference_mode():
             return model(*example)
 
-    return Case(name, family, batch, executable, [x.numpy() for x in example], eager, graph)
+    return Case(name, family, batch, executable, [x.numpy() for x in example], eager, _eager_of(graph, name))
 
 
 def torch_cases(wanted: set[str] | None) -> list[Case]:
@@ -337,7 +350,7 @@ def result(case: Case, samples: Sequence[Sample]) -> Result:
         predicted_s = statistics.median(row[i] for row in launches)
         measured_s = statistics.median(x.kernels[i] for x in samples)
         kernels.append(Launch(timing.kernel, timing.kind, shape_class(funcs[timing.kernel]), predicted_s, measured_s))
-    eager_reports = [eager_report(case.graph, s.device, case.name) for s in samples]
+    eager_reports = [case.eager_prediction(s.device) for s in samples]
     eager = [report.predicted_e2e_s for report in eager_reports]
     ops = eager_reports[len(eager_reports) // 2].records
     eager_ops = (len(ops), sum(r.overhead_s for r in ops), sum(r.kernel_s for r in ops))
@@ -502,6 +515,10 @@ def main() -> None:
     parser.add_argument("--no-kernels", action="store_true", help="do not print every kernel's pair")
     parser.add_argument("--validate", action="store_true", help="measure the validation set, not the tuning suite")
     parser.add_argument("--both", action="store_true", help="measure the validation set and the tuning suite")
+    parser.add_argument(
+        "--train", action="store_true", help="measure training steps (bench/training_cases.py), not inference"
+    )
+    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd", help="--train's: SGD(momentum=0.9)")
     parser.add_argument("--wait", type=float, default=60, help="seconds to wait for a quiet machine before a case")
     parser.add_argument(
         "--compare",
@@ -530,11 +547,17 @@ def main() -> None:
         fixed = calibrated(1, args.save_device)
     wanted = set(args.models.split(",")) if args.models else None
     sets: dict[str, list[Case]] = {}
-    if args.validate or args.both:
+    if args.train:
+        optimizer = SGD(lr=0.01, momentum=0.9) if args.optimizer == "sgd" else Adam()
+        sets[f"TRAINING steps ({optimizer}), which the cost model is never tuned on"] = [
+            Case(c.name, c.family, c.batch, c.runner, c.inputs, c.eager, c.eager_prediction)
+            for c in training_cases(wanted, optimizer)
+        ]
+    elif args.validate or args.both:
         sets["VALIDATION set (bench/validation_set.py): models the cost model is never tuned on"] = validation_cases(
             wanted
         )
-    if not args.validate or args.both:
+    if not args.train and (not args.validate or args.both):
         sets["TUNING suite: the models the cost model was refined against"] = tuning_cases(wanted)
     cases = [case for members in sets.values() for case in members]
     samples: list[list[Sample]] = [[] for _ in cases]

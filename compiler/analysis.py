@@ -14,6 +14,7 @@ from typing import Any
 
 from gnomon.cost.devices import Device, load_device
 from gnomon.cost.eager import eager_report
+from gnomon.cost.eager_training import eager_training_report
 from gnomon.cost.program import program_report
 from gnomon.cost.report import TARGETS, AnalysisError, Report
 from gnomon.cost.steps import count_parameters
@@ -40,8 +41,8 @@ def analyze(
     `model` is what `gnomon.load` takes; `batch` rebinds the inputs' first dim (files: through `input_shapes`;
     gnomon's own models: through their `example_inputs(batch)`); `verify_each` and `dump_ir` are
     `gnomon.pipeline.load`'s. `train` (as `gnomon.compile` takes it) predicts one training step of a module that
-    returns its loss (a file's, or given `loss`), as `gnomon.compile(..., train=...)` compiles it (the `gnomon`
-    target only, for now).
+    returns its loss (a file's, or given `loss`), as `gnomon.compile(..., train=...)` compiles it (`gnomon`) or as
+    PyTorch eager runs it with the same optimizer (`torch-eager`).
     """
     if train is not None and train is not False:
         return _training_report(model, example_inputs, input_shapes, loss, device, target, train, verify_each)
@@ -81,19 +82,27 @@ def _training_report(
     train: object,
     verify_each: bool,
 ) -> Report:
-    """The `gnomon` target's prediction of a training step: the lowered step, as `compile_training` lowers it."""
+    """A training step's prediction: for `gnomon`, the lowered step, as `compile_training` lowers it; for
+    `torch-eager`, the step's graph as eager runs it (`gnomon.cost.eager_training`)."""
     from gnomon.frontends.torch_training import training_model_from_file, with_loss
-    from gnomon.training import compile_training
+    from gnomon.optimizers import optimizer_of
+    from gnomon.training import compile_training, training_graph
 
-    if target != "gnomon":
-        raise AnalysisError(f"a training step is predicted for the gnomon target only, not {target!r}, for now")
+    if target not in TARGETS:
+        raise AnalysisError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     resolved = load_device(device) if isinstance(device, str) else device
     name = str(model) if isinstance(model, str | Path) else type(model).__name__
     if isinstance(model, str | Path):
         model, example_inputs = training_model_from_file(Path(model), input_shapes, loss)
     elif loss is not None:
         model = with_loss(model, loss)
-    step = compile_training(model, example_inputs, train, verify_each=verify_each, source=name)
+    optimizer = optimizer_of(train)
+    if target == "torch-eager":
+        module, training = training_graph(model, example_inputs, optimizer, verify_each=verify_each, source=name)
+        values = [training.values[n] for n in training.parameters]
+        parameters = (sum(v.size for v in values), sum(v.nbytes for v in values))
+        return eager_training_report(module, resolved, name, optimizer, len(training.parameters), parameters)
+    step = compile_training(model, example_inputs, optimizer, verify_each=verify_each, source=name)
     arrays = step.state_arrays(parameters_only=True)
     parameters = (sum(a.size for a in arrays), sum(a.nbytes for a in arrays))
     return program_report(step.executable.module, resolved, name, parameters)

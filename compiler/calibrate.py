@@ -145,6 +145,11 @@ def _measured_device(m: Measurements, rounds: Rounds, log: Callable[[str], None]
         launch_overhead_s=m.measured["launch_overhead_s"],
         dispatch_overhead_s=m.measured["dispatch_overhead_s"],
         module_call_s=m.measured["module_call_s"],
+        eager_training={
+            key.removeprefix("eager_training."): value
+            for key, value in m.measured.items()
+            if key.startswith("eager_training.")
+        },
     )
 
 

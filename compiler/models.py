@@ -8,6 +8,7 @@ expects; the models are returned in eval mode, as an inference compiler sees the
 # No `from __future__ import annotations`: torch.jit.script reads these annotations at run time.
 
 import itertools
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -108,13 +109,24 @@ class TransformerBlock(nn.Module):
         return (torch.randn(batch, self.seq, self.d_model),)
 
 
+def _relu_mlp(widths: Sequence[int], *, last_relu: bool) -> nn.Sequential:
+    """Linear layers through `widths`, a ReLU after each (but the last, unless `last_relu`)."""
+    layers: list[nn.Module] = []
+    for i, (n_in, n_out) in enumerate(itertools.pairwise(widths)):
+        layers.append(nn.Linear(n_in, n_out))
+        if last_relu or i < len(widths) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
 class DLRM(nn.Module):
     """A DLRM-style recommender.
 
     Sum-pooled embedding bags (one per sparse feature) and a bottom MLP over the dense
-    features; their pairwise dot products (upper triangle) with the bottom output feed a
-    top MLP ending in a sigmoid. Inputs: dense [batch, dense_features], indices
-    [tables, batch * pooling] (int64), offsets [tables, batch] (int64); output [batch, 1].
+    features (hidden widths `bottom`, then `dim`); their pairwise dot products (upper triangle)
+    with the bottom output feed a top MLP (hidden widths `top`) ending in a sigmoid. Inputs:
+    dense [batch, dense_features], indices [tables, batch * pooling] (int64), offsets
+    [tables, batch] (int64); output [batch, 1].
     """
 
     triu: torch.Tensor
@@ -128,14 +140,16 @@ class DLRM(nn.Module):
         dim: int = 16,
         pooling: int = 3,
         seed: int = 0,
+        bottom: Sequence[int] = (64,),
+        top: Sequence[int] = (64,),
     ) -> None:
         super().__init__()
         torch.manual_seed(seed)
         self.embeddings = nn.ModuleList(nn.EmbeddingBag(rows, dim, mode="sum") for _ in range(tables))
-        self.bottom = nn.Sequential(nn.Linear(dense_features, 64), nn.ReLU(), nn.Linear(64, dim), nn.ReLU())
+        self.bottom = _relu_mlp((dense_features, *bottom, dim), last_relu=True)
         n = tables + 1
         pairs = n * (n - 1) // 2
-        self.top = nn.Sequential(nn.Linear(dim + pairs, 64), nn.ReLU(), nn.Linear(64, 1), nn.Sigmoid())
+        self.top = nn.Sequential(*_relu_mlp((dim + pairs, *top, 1), last_relu=False), nn.Sigmoid())
         # Not part of the state dict: exporters must still see it as a constant.
         self.register_buffer("triu", torch.triu_indices(n, n, offset=1), persistent=False)
         self.dense_features = dense_features

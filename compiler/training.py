@@ -13,16 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from xdsl.dialects.builtin import ModuleOp
 
 from gnomon.errors import GnomonError
 from gnomon.executable import Executable, lower
 from gnomon.files import check_readable, writing
+from gnomon.frontends.imported import TrainingState
 from gnomon.memory_profile import MemoryProfile, memory_profile
 from gnomon.optimizers import STEP, Optimizer, append_optimizer, optimizer_of
 from gnomon.passes.graph_fuse import AUTO_DEVICE
 from gnomon.pipeline import run_pipeline, to_graph
 
-__all__ = ["TRAINING_REWRITES", "TrainingExecutable", "compile_training"]
+__all__ = ["TRAINING_REWRITES", "TrainingExecutable", "compile_training", "training_graph"]
 
 TRAINING_REWRITES = "graph-fold-constants,graph-canonicalize"
 """The inference stage's rewrites that a training step allows: dropout stays, batch norm is not folded."""
@@ -148,20 +150,17 @@ class TrainingExecutable:
         return self.executable.profile()
 
 
-def compile_training(
+def training_graph(
     model: Any,
     example_inputs: Sequence[Any] | None,
-    train: object,
+    optimizer: Optimizer,
     *,
     verify_each: bool = False,
     dump_ir: str | Path | None = None,
-    device: str = AUTO_DEVICE,
-    tuned: bool = True,
     source: str | None = None,
-) -> TrainingExecutable:
-    """A training step of a torch module (or exported program) that returns its loss, with `train`'s optimizer;
-    `source` names it in messages (default: its class's name)."""
-    optimizer = optimizer_of(train)
+) -> tuple[ModuleOp, TrainingState]:
+    """The graph of a training step of a torch module (or exported program) that returns its loss: the joint
+    forward-backward graph after the rewrites a training step allows, with `optimizer`'s update appended."""
     from gnomon.frontends import check_model_kind
 
     check_model_kind(model)
@@ -179,5 +178,26 @@ def compile_training(
     module = to_graph(imported, verify_each=verify_each, dump_ir=dump_ir)
     run_pipeline(module, "inference", source, verify_each=verify_each, spec=TRAINING_REWRITES)
     append_optimizer(module, optimizer, training.parameters, training.buffers)
+    return module, training
+
+
+def compile_training(
+    model: Any,
+    example_inputs: Sequence[Any] | None,
+    train: object,
+    *,
+    verify_each: bool = False,
+    dump_ir: str | Path | None = None,
+    device: str = AUTO_DEVICE,
+    tuned: bool = True,
+    source: str | None = None,
+) -> TrainingExecutable:
+    """A training step of a torch module (or exported program) that returns its loss, with `train`'s optimizer;
+    `source` names it in messages (default: its class's name)."""
+    optimizer = optimizer_of(train)
+    source = source or type(model).__name__
+    module, training = training_graph(
+        model, example_inputs, optimizer, verify_each=verify_each, dump_ir=dump_ir, source=source
+    )
     lower(module, source, verify_each=verify_each, dump_ir=dump_ir, device=device, tuned=tuned, rewrites=False)
     return TrainingExecutable(Executable(module), optimizer, training.parameters, training.buffers, training.values)

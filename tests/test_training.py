@@ -403,8 +403,32 @@ def test_a_training_step_is_predicted_as_compiled() -> None:
     assert {f"optimizer.{n}" for n, _ in model.named_parameters()} <= set(locations)
     copies = [record.name for record in report.records if record.op == "copy"]
     assert copies == ["copy input 9", "copy input 10", "copy output 0"]  # the batch (x, target), the loss
-    with pytest.raises(GnomonError, match="for the gnomon target only, not 'torch-eager'"):
-        gnomon.analyze(gnomon.with_loss(model, loss), batch, device="generic-cpu", target="torch-eager", train=True)
+
+
+@pytest.mark.parametrize("optimizer", [gnomon.SGD(lr=0.1, momentum=0.9), gnomon.Adam()], ids=["sgd", "adam"])
+def test_eager_training_is_priced_op_by_op_with_autograd_and_the_optimizer(optimizer: gnomon.Optimizer) -> None:
+    """The torch-eager target of a training step: the forward ops as inference prices them plus autograd's
+    recording, the engine's nodes at the first backward op, and zero_grad with the optimizer's foreach step (its
+    fixed and per-parameter host costs) at the first update, whose kernels are the update's unfused ops."""
+    from gnomon.cost.devices import load_device
+    from gnomon.cost.eager_training import DEFAULTS, optimizer_key
+
+    model, batch, loss = _case("mlp")
+    device = load_device("generic-cpu")
+    report = gnomon.analyze(gnomon.with_loss(model, loss), batch, device=device, target="torch-eager", train=optimizer)
+    assert report.target == "torch-eager"
+    assert report.parameters == sum(p.numel() for p in model.parameters())
+    trained = len(list(model.parameters()))
+    updates = [r for r in report.records if r.location.startswith("optimizer")]  # the step count at `optimizer`
+    key = optimizer_key(optimizer)
+    assert updates[0].overhead_s == pytest.approx(DEFAULTS[f"{key}_step_s"] + trained * DEFAULTS[f"{key}_param_s"])
+    assert all(r.overhead_s == 0 for r in updates[1:])
+    assert sum(r.kernel_s for r in updates) > 0
+    engine_s = DEFAULTS["autograd_node_s"] * trained  # at least the AccumulateGrad nodes
+    engine = [r for r in report.records if r.overhead_s > engine_s and not r.location.startswith("optimizer")]
+    assert len(engine) == 1  # every node's cost at the first backward op
+    forward = [r for r in report.records if r.location == "layers.0" and r.op == "linear"]
+    assert forward[0].overhead_s > device.dispatch_overhead_s
 
 
 def test_save_and_restore_carry_the_whole_training_state(tmp_path: Path) -> None:

@@ -238,11 +238,11 @@ def _import_program(
         input_dim_names=[
             tuple((dim_names or {}).get(_symbol(d), _symbol(d)) for d in dims) for dims in _input_dims(program)
         ],
-        module_calls=_module_calls(program) if kind == "torch" else 0,
+        module_calls=module_calls_of(program) if kind == "torch" else 0,
     )
 
 
-def _module_calls(program: ExportedProgram) -> int:
+def module_calls_of(program: ExportedProgram) -> int:
     """The module calls of an eager run of the exported module: the distinct entries of its ops' module stacks,
     the root's included (each call of a module has its own key: a module called twice has two). A module that
     runs no op (an `nn.Identity`) leaves no entry and is not counted."""

@@ -31,6 +31,7 @@ from gnomon.frontends.torch import (
     input_names_of,
     is_exported_archive,
     lift_listed_tensors,
+    module_calls_of,
     program_text,
     reason,
     torchscript_program,
@@ -120,6 +121,7 @@ def import_torch_training(
         input_names=[*parameters, *buffers, *_batch_names(model, input_names_of(joint.program)[len(names) :])],
         output_names=["loss", *(f"grad.{n}" for n in parameters), *(f"new.{n}" for n in buffers)],
         kind="torch",
+        module_calls=module_calls_of(program),
         training=TrainingState(parameters, buffers, values),
     )
 

@@ -15,6 +15,7 @@ from gnomon.cost.fit import Measured
 from gnomon.runtime.calibration.host import busy_fraction, cache_levels, cores, cpu_name, cpu_times, others_busy
 from gnomon.runtime.calibration.overheads import (
     dispatch_overhead,
+    eager_training_overheads,
     launch_overhead,
     module_call_overhead,
     pool_handoff,
@@ -142,6 +143,15 @@ def _overheads(m: Measurements, rounds: Rounds, log: Log, lower: Lower) -> None:
     log(f"  PyTorch eager dispatch overhead (tiny ops): {dispatch * 1e6:.2f} us per op")
     module_call = m.measured["module_call_s"] = module_call_overhead(40 if m.quick else 200, 20 if m.quick else 50)
     log(f"  PyTorch eager nn.Module call overhead: {module_call * 1e6:.2f} us per call")
+    training = eager_training_overheads(40 if m.quick else 400, 10 if m.quick else 30)
+    m.measured.update({f"eager_training.{key}": value for key, value in training.items()})
+    us = {key: value * 1e6 for key, value in training.items()}
+    log(
+        f"  PyTorch eager training: autograd records an op in {us['autograd_record_s']:.2f} us, runs a backward node"
+        f" in {us['autograd_node_s']:.2f} us; zero_grad and a foreach step: SGD {us['sgd_step_s']:.0f} us +"
+        f" {us['sgd_param_s']:.1f} us per parameter, with momentum {us['sgd_momentum_step_s']:.0f} +"
+        f" {us['sgd_momentum_param_s']:.1f}, Adam {us['adam_step_s']:.0f} + {us['adam_param_s']:.1f}"
+    )
     handoff = m.measured["pool_handoff_s"] = pool_handoff(5 if m.quick else 20, lower)
     log(
         f"  thread handoff (not modelled): a generated kernel split over threads after a library one takes "

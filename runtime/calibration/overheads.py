@@ -5,6 +5,8 @@ Each is the median of many runs: an overhead is what every one of a model's many
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, TensorType, f32
 
@@ -18,6 +20,7 @@ from gnomon.runtime.calibration.timing import median_time
 
 __all__ = [
     "dispatch_overhead",
+    "eager_training_overheads",
     "launch_overhead",
     "module_call_overhead",
     "pool_handoff",
@@ -129,3 +132,73 @@ def thin_call_probe(trials: int, lower: Lower) -> list[Measured]:
         program.results += [pooled, tiny]
     measured = profile_suite(load(program.module(), lower), trials)
     return [m for m in measured if m.kernel.is_generated]
+
+
+def eager_training_overheads(ops: int, trials: int) -> dict[str, float]:
+    """PyTorch eager's host seconds in a training step beyond its ops' dispatch (`gnomon.cost.eager_training`).
+
+    - `autograd_record_s`: per forward op, what recording it for autograd adds: a chain of tiny relus and scalar
+      multiplies on a tensor that requires grad, against the same chain under `inference_mode`.
+    - `autograd_node_s`: per node of the backward pass, the engine's work and the dispatch of the one op each
+      node's formula runs here (threshold_backward, mul): the chain's backward, per op, from two chain lengths.
+    - `<optimizer>_step_s` and `<optimizer>_param_s`: `zero_grad()` and `step()` of torch.optim's `foreach` SGD,
+      SGD with momentum and Adam over tiny parameters: the fixed part and the part per parameter, from 4 and 64
+      parameters (per tensor, torch's CPU `foreach` ops dispatch one kernel each, and its Python loops over them).
+    """
+    import torch
+
+    one = torch.ones(1)
+    leaf = torch.ones(1, requires_grad=True)
+
+    def chain(x: torch.Tensor, count: int) -> torch.Tensor:
+        for _ in range(count // 2):
+            x = torch.relu(x) * 2.0
+        return x
+
+    def recorded() -> None:
+        chain(leaf, ops)
+
+    def inferred() -> None:
+        with torch.inference_mode():
+            chain(one, ops)
+
+    figures = {"autograd_record_s": max(median_time(recorded, trials) - median_time(inferred, trials), 0.0) / ops}
+    backward = {}
+    for count in (ops // 4, ops):
+
+        def step(count: int = count) -> None:
+            chain(leaf, count).backward()
+            leaf.grad = None
+
+        def forward_only(count: int = count) -> None:
+            chain(leaf, count)
+
+        backward[count] = median_time(step, trials) - median_time(forward_only, trials)
+    figures["autograd_node_s"] = max(backward[ops] - backward[ops // 4], 0.0) / (ops - ops // 4)
+    makers = {
+        "sgd": lambda ps: torch.optim.SGD(ps, lr=0.01, foreach=True),
+        "sgd_momentum": lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9, foreach=True),
+        "adam": lambda ps: torch.optim.Adam(ps, lr=0.01, foreach=True),
+    }
+    for name, make in makers.items():
+        seconds = {}
+        for count in (4, 64):
+            parameters = [torch.nn.Parameter(torch.ones(1)) for _ in range(count)]
+            optimizer = make(parameters)
+
+            def update(parameters: list[torch.nn.Parameter] = parameters, optimizer: Any = optimizer) -> None:
+                optimizer.zero_grad()
+                for p in parameters:
+                    p.grad = one
+                optimizer.step()
+
+            def grads_only(parameters: list[torch.nn.Parameter] = parameters) -> None:
+                for p in parameters:
+                    p.grad = one
+
+            update()  # creates the optimizer's state
+            seconds[count] = max(median_time(update, trials * 4) - median_time(grads_only, trials * 4), 0.0)
+        per_parameter = (seconds[64] - seconds[4]) / 60
+        figures[f"{name}_param_s"] = max(per_parameter, 0.0)
+        figures[f"{name}_step_s"] = max(seconds[4] - 4 * per_parameter, 0.0)
+    return figures

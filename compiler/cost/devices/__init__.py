@@ -37,6 +37,9 @@ A device file:
 
     [call_warm_s]                 # optional: measured fixed cost of a warm call, per library function
     "aten.layer_norm" = 2.1e-05   # (others: the [efficiency] table's library_call_warm_s)
+
+    [eager_training]              # optional: eager's host costs in a training step beyond dispatch
+    autograd_node_s = 3.6e-06     # (keys: gnomon.cost.eager_training.DEFAULTS)
 """
 
 from __future__ import annotations
@@ -123,6 +126,10 @@ class Device:
     call_warm_s: dict[str, float] = field(default_factory=dict[str, float])
     """Seconds a warm call of a library function takes beyond the runtime's launch and its kernel, per function
     (`gnomon.cost.calls.library_call_s`), as a calibration measured them; the others take `library_call_warm_s`."""
+    eager_training: dict[str, float] = field(default_factory=dict[str, float])
+    """PyTorch eager's host seconds in a training step beyond its ops' dispatch (`gnomon.cost.eager_training`:
+    autograd's recording and engine, the optimizer's Python), as a calibration measured them; absent ones take
+    that module's defaults."""
 
     @property
     def dram(self) -> MemoryLevel:
@@ -237,6 +244,8 @@ def device_toml(device: Device) -> str:
         lines += ["", "[steadiness]", *(f"{_key(k)} = {_toml(v)}" for k, v in device.steadiness.items())]
     if device.call_warm_s:
         lines += ["", "[call_warm_s]", *(f"{_key(k)} = {_toml(v)}" for k, v in device.call_warm_s.items())]
+    if device.eager_training:
+        lines += ["", "[eager_training]", *(f"{_key(k)} = {_toml(v)}" for k, v in device.eager_training.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -344,6 +353,7 @@ def _device(top: _Table) -> Device:
     efficiency = top.table("efficiency").positive_numbers() if "efficiency" in top.data else {}
     steadiness = top.table("steadiness").numbers() if "steadiness" in top.data else {}
     call_warm_s = top.table("call_warm_s").positive_numbers() if "call_warm_s" in top.data else {}
+    eager_training = top.table("eager_training").numbers() if "eager_training" in top.data else {}
     return Device(
         name=top.string("name"),
         kind=cast(DeviceKind, kind),
@@ -359,4 +369,5 @@ def _device(top: _Table) -> Device:
         efficiency=efficiency,
         steadiness=steadiness,
         call_warm_s=call_warm_s,
+        eager_training=eager_training,
     )
