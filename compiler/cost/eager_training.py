@@ -74,7 +74,7 @@ def eager_training_report(module: ModuleOp, device: Device, name: str, optimizer
     # What runs after the loss runs in backward(): the seed gradient is a folded constant, so program order, not
     # data flow, tells (the joint graph recomputes some forward values there, as eager's formulas do).
     loss = ret.operands[0].owner
-    after_loss = ops[ops.index(loss) + 1 :] if loss in ops else []
+    after_loss = ops[ops.index(loss) + 1 :] if isinstance(loss, GraphOperation) and loss in ops else []
     backward = set(after_loss) - updates
     recorded = _reading(ops, set(block.args[:trained])) - backward - updates
     key = optimizer_key(optimizer)

@@ -5,6 +5,7 @@ Each is the median of many runs: an overhead is what every one of a model's many
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -175,7 +176,7 @@ def eager_training_overheads(ops: int, trials: int) -> dict[str, float]:
 
         backward[count] = median_time(step, trials) - median_time(forward_only, trials)
     figures["autograd_node_s"] = max(backward[ops] - backward[ops // 4], 0.0) / (ops - ops // 4)
-    makers = {
+    makers: dict[str, Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]] = {
         "sgd": lambda ps: torch.optim.SGD(ps, lr=0.01, foreach=True),
         "sgd_momentum": lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9, foreach=True),
         "adam": lambda ps: torch.optim.Adam(ps, lr=0.01, foreach=True),
