@@ -177,6 +177,10 @@ def test_a_quick_calibration_writes_a_calibrated_device(tmp_path: Path, fit: boo
     assert device.launch_overhead_s > 0
     assert device.dispatch_overhead_s > 0
     assert device.module_call_s > 0
+    from gnomon.cost.eager_training import DEFAULTS
+
+    assert set(device.eager_training) == set(DEFAULTS)  # eager training's host costs, each measured
+    assert device.eager_training["autograd_node_s"] > 0
     assert [level.name for level in device.memory] == [name for name, _, _ in cache_levels()] + ["dram"]
     # Measured, not fitted: a thin call's misses (unless no probe's traffic left L1 here).
     assert set(device.efficiency) - {"thin_call_cold_s"} == (set(FITTED) if fit else set())

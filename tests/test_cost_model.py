@@ -617,3 +617,33 @@ def test_the_cost_package_example_runs() -> None:
     results = doctest.testmod(gnomon.cost)
     assert results.attempted > 0
     assert results.failed == 0
+
+
+def test_a_kernel_writing_in_place_from_dram_pays_no_write_allocate() -> None:
+    """An update over tensors beyond the last cache writes back lines it read: its memory time is the out-of-place
+    kernel's (whose fitted efficiency includes fetching each written line first) times reads-and-writes over
+    reads, writes and fetches. In cache, nothing changes."""
+    device = load_device("generic-cpu")
+    last_cache = device.memory[-2].capacity_bytes * (device.cores if device.memory[-2].per_core else 1)
+    streamed = analytical.OpCost(3 * last_cache, 3 * last_cache, 1e-3, "memory", 1e-4, 2e-3, 1e-6, "stream")
+    written = last_cache  # buf = momentum * buf + grad: reads two tensors, writes one
+    assert analytical.written_in_place(streamed, written, device).memory_s == pytest.approx(2e-3 * 3 / 4)
+    cached = replace(streamed, bytes=last_cache // 8)
+    assert analytical.written_in_place(cached, written, device) == cached
+
+
+def test_a_training_kernel_is_priced_at_its_familys_fitted_rate() -> None:
+    """Batch norm with batch statistics, pooling gradients and an embedding's dense gradient run at the fraction of
+    a streaming kernel's rate that the calibration suite's kernels of their family set: half the rate, twice the
+    time."""
+    from gnomon.dialects.graph.nn import BatchNormTrainOp
+    from gnomon.runtime.calibration.programs import Program, batch_norm_train
+
+    program = Program()
+    x, g, b = program.argument("x", (8, 64, 28, 28)), program.argument("g", (64,)), program.argument("b", (64,))
+    batch_norm_train(program, "bn", x, g, b)
+    (op,) = [o for o in program.module().walk() if isinstance(o, BatchNormTrainOp)]
+    device = load_device("generic-cpu")
+    slower = replace(device, efficiency={**device.efficiency, "norm_train": 0.25})
+    faster = replace(device, efficiency={**device.efficiency, "norm_train": 0.5})
+    assert op_cost(op, slower).kernel_s == pytest.approx(2 * op_cost(op, faster).kernel_s)

@@ -56,7 +56,7 @@ analytical prediction, not a measurement.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from xdsl.ir import Operation, SSAValue
@@ -82,13 +82,14 @@ from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import DropoutOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
-from gnomon.dialects.graph.grad import ConvWeightGradOp
+from gnomon.dialects.graph.grad import AvgPoolGradOp, ConvWeightGradOp, EmbeddingBagGradOp, MaxPoolGradOp
 from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
 from gnomon.dialects.graph.nn import (
     AdaptivePoolOp,
     AttentionOp,
     AvgPoolOp,
+    BatchNormTrainOp,
     ConvOp,
     ConvTransposeOp,
     LayerNormOp,
@@ -211,6 +212,16 @@ def group_cost(
     memory_s = max(moved / bandwidth, weights_s)
     kernel = _on_cores(_Kernel("fused", compute_s, memory_s, reuse_s), device, cores)
     return _cost(flops, moved, compute_roof, kernel, device, call_s)
+
+
+def written_in_place(cost: OpCost, written: int, device: Device) -> OpCost:
+    """`cost` of a kernel that writes `written` of its bytes over inputs it has just read (an optimizer's update, a
+    pointwise kernel reusing a dying input). Streaming from DRAM, an out-of-place kernel first fetches each line it
+    writes (write-allocate), which the streaming efficiency fitted on such kernels includes; an in-place one writes
+    back lines it read, so its memory time shrinks by that share of the traffic. In cache, nothing changes."""
+    if written <= 0 or cost.bytes <= 0 or _resident_index(device, cost.bytes) != len(device.memory) - 1:
+        return cost
+    return replace(cost, memory_s=cost.memory_s * cost.bytes / (cost.bytes + written))
 
 
 def boundary_bytes(ops: Sequence[GraphOperation]) -> int:
@@ -375,6 +386,12 @@ def _family_kernel(
             return _embedding(op, work, device, eff, weights_in_dram)
         case LstmOp() | GruOp() | RnnOp():
             return _recurrent(op, work, device, eff)
+        case BatchNormTrainOp() | MaxPoolGradOp() | AvgPoolGradOp() | EmbeddingBagGradOp():
+            # A training step's library kernels, each a few passes over its tensors at a rate the calibration
+            # suite's kernels of the family set (`norm_train`, `pool_grad`, `index_add`).
+            kernel = _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)
+            rate = _TRAINING_RATES[type(op)](eff)
+            return _Kernel("stream", kernel.compute_s / rate, kernel.memory_s / rate)
         case TransposeOp():
             bandwidth = _sustained(device, eff, _resident_index(device, work.bytes)) * eff.transpose
             return _Kernel("transpose", work.flops / (device.peak(work.peak_key) * eff.vector), work.bytes / bandwidth)
@@ -390,6 +407,13 @@ def _family_kernel(
 
 
 GEMM_OPS = (MatmulOp, LinearOp, ConvOp, ConvTransposeOp, ConvWeightGradOp, AttentionOp)
+
+_TRAINING_RATES: dict[type[GraphOperation], Callable[[Efficiency], float]] = {
+    BatchNormTrainOp: lambda eff: eff.norm_train,
+    MaxPoolGradOp: lambda eff: eff.pool_grad,
+    AvgPoolGradOp: lambda eff: eff.pool_grad,
+    EmbeddingBagGradOp: lambda eff: eff.index_add,
+}
 
 LAYER_NORM_ROW_INSTRUCTIONS = 900
 """A layer norm's fixed cost per normalized row, in vector instructions: ATen's CPU kernel computes each row's moments

@@ -11,7 +11,8 @@ before any rewrite of gnomon's).
   prediction pays a dispatch for each.
 - `zero_grad()` and the optimizer's `step()` in torch's `foreach` implementation: a fixed host cost and one per
   parameter (`<optimizer>_step_s`, `<optimizer>_param_s`: Python and the per-tensor dispatch of each foreach op);
-  its kernels are gnomon's update's ops unfused, each one pass over its tensors as each foreach op is.
+  its kernels are gnomon's update's ops unfused, each one pass over its tensors as each foreach op is, written in
+  place (`written_in_place`).
 
 The host costs come from the device's `[eager_training]` table (`gnomon calibrate` measures them), else
 `DEFAULTS`.
@@ -25,9 +26,11 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
+from gnomon.cost.analytical import written_in_place
 from gnomon.cost.devices import Device
 from gnomon.cost.eager import eager_steps
 from gnomon.cost.report import Report
+from gnomon.cost.roofline import nbytes
 from gnomon.cost.steps import Step, build_report, program_function
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.tensor import ConstantOp
@@ -84,8 +87,11 @@ def eager_training_report(module: ModuleOp, device: Device, name: str, optimizer
     }
     priced: list[Step] = []
     for op, step in zip(ops, steps, strict=True):
-        if op in updates:  # a foreach op's per-tensor dispatch is in the per-parameter cost
+        if op in updates:  # a foreach op's per-tensor dispatch is in the per-parameter cost; it writes in place
             host_s, host["optimizer"] = host["optimizer"], 0.0
+            if step.cost is not None:
+                cost = written_in_place(step.cost, sum(nbytes(r) for r in op.results), device)
+                step = replace(step, cost=cost, task=replace(step.task, device_s=cost.kernel_s))
         elif op in backward:
             host_s, host["engine"] = step.task.host_s + host["engine"], 0.0
         else:

@@ -80,6 +80,15 @@ class Efficiency:
     kernel with its launch; not yet fitted by calibration."""
     generated_depthwise: float = 0.35
     """Fraction of the fp32 peak the depthwise convolution fused after it sustains."""
+    norm_train: float = 0.5
+    """Fraction of a streaming kernel's rate a training batch norm attains (ATen's: the batch statistics in passes
+    over the input per channel, then the normalization)."""
+    pool_grad: float = 0.5
+    """Fraction of a streaming kernel's rate a pooling gradient attains (gnomon's runtime finds a max pool's
+    window maxima again, then scatters each window's gradient into a zeroed input)."""
+    index_add: float = 0.5
+    """Fraction of a streaming kernel's rate an embedding table's dense gradient attains (ATen's: the table
+    zeroed, then each looked-up row's gradient added into it, row by row)."""
     thin_call_cold_s: float = 0.0
     """What a thin call adds when its code path is no longer in any cache level: a generated kernel's launch (the
     runtime's loop, ctypes, the kernel's few KB of code) or a copy into ATen's copy kernel. Their paths are far

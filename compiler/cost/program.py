@@ -19,7 +19,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp
 from xdsl.ir import SSAValue
 
-from gnomon.cost.analytical import OpCost, boundary_bytes, efficiency, group_cost, op_cost
+from gnomon.cost.analytical import OpCost, boundary_bytes, efficiency, group_cost, op_cost, written_in_place
 from gnomon.cost.calls import (
     GENERATED,
     Call,
@@ -152,7 +152,7 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
     if rt.ARENA_SIZE not in function.attributes:
         raise AnalysisError("the module is not an rt program (lower it with gnomon.executable.lower first)")
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
-    costs: dict[tuple[str, tuple[int | None, ...]], OpCost] = {}
+    costs: dict[tuple[str, tuple[int | None, ...], int], OpCost] = {}
     calls: dict[str, list[Call]] = {}
     cold_weights = weights_in_dram(module, device)
     distances = iter(launch_call_distances(module))
@@ -188,13 +188,18 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
             index = len(steps)
             kernel_func = kernels[op.callee.string_value()]
             name = kernel_func.sym_name.data
-            key = (name, tuple(next(distances)))
+            # Bytes it writes over an input it reads: a pointwise kernel reusing a dying input, an update in place.
+            in_place_bytes = sum(
+                memref_bytes(v.type) for v in op.outs if v in ranges and ranges[v] in {ranges.get(i) for i in op.ins}
+            )
+            key = (name, tuple(next(distances)), in_place_bytes)
             if key not in costs:  # launches of one kernel.func after as much traffic cost the same
                 if name not in calls:
                     calls[name] = library_calls(kernel_func)
-                costs[key] = kernel_cost(
+                cost = kernel_cost(
                     kernel_func, device, weights_in_dram=cold_weights, call_distances=key[1], calls=calls[name]
                 )
+                costs[key] = written_in_place(cost, in_place_bytes, device)
             cost = costs[key]
             read = [ranges[v] for v in op.ins if v in ranges]
             depends = {task for task, span in written if any(_overlap(span, r) for r in read)}

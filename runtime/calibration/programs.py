@@ -15,8 +15,9 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from gnomon.dialects.graph.base import GraphOperation, bool_attr, f64_attr, i64_array, i64_attr
 from gnomon.dialects.graph.elementwise import AddOp, DivOp, MulOp, PowOp, ReluOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
+from gnomon.dialects.graph.grad import EmbeddingBagGradOp, MaxPoolGradOp
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
-from gnomon.dialects.graph.nn import AvgPoolOp, ConvOp, GlobalAvgPoolOp, LayerNormOp, MaxPoolOp
+from gnomon.dialects.graph.nn import AvgPoolOp, BatchNormTrainOp, ConvOp, GlobalAvgPoolOp, LayerNormOp, MaxPoolOp
 from gnomon.dialects.graph.tensor import ConcatOp, ConstantOp, SliceOp, TransposeOp
 
 __all__ = [
@@ -186,6 +187,41 @@ def embedding_bag(p: Program, name: str, table: SSAValue, bags: int, pooling: in
     offsets = _constant(p, f"{name}_o", DenseIntOrFPElementsAttr.from_list(TensorType(i64, [bags]), starts))
     properties: dict[str, Attribute] = {"mode": StringAttr("sum"), "include_last_offset": bool_attr(False)}
     return p.inferred(name, EmbeddingBagOp, [table, indices, offsets, []], properties)
+
+
+def embedding_bag_grad(p: Program, name: str, dy: SSAValue, rows: int, pooling: int) -> SSAValue:
+    """The dense gradient of a table of `rows` rows from bags of `pooling` distinct rows each (as `embedding_bag`
+    spreads them): the table zeroed, then each bag's gradient added into its rows."""
+    bags = _shape(dy)[0]
+    lookups = bags * pooling
+    spread = [i * 7919 % rows for i in range(lookups)]
+    indices = _constant(p, f"{name}_i", DenseIntOrFPElementsAttr.from_list(TensorType(i64, [lookups]), spread))
+    starts = [b * pooling for b in range(bags)]
+    offsets = _constant(p, f"{name}_o", DenseIntOrFPElementsAttr.from_list(TensorType(i64, [bags]), starts))
+    properties: dict[str, Attribute] = {"mode": StringAttr("sum"), "rows": i64_attr(rows)}
+    return p.inferred(name, EmbeddingBagGradOp, [dy, indices, offsets, []], properties)
+
+
+def batch_norm_train(p: Program, name: str, x: SSAValue, scale: SSAValue, bias: SSAValue) -> SSAValue:
+    """Batch norm with the batch's statistics (training mode): its normalized output."""
+    properties: dict[str, Attribute] = {"epsilon": f64_attr(1e-5), "momentum": f64_attr(0.1)}
+    channels = _tensor((_shape(x)[1],))
+    op = BatchNormTrainOp.build(operands=[x, scale, bias], result_types=[x.type, channels, channels],
+                                properties=properties)  # fmt: skip
+    return p.add(op, name)
+
+
+def max_pool_grad(p: Program, name: str, dy: SSAValue, x: SSAValue, kernel: Shape, stride: int, pad: int) -> SSAValue:
+    """A max pool's input gradient: each window's gradient added at its maximum."""
+    rank = len(kernel)
+    properties: dict[str, Attribute] = {
+        "kernel": i64_array(kernel),
+        "strides": i64_array([stride] * rank),
+        "pads": i64_array([pad] * 2 * rank),
+        "dilations": i64_array([1] * rank),
+        "ceil_mode": bool_attr(False),
+    }
+    return p.inferred(name, MaxPoolGradOp, [dy, x], properties)
 
 
 def embedding(p: Program, name: str, table: SSAValue, lookups: int) -> SSAValue:

@@ -1,7 +1,8 @@
 """The calibration suite: the kernels whose profiled times the fit of the efficiency factors matches.
 
 GEMMs, convolutions, depthwise convolutions, elementwise, broadcast affine, transpose, softmax, normalization, 2-D
-and 3-D pooling, concatenation and embedding bags, each family at a large and a small size, so that the fixed costs
+and 3-D pooling, concatenation, embedding bags, and a training step's batch norm, max-pool gradient and embedding
+gradient, each family at a large and a small size, so that the fixed costs
 and the rates separate; two chains of small calls of three library functions in turn, near and far apart in
 traffic, for a call's fixed cost warm and cold; and tiny calls of the library functions models call most, each run
 back to back, for each one's own warm call. The suite's shapes are not the benchmark models' own.
@@ -26,16 +27,19 @@ from gnomon.runtime.calibration.programs import (
     Shape,
     affine_relu,
     avg_pool,
+    batch_norm_train,
     concat,
     conv,
     embedding,
     embedding_bag,
+    embedding_bag_grad,
     global_avg_pool,
     layer_norm,
     linear,
     lrn_scale,
     matmul,
     max_pool,
+    max_pool_grad,
     same_shape,
     slice_columns,
     transpose,
@@ -147,6 +151,22 @@ def _embedding_bag(name: str, rows: int, dim: int, bags: int, pooling: int) -> K
     return Kernel(name, inputs, lambda p, a: embedding_bag(p, name, a[0], bags, pooling), reads_weights=True)
 
 
+def _batch_norm_train(name: str, dims: Shape) -> Kernel:
+    inputs = (("x", dims), ("g", (dims[1],)), ("b", (dims[1],)))
+    return Kernel(name, inputs, lambda p, a: batch_norm_train(p, name, *a))
+
+
+def _max_pool_grad(name: str, dims: Shape) -> Kernel:
+    """The gradient of a 3x3 stride-2 max pool (ResNet's stem) with respect to its input of `dims`."""
+    pooled = (dims[0], dims[1], (dims[2] - 1) // 2 + 1, (dims[3] - 1) // 2 + 1)
+    inputs = (("dy", pooled), ("x", dims))
+    return Kernel(name, inputs, lambda p, a: max_pool_grad(p, name, a[0], a[1], (3, 3), 2, 1))
+
+
+def _embedding_bag_grad(name: str, rows: int, dim: int, bags: int, pooling: int) -> Kernel:
+    return Kernel(name, (("dy", (bags, dim)),), lambda p, a: embedding_bag_grad(p, name, a[0], rows, pooling))
+
+
 def _quick_kernels() -> tuple[list[Kernel], list[Kernel]]:
     generated = [_elementwise("relu", "relu", (1, 16, 28, 28)), _affine("affine", (1, 16, 28, 28))]
     library = [_linear("linear", 64, 256, 256), _conv("conv", (1, 16, 28, 28), (16, 16, 3, 3), 1, 1)]
@@ -217,6 +237,13 @@ def _library_kernels() -> list[Kernel]:
         _call_chain("call_chain_wide", 16, 512, 3),  # 0.13-1.2 MB between calls: L2 and L3
         _embedding_bag("embedding_bag", 60_000, 32, 512, 15),
         _embedding_bag("embedding_bag_small", 60_000, 32, 64, 15),
+        # A training step's own kernels (`norm_train`, `pool_grad`, `index_add`).
+        _batch_norm_train("batch_norm_train", (8, 64, 28, 28)),
+        _batch_norm_train("batch_norm_train_small", (2, 32, 14, 14)),
+        _max_pool_grad("max_pool_grad", (4, 64, 56, 56)),
+        _max_pool_grad("max_pool_grad_small", (1, 32, 28, 28)),
+        _embedding_bag_grad("embedding_bag_grad", 60_000, 32, 512, 15),
+        _embedding_bag_grad("embedding_bag_grad_small", 8_000, 32, 64, 15),
     ]
 
 
