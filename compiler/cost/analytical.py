@@ -291,6 +291,13 @@ def _sustained(device: Device, eff: Efficiency, level: int) -> float:
     return device.memory[level].bandwidth_bytes_per_s * (eff.stream_dram if dram else eff.stream)
 
 
+def _weights_bandwidth(device: Device, eff: Efficiency) -> float:
+    """Bytes per second a library kernel reads weights or table rows from DRAM at: a BLAS's matrix-vector product
+    streaming its weights once per row, an embedding bag gathering rows. Not an elementwise stream's rate
+    (`stream_dram`): the calibration suite fits the two apart."""
+    return device.dram.bandwidth_bytes_per_s * eff.weights_dram
+
+
 def _resident_index(device: Device, working_set: int) -> int:
     """The innermost memory level that holds `working_set` bytes from one kernel to the next."""
     for index, level in enumerate(device.memory[:-1]):
@@ -330,7 +337,7 @@ def _kernel(
             return replace(kernel, compute_s=kernel.compute_s + pack_s)
         # Otherwise they stream in from DRAM, once per row on a CPU, whatever the blocked model says of the rest.
         passes = rows if device.kind == "cpu" and kernel.model == "gemm" else 1
-        weights_s = passes * nbytes(op.operands[1]) / _sustained(device, eff, len(device.memory) - 1)
+        weights_s = passes * nbytes(op.operands[1]) / _weights_bandwidth(device, eff)
         return replace(kernel, memory_s=max(kernel.memory_s, weights_s), weights_s=weights_s)
     return kernel
 
@@ -611,7 +618,8 @@ def _embedding(
     rest = work.bytes - distinct * row_bytes
     table_level = len(device.memory) - 1 if table_in_dram else _resident_index(device, nbytes(op.table))
     hot_level = _resident_index(device, distinct * row_bytes + rest)
-    memory_s = fetched / _sustained(device, eff, table_level) + ((lookups - distinct) * row_bytes + rest) / _sustained(
+    table_bandwidth = _weights_bandwidth(device, eff) if table_in_dram else _sustained(device, eff, table_level)
+    memory_s = fetched / table_bandwidth + ((lookups - distinct) * row_bytes + rest) / _sustained(
         device, eff, hot_level
     )
     compute_s = work.flops / (device.peak(work.peak_key) * eff.vector) + lookups * eff.lookup_s

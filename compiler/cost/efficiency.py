@@ -47,7 +47,8 @@ class Efficiency:
     stream: float
     """Fraction of a cache level's bandwidth a streaming kernel sustains."""
     stream_dram: float
-    """Fraction of DRAM's (HBM's) bandwidth a streaming kernel sustains."""
+    """Fraction of DRAM's (HBM's) bandwidth a streaming kernel sustains (an out-of-place one: fetching each line
+    it writes first is in the fraction; see `analytical.written_in_place`)."""
     transpose: float
     """Fraction of the streaming bandwidth a transposing kernel sustains."""
     library_call_s: float
@@ -80,6 +81,10 @@ class Efficiency:
     kernel with its launch; not yet fitted by calibration."""
     generated_depthwise: float = 0.35
     """Fraction of the fp32 peak the depthwise convolution fused after it sustains."""
+    weights_dram: float = 0.5
+    """Fraction of DRAM's bandwidth a library kernel reads weights or table rows from DRAM at (a BLAS's
+    matrix-vector product, an embedding bag's gathered rows), fitted apart from `stream_dram`; a device file
+    fitted before they were apart gives both its `stream_dram`."""
     norm_train: float = 0.5
     """Fraction of a streaming kernel's rate a training batch norm attains (ATen's: the batch statistics in passes
     over the input per channel, then the normalization)."""
@@ -100,7 +105,7 @@ GPU_EFFICIENCY = Efficiency(
     gemm=0.8, conv=0.8, conv_call_s=0.0, gemm_tile_m=256, gemm_tile_n=128, gemm_min_tile=32, gemm_k_overhead=32,
     gemm_pack=1.0,
     vector=0.5, depthwise=0.3, pool=0.3, pool3d=0.3, stream=0.85, stream_dram=0.85, transpose=0.5, library_call_s=0.0,
-    access_bytes=32, lookup_s=0.0, channels_last_call_s=0.0,
+    access_bytes=32, lookup_s=0.0, channels_last_call_s=0.0, weights_dram=0.85,
 )  # fmt: skip
 """Typical of cuBLAS/CUTLASS-class kernels (tiles up to 256 x 128): starting values for calibration, not measured."""
 
@@ -109,7 +114,7 @@ CPU_EFFICIENCY = Efficiency(
     gemm_pack=0.2,
     vector=0.5, depthwise=0.3, pool=0.1, pool3d=0.05, stream=0.7, stream_dram=0.7, transpose=0.3, library_call_s=5e-6,
     access_bytes=64, lookup_s=20e-9, libm_call_s=5e-9, library_call_warm_s=2e-6, pool_wake_s=3e-6,
-    thin_call_cold_s=2e-6,
+    thin_call_cold_s=2e-6, weights_dram=0.7,
 )  # fmt: skip
 """Typical of an AVX2 BLAS (a 6 x 16 fp32 register block): starting values for calibration, not measurements."""
 
@@ -125,4 +130,6 @@ def efficiency(device: Device) -> Efficiency:
         key: int(value) if isinstance(getattr(defaults, key), int) else value
         for key, value in device.efficiency.items()
     }
+    if "weights_dram" not in overrides and "stream_dram" in overrides:
+        overrides["weights_dram"] = overrides["stream_dram"]  # a file fitted before the two were apart
     return replace(defaults, **overrides)

@@ -50,7 +50,7 @@ __all__ = [
 FITTED = (
     "gemm", "conv", "conv_call_s", "gemm_k_overhead", "gemm_pack", "vector", "depthwise", "pool", "pool3d", "stream",
     "stream_dram", "transpose", "library_call_s", "lookup_s", "libm_call_s", "library_call_warm_s", "pool_wake_s",
-    "reorder", "channels_last_call_s", "norm_train", "pool_grad", "index_add",
+    "reorder", "channels_last_call_s", "norm_train", "pool_grad", "index_add", "weights_dram",
 )  # fmt: skip
 """The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
 DRAM_QUANTILE = 0.2
@@ -78,6 +78,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "norm_train": (0.005, 2.0),
     "pool_grad": (0.002, 2.0),
     "index_add": (0.005, 2.0),
+    "weights_dram": (0.02, 2.0),
 }
 
 

@@ -187,6 +187,9 @@ def _generated_kernels() -> list[Kernel]:
         _affine("affine_small", (1, 32, 14, 14)),
         _transpose("transpose_small", (64, 256), (1, 0)),
         _transpose("permute", (4, 128, 8, 32), (0, 2, 1, 3)),  # attention's head split: rows of 32 move
+        # 64 MB in and out: past any last cache, an elementwise stream's DRAM rate (`stream_dram`), apart from a
+        # matrix-vector product's weights (`weights_dram`).
+        _elementwise("relu_dram", "relu", (16, 1024, 1024)),
     ]
 
 
