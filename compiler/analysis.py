@@ -35,6 +35,7 @@ def analyze(
     dump_ir: str | Path | None = None,
     train: object = None,
     loss: str | None = None,
+    keep_gradients: bool = True,
 ) -> Report:
     """Predict `model`'s cost on `device` (a name, a device file, or `local`: the last `gnomon calibrate`).
 
@@ -42,10 +43,14 @@ def analyze(
     gnomon's own models: through their `example_inputs(batch)`); `verify_each` and `dump_ir` are
     `gnomon.pipeline.load`'s. `train` (as `gnomon.compile` takes it) predicts one training step of a module that
     returns its loss (a file's, or given `loss`), as `gnomon.compile(..., train=...)` compiles it (`gnomon`) or as
-    PyTorch eager runs it with the same optimizer (`torch-eager`).
+    PyTorch eager runs it with the same optimizer (`torch-eager`); `keep_gradients` is `gnomon.compile`'s.
     """
     if train is not None and train is not False:
-        return _training_report(model, example_inputs, input_shapes, loss, device, target, train, verify_each)
+        return _training_report(
+            model, example_inputs, input_shapes, loss, device, target, train, verify_each, keep_gradients
+        )
+    if not keep_gradients:
+        raise AnalysisError("keep_gradients=False is a training step's option: add train= (--train)")
     if loss is not None:
         raise AnalysisError("a loss is attached to train a model: add train= (--train)")
     from gnomon.frontends import check_model_kind
@@ -81,6 +86,7 @@ def _training_report(
     target: str,
     train: object,
     verify_each: bool,
+    keep_gradients: bool,
 ) -> Report:
     """A training step's prediction: for `gnomon`, the lowered step, as `compile_training` lowers it; for
     `torch-eager`, the step's graph as eager runs it (`gnomon.cost.eager_training`)."""
@@ -102,7 +108,9 @@ def _training_report(
         values = [training.values[n] for n in training.parameters]
         parameters = (sum(v.size for v in values), sum(v.nbytes for v in values))
         return eager_training_report(module, resolved, name, optimizer, len(training.parameters), parameters)
-    step = compile_training(model, example_inputs, optimizer, verify_each=verify_each, source=name)
+    step = compile_training(
+        model, example_inputs, optimizer, verify_each=verify_each, source=name, keep_gradients=keep_gradients
+    )
     arrays = step.state_arrays(parameters_only=True)
     parameters = (sum(a.size for a in arrays), sum(a.nbytes for a in arrays))
     return program_report(step.executable.module, resolved, name, parameters)

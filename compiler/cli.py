@@ -192,10 +192,13 @@ def _cmd_run(args: argparse.Namespace) -> None:
             seed=args.seed,
             restore=args.restore,
             save_state=args.save_state,
+            keep_gradients=not args.release_gradients,
         )
         return
-    if args.loss or args.steps != 1 or args.restore or args.save_state:
-        raise GnomonError("--loss, --steps, --restore and --save-state train the model: add --train")
+    if args.loss or args.steps != 1 or args.restore or args.save_state or args.release_gradients:
+        raise GnomonError(
+            "--loss, --steps, --restore, --save-state and --release-gradients train the model: add --train"
+        )
     run_command(
         args.model,
         input_shapes=_input_shapes(args.input_shape),
@@ -224,14 +227,23 @@ def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd", help="default: sgd")
     parser.add_argument("--lr", type=float, help="learning rate (default: torch's, 0.01 for SGD, 1e-3 for Adam)")
     parser.add_argument("--momentum", type=float, default=0.0, help="SGD's momentum (default 0)")
+    parser.add_argument(
+        "--release-gradients",
+        action="store_true",
+        help="update each parameter as soon as its gradient is ready and free the gradient (less memory)",
+    )
 
 
 def _cmd_memory(args: argparse.Namespace) -> None:
     from gnomon.memory_command import memory_command
     from gnomon.training_command import optimizer_from_flags
 
-    if not args.train and (args.loss or args.optimizer != "sgd" or args.lr is not None or args.momentum):
-        raise GnomonError("--loss, --optimizer, --lr and --momentum are a training step's: add --train")
+    if not args.train and (
+        args.loss or args.optimizer != "sgd" or args.lr is not None or args.momentum or args.release_gradients
+    ):
+        raise GnomonError(
+            "--loss, --optimizer, --lr, --momentum and --release-gradients are a training step's: add --train"
+        )
     memory_command(
         args.model,
         train=args.train,
@@ -242,6 +254,7 @@ def _cmd_memory(args: argparse.Namespace) -> None:
         plot=args.plot,
         as_json=args.json,
         seed=args.seed,
+        keep_gradients=not args.release_gradients,
     )
 
 
@@ -274,6 +287,8 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
         from gnomon.training_command import optimizer_from_flags
 
         train = optimizer_from_flags(args.optimizer, args.lr, args.momentum)
+    elif args.optimizer != "sgd" or args.lr is not None or args.momentum or args.release_gradients:
+        raise GnomonError("--optimizer, --lr, --momentum and --release-gradients are a training step's: add --train")
     report = analyze(
         model,
         device=args.device,
@@ -284,6 +299,7 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
         dump_ir=args.dump_ir,
         train=train,
         loss=args.loss,
+        keep_gradients=not args.release_gradients,
     )
     if args.plot is not None:
         plot_roofline(report, args.plot)

@@ -208,20 +208,25 @@ def compile_model(
     layouts: list[LayoutDecision] | None = None,
     tuned: bool = True,
     train: object = None,
+    keep_gradients: bool = True,
 ) -> Any:
     """Import, rewrite and lower a model; the reference backend interprets the graph program instead.
 
     `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device`, `decisions`, `layouts` and `tuned` are
     `lower`'s. `train` (True, or `gnomon.SGD(...)`, `gnomon.Adam(...)`, `gnomon.AdamW(...)`) compiles a training
-    step of a torch module that returns its loss instead: a `gnomon.training.TrainingExecutable`."""
+    step of a torch module that returns its loss instead: a `gnomon.training.TrainingExecutable`, which without
+    `keep_gradients` keeps no gradient past its parameter's update."""
     if train is not None and train is not False:
         from gnomon.training import compile_training
 
         if backend != "native":
             raise GnomonError("training runs on the native backend only")
         return compile_training(
-            model, example_inputs, train, verify_each=verify_each, dump_ir=dump_ir, device=device, tuned=tuned
-        )
+            model, example_inputs, train, verify_each=verify_each, dump_ir=dump_ir, device=device, tuned=tuned,
+            keep_gradients=keep_gradients,
+        )  # fmt: skip
+    if not keep_gradients:
+        raise GnomonError("keep_gradients=False is a training step's option: add train=")
     if backend not in BACKENDS:
         raise GnomonError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     module = load(model, example_inputs, input_shapes, verify_each=verify_each, dump_ir=dump_ir)

@@ -34,6 +34,7 @@ def memory_command(
     plot: Path | None,
     as_json: bool,
     seed: int,
+    keep_gradients: bool = True,
 ) -> None:
     """Compile `model` (its training step with `train`) and print its memory."""
     check_readable(model)
@@ -50,8 +51,9 @@ def memory_command(
         from gnomon.training_command import compile_training_file
 
         step, arrays, module = compile_training_file(
-            model, input_shapes=input_shapes, batch=batch, loss=loss, optimizer=optimizer, seed=seed
-        )
+            model, input_shapes=input_shapes, batch=batch, loss=loss, optimizer=optimizer, seed=seed,
+            keep_gradients=keep_gradients,
+        )  # fmt: skip
         profile = step.memory()
         torch_peak = eager_training_peak(module, arrays, optimizer)
         what = f"the training step of {model.name} ({optimizer_label(optimizer)})"

@@ -106,8 +106,9 @@ class MemoryProfile:
 def memory_profile(module: ModuleOp, outside: dict[str, int] | None = None,
                    gradient_results: range | None = None) -> MemoryProfile:  # fmt: skip
     """The memory of a lowered program. `outside` gives the bytes outside the arena by category (default: its
-    weights and inputs); `gradient_results`, the positions of a training step's gradient results, makes it a
-    training step's (its result 0 is the loss)."""
+    weights and inputs); `gradient_results`, the positions of a training step's gradient results (empty for a step
+    that returns none), makes it a training step's (its result 0 is the loss). A gradient is a gradient result, or
+    what the backward pass writes and a parameter's update (`optimizer.<name>`) reads."""
     (function,) = rt_functions(module)
     buffers, _ = plan_of(function)
     block = function.body.block
@@ -117,6 +118,7 @@ def memory_profile(module: ModuleOp, outside: dict[str, int] | None = None,
     writer: dict[int, str] = {}
     layers: list[str] = []
     loss_step: int | None = None
+    read_by_update: set[int] = set()
     buffer_count = 0
     for op in block.ops:
         if isinstance(op, rt.BufferOp):
@@ -130,14 +132,17 @@ def memory_profile(module: ModuleOp, outside: dict[str, int] | None = None,
                     writer.setdefault(owner[out], location_name(op.location))
             if gradient_results is not None and ret.operands[0] in op.outs:
                 loss_step = len(layers)
+            if location_name(op.location).startswith("optimizer."):
+                read_by_update.update(owner[v] for v in op.ins if v in owner)
             layers.append(location_name(op.location))
     returned = {owner[v] for v in ret.operands if v in owner}
     gradients = {owner[ret.operands[i]] for i in gradient_results or () if ret.operands[i] in owner}
     tensors: list[PlannedTensor] = []
     for buffer in buffers:
+        from_backward = loss_step is not None and buffer.first > loss_step and buffer.id in read_by_update
         if gradient_results is None:
             category = "outputs" if buffer.id in returned else "activations"
-        elif buffer.id in gradients:
+        elif buffer.id in gradients or from_backward:
             category = "gradients"
         elif loss_step is not None and buffer.first < loss_step < buffer.last:
             category = "saved activations"

@@ -24,7 +24,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from gnomon.dialects import rt
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.constant_values import numpy_to_dense
-from gnomon.dialects.graph.tensor import ConstantOp
+from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
 from gnomon.errors import GnomonError
 from gnomon.locations import name_location
 
@@ -149,9 +149,11 @@ def _type(value: SSAValue) -> TensorType[Attribute]:
     return value.type  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
 
 
-def append_optimizer(module: ModuleOp, optimizer: Optimizer, parameters: Sequence[str], buffers: Sequence[str]) -> None:
+def append_optimizer(module: ModuleOp, optimizer: Optimizer, parameters: Sequence[str], buffers: Sequence[str],
+                     keep_gradients: bool = True) -> None:  # fmt: skip
     """Make the training step's function one optimizer step, in place (see this module's docstring). The function's
-    leading arguments are `parameters` then `buffers`; its results the loss, the gradients and the new buffers."""
+    leading arguments are `parameters` then `buffers`; its results the loss, the gradients and the new buffers.
+    Without `keep_gradients` the step returns no gradients, so each dies at its parameter's update."""
     function = next(op for op in module.ops if isinstance(op, func.FuncOp))
     block = function.body.block
     ret = block.last_op
@@ -165,7 +167,13 @@ def append_optimizer(module: ModuleOp, optimizer: Optimizer, parameters: Sequenc
         slots.append([block.insert_arg(p.type, position + i) for i, p in enumerate(params)])
         position += count
     step = block.insert_arg(TensorType(f32, []), position)
-    emit = _Emitter(ret)
+    # Released gradients die at their parameter's update, so each update runs as early as it may: after its
+    # gradient and after the last read of the parameter's old value; the step count first of all.
+    early = not keep_gradients
+    order = {op: index for index, op in enumerate(block.ops)}
+    first_op = block.first_op
+    assert first_op is not None
+    emit = _Emitter(first_op if early else ret)
     new_step = emit.binary(ew.AddOp, step, emit.constant(1.0))
     new_params: list[SSAValue] = []
     new_slots: list[list[SSAValue]] = [[] for _ in optimizer.slots]
@@ -175,6 +183,8 @@ def append_optimizer(module: ModuleOp, optimizer: Optimizer, parameters: Sequenc
             first = emit.op(ew.EqOp.build(operands=[step, emit.constant(0.0)], result_types=[TensorType(i1, [])]))
         for i, (p, g) in enumerate(zip(params, gradients, strict=True)):
             emit.location = name_location(f"optimizer.{parameters[i]}")
+            if early:
+                emit.point = _after_last_use(p, g, order, ret)
             state = [s[i] for s in slots]
             p_new, state_new = _sgd(emit, optimizer, p, g, state, first)
             new_params.append(p_new)
@@ -185,17 +195,42 @@ def append_optimizer(module: ModuleOp, optimizer: Optimizer, parameters: Sequenc
         corrections = _adam_corrections(emit, optimizer, new_step)
         for i, (p, g) in enumerate(zip(params, gradients, strict=True)):
             emit.location = name_location(f"optimizer.{parameters[i]}")
+            if early:
+                emit.point = _after_last_use(p, g, order, ret)
             p_new, m, v = _adam(emit, optimizer, p, g, slots[0][i], slots[1][i], corrections)
             new_params.append(p_new)
             new_slots[0].append(m)
             new_slots[1].append(v)
-    results = [loss, *new_params, *new_buffers, *(v for s in new_slots for v in s), new_step, *gradients]
+    returned = gradients if keep_gradients else []
+    results = [loss, *new_params, *new_buffers, *(v for s in new_slots for v in s), new_step, *returned]
     Rewriter.replace_op(ret, func.ReturnOp(*results))
     # The new state is the state's arguments' next value: computed into their own memory where that is safe.
-    updated = len(results) - 1 - len(gradients)
-    function.attributes[rt.UPDATES] = DenseArrayBase.from_list(i64, [-1, *range(updated), *[-1] * len(gradients)])
+    updated = len(results) - 1 - len(returned)
+    function.attributes[rt.UPDATES] = DenseArrayBase.from_list(i64, [-1, *range(updated), *[-1] * len(returned)])
     function.function_type = FunctionType.from_lists(list(block.arg_types), [r.type for r in results])
-    _rename(module, parameters, buffers, optimizer)
+    _rename(module, parameters, buffers, optimizer, keep_gradients)
+
+
+def _after_last_use(parameter: SSAValue, gradient: SSAValue, order: dict[Operation, int],
+                    ret: Operation) -> InsertPoint:  # fmt: skip
+    """Just after the later of the gradient's computation and the last read of the parameter's old value, through
+    its reshapes too (program order, among the ops the step had before its updates): there, `kernel-to-rt` can
+    write the update into the parameter's own memory."""
+    anchors: list[Operation] = []
+    pending = [parameter]
+    while pending:
+        for use in pending.pop().uses:
+            if use.operation in order:
+                anchors.append(use.operation)
+                if isinstance(use.operation, ReshapeOp):
+                    pending.append(use.operation.results[0])
+    if isinstance(gradient.owner, Operation) and gradient.owner in order:
+        anchors.append(gradient.owner)
+    if not anchors:
+        return InsertPoint.before(next(iter(order)))
+    last = max(anchors, key=order.__getitem__)
+    following = last.next_op
+    return InsertPoint.before(following if following is not None else ret)
 
 
 def _sgd(
@@ -252,7 +287,8 @@ def _adam(
     return emit.binary(ew.SubOp, p, update), m, v
 
 
-def _rename(module: ModuleOp, parameters: Sequence[str], buffers: Sequence[str], optimizer: Optimizer) -> None:
+def _rename(module: ModuleOp, parameters: Sequence[str], buffers: Sequence[str], optimizer: Optimizer,
+            keep_gradients: bool) -> None:  # fmt: skip
     """The step's input and output names: state by torch's names, the optimizer's under `optimizer.`."""
     from xdsl.dialects.builtin import ArrayAttr
 
@@ -266,5 +302,5 @@ def _rename(module: ModuleOp, parameters: Sequence[str], buffers: Sequence[str],
     slots = [f"optimizer.{slot}.{name}" for slot in optimizer.slots for name in parameters]
     state = [*parameters, *buffers, *slots, f"optimizer.{STEP}"]
     attributes[INPUT_NAMES_ATTR] = ArrayAttr(StringAttr(n) for n in [*state, *user_inputs])
-    outputs = ["loss", *state, *(f"grad.{name}" for name in parameters)]
+    outputs = ["loss", *state, *(f"grad.{name}" for name in parameters if keep_gradients)]
     attributes[OUTPUT_NAMES_ATTR] = ArrayAttr(StringAttr(n) for n in outputs)

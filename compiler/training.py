@@ -74,8 +74,15 @@ class TrainingExecutable:
         self._gradients = outputs[1 + self._state_count :]
         return float(outputs[0])
 
+    @property
+    def keeps_gradients(self) -> bool:
+        """Whether the step returns its gradients (`compile(..., keep_gradients=True)`, the default)."""
+        return len(self.executable.output_names) > 1 + self._state_count
+
     def gradients(self) -> dict[str, np.ndarray]:
         """The last step's gradient of each parameter, by its torch name (copies; empty before the first step)."""
+        if not self.keeps_gradients:
+            raise GnomonError("the step was compiled with keep_gradients=False: it keeps no gradient to give")
         return {name: np.array(g) for name, g in zip(self.parameters, self._gradients, strict=False)}
 
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -137,7 +144,7 @@ class TrainingExecutable:
             "batch": sum(a.nbytes for a in self._program.inputs[self._state_count :]),
         }
         first_gradient = 1 + self._state_count
-        gradients = range(first_gradient, first_gradient + len(self.parameters))
+        gradients = range(first_gradient, first_gradient + (len(self.parameters) if self.keeps_gradients else 0))
         return memory_profile(self.executable.module, outside, gradients)
 
     @property
@@ -158,9 +165,11 @@ def training_graph(
     verify_each: bool = False,
     dump_ir: str | Path | None = None,
     source: str | None = None,
+    keep_gradients: bool = True,
 ) -> tuple[ModuleOp, TrainingState]:
     """The graph of a training step of a torch module (or exported program) that returns its loss: the joint
-    forward-backward graph after the rewrites a training step allows, with `optimizer`'s update appended."""
+    forward-backward graph after the rewrites a training step allows, with `optimizer`'s update appended (and the
+    gradients among its results, with `keep_gradients`)."""
     from gnomon.frontends import check_model_kind
 
     check_model_kind(model)
@@ -177,7 +186,7 @@ def training_graph(
     assert training is not None
     module = to_graph(imported, verify_each=verify_each, dump_ir=dump_ir)
     run_pipeline(module, "inference", source, verify_each=verify_each, spec=TRAINING_REWRITES)
-    append_optimizer(module, optimizer, training.parameters, training.buffers)
+    append_optimizer(module, optimizer, training.parameters, training.buffers, keep_gradients)
     return module, training
 
 
@@ -191,13 +200,16 @@ def compile_training(
     device: str = AUTO_DEVICE,
     tuned: bool = True,
     source: str | None = None,
+    keep_gradients: bool = True,
 ) -> TrainingExecutable:
     """A training step of a torch module (or exported program) that returns its loss, with `train`'s optimizer;
-    `source` names it in messages (default: its class's name)."""
+    `source` names it in messages (default: its class's name). Without `keep_gradients` the step keeps no gradient
+    past its parameter's update (less memory; `gradients()` then has none to give)."""
     optimizer = optimizer_of(train)
     source = source or type(model).__name__
     module, training = training_graph(
-        model, example_inputs, optimizer, verify_each=verify_each, dump_ir=dump_ir, source=source
-    )
+        model, example_inputs, optimizer, verify_each=verify_each, dump_ir=dump_ir, source=source,
+        keep_gradients=keep_gradients,
+    )  # fmt: skip
     lower(module, source, verify_each=verify_each, dump_ir=dump_ir, device=device, tuned=tuned, rewrites=False)
     return TrainingExecutable(Executable(module), optimizer, training.parameters, training.buffers, training.values)

@@ -40,6 +40,7 @@ def compile_training_file(
     optimizer: Optimizer,
     seed: int,
     batch: int | None = None,
+    keep_gradients: bool = True,
 ) -> tuple[TrainingExecutable, list[Any], torch.nn.Module]:
     """The training step of a model file, its random batch (of `batch` samples, else the file's), and the module
     that returns its loss."""
@@ -49,7 +50,7 @@ def compile_training_file(
     if seed < 0:
         raise GnomonError(f"--seed {seed}: a seed is a non-negative integer")
     module, example = training_model_from_file(model, input_shapes, loss, seed, batch)
-    step = compile_training(module, example, optimizer, source=model.name)
+    step = compile_training(module, example, optimizer, source=model.name, keep_gradients=keep_gradients)
     return step, [x.numpy() for x in example], module
 
 
@@ -66,6 +67,7 @@ def train_command(
     seed: int,
     restore: Path | None = None,
     save_state: Path | None = None,
+    keep_gradients: bool = True,
 ) -> None:
     """Run `steps` training steps on one batch and print each loss (and the last step's profile), from the state
     `restore` names (else the file's), saving the state after the last step to `save_state`."""
@@ -75,7 +77,9 @@ def train_command(
         raise GnomonError(f"--steps {steps}: run at least one step")
     if save_state is not None:
         check_writable(save_state, "--save-state")
-    step, batch, _ = compile_training_file(model, input_shapes=input_shapes, loss=loss, optimizer=optimizer, seed=seed)
+    step, batch, _ = compile_training_file(
+        model, input_shapes=input_shapes, loss=loss, optimizer=optimizer, seed=seed, keep_gradients=keep_gradients
+    )
     if inputs is not None:
         batch = read_inputs(step, inputs)
     if restore is not None:

@@ -69,6 +69,16 @@ def test_cli_memory_json_names_the_layers_live_at_the_peak(cnn_file: Path, capsy
     assert report["pytorch_peak_bytes"] >= 2 * report["parameters_bytes"]
 
 
+def test_cli_memory_with_released_gradients_is_smaller(cnn_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["memory", "--train", str(cnn_file), "--loss", "cross_entropy", "--json"]
+    assert cli.main(args) == 0
+    kept = json.loads(capsys.readouterr().out)
+    assert cli.main([*args, "--release-gradients"]) == 0
+    released = json.loads(capsys.readouterr().out)
+    assert released["peak_bytes"] < kept["peak_bytes"]
+    assert released["parameters_bytes"] == kept["parameters_bytes"]
+
+
 def test_cli_training_resumes_from_a_saved_state(cnn_file: Path, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     """Two steps, saved, then one more from the saved state: the losses of three steps in one run, Adam's moments
@@ -99,7 +109,7 @@ def test_cli_trains_a_traced_torchscript_file(tmp_path: Path, capsys: pytest.Cap
     ("args", "message"),
     [
         (["--train", "{cnn}"], "returns [4, 10], not a loss: give --loss (cross_entropy, mse, bce_with_logits, nll)"),
-        (["{cnn}", "--steps", "3"], "--loss, --steps, --restore and --save-state train the model: add --train"),
+        (["{cnn}", "--steps", "3"], "--loss, --steps, --restore, --save-state and --release-gradients train the model"),
         (["--train", "{cnn}", "--loss", "mse", "--restore", "{onnx}"], "is not a training state written by save()"),
         (["--train", "{cnn}", "--loss", "mse", "--optimizer", "adam", "--momentum", "0.9"], "--momentum is SGD's"),
         (["--train", "{cnn}", "--loss", "mse", "--steps", "0"], "--steps 0: run at least one step"),

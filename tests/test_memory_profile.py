@@ -74,7 +74,10 @@ def test_cli_memory_of_a_torch_file_shows_pytorchs_peak(tmp_path: Path, capsys: 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["{onnx}", "--loss", "mse"], "--loss, --optimizer, --lr and --momentum are a training step's: add --train"),
+        (
+            ["{onnx}", "--loss", "mse"],
+            "--loss, --optimizer, --lr, --momentum and --release-gradients are a training step's: add --train",
+        ),
         (["{onnx}", "--batch", "0"], "--batch 0: a batch holds at least one sample"),
         (["{onnx}", "--plot", "{tmp}/timeline.txt"], "the plot is written as .png, .svg or .pdf"),
         (["{pt2}", "--batch", "2"], "a torch.export program's shapes are fixed at export"),

@@ -449,3 +449,29 @@ def test_save_and_restore_carry_the_whole_training_state(tmp_path: Path) -> None
     other = gnomon.compile(gnomon.with_loss(cnn, cnn_loss), cnn_batch, train=optimizer)
     with pytest.raises(GnomonError, match=r"state\.npz holds no '.*': it is the state of another model or optimizer"):
         other.restore(tmp_path / "state.npz")
+
+
+@pytest.mark.parametrize("name", ["cnn", "mlp"])
+def test_released_gradients_train_alike_in_less_memory(name: str) -> None:
+    """keep_gradients=False: each parameter is updated as soon as its gradient is ready, in its own memory, and the
+    gradient dies there; the losses and the state are those of a step that keeps its gradients, in a smaller
+    arena; gradients() says it has none."""
+    model, batch, loss = _case(name)
+    steps = {}
+    for keep in (True, False):
+        step = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), loss), batch, train=gnomon.Adam(lr=1e-2),
+                              keep_gradients=keep)  # fmt: skip
+        losses = [step.step(*_numpy(batch)) for _ in range(3)]
+        steps[keep] = (step, losses)
+    (kept, kept_losses), (released, released_losses) = steps[True], steps[False]
+    assert released_losses == pytest.approx(kept_losses, rel=1e-6)
+    for key, value in kept.state_dict().items():
+        np.testing.assert_allclose(released.state_dict()[key], value, rtol=1e-5, atol=1e-7)
+    assert released.memory().arena < kept.memory().arena
+    program = released.executable.program
+    assert program is not None
+    state = {array.ctypes.data for array in program.inputs}
+    updates = [launch for launch in program.launches if launch.location.startswith("optimizer.")]
+    assert all(launch.results[0].ctypes.data in state for launch in updates)  # still written in place
+    with pytest.raises(GnomonError, match="compiled with keep_gradients=False"):
+        released.gradients()
