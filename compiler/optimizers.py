@@ -16,7 +16,18 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DenseArrayBase, FunctionType, ModuleOp, StringAttr, TensorType, f32, f64, i1, i64
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    FloatAttr,
+    FunctionType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    f32,
+    f64,
+    i1,
+    i64,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -24,6 +35,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from gnomon.dialects import rt
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.constant_values import numpy_to_dense
+from gnomon.dialects.graph.grad import EmbeddingBagGradOp, EmbeddingBagUpdateOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
 from gnomon.errors import GnomonError
 from gnomon.locations import name_location
@@ -185,6 +197,10 @@ def append_optimizer(module: ModuleOp, optimizer: Optimizer, parameters: Sequenc
             emit.location = name_location(f"optimizer.{parameters[i]}")
             if early:
                 emit.point = _after_last_use(p, g, order, ret)
+                bag = _bag_gradient(g, ret)
+                if bag is not None and not optimizer.momentum and not optimizer.weight_decay:
+                    new_params.append(emit.op(_sparse_update(p, bag, optimizer.lr)))
+                    continue
             state = [s[i] for s in slots]
             p_new, state_new = _sgd(emit, optimizer, p, g, state, first)
             new_params.append(p_new)
@@ -204,6 +220,9 @@ def append_optimizer(module: ModuleOp, optimizer: Optimizer, parameters: Sequenc
     returned = gradients if keep_gradients else []
     results = [loss, *new_params, *new_buffers, *(v for s in new_slots for v in s), new_step, *returned]
     Rewriter.replace_op(ret, func.ReturnOp(*results))
+    for gradient in gradients:  # a table's dense gradient that a sparse update replaced
+        if not gradient.uses and isinstance(gradient.owner, EmbeddingBagGradOp):
+            Rewriter.erase_op(gradient.owner)
     # The new state is the state's arguments' next value: computed into their own memory where that is safe.
     updated = len(results) - 1 - len(returned)
     function.attributes[rt.UPDATES] = DenseArrayBase.from_list(i64, [-1, *range(updated), *[-1] * len(returned)])
@@ -231,6 +250,24 @@ def _after_last_use(parameter: SSAValue, gradient: SSAValue, order: dict[Operati
     last = max(anchors, key=order.__getitem__)
     following = last.next_op
     return InsertPoint.before(following if following is not None else ret)
+
+
+def _bag_gradient(gradient: SSAValue, ret: Operation) -> EmbeddingBagGradOp | None:
+    """The embedding-bag gradient op that computes `gradient`, where the step reads it nowhere else."""
+    owner = gradient.owner
+    if not isinstance(owner, EmbeddingBagGradOp) or any(use.operation is not ret for use in gradient.uses):
+        return None
+    return owner
+
+
+def _sparse_update(table: SSAValue, bag: EmbeddingBagGradOp, lr: float) -> Operation:
+    """Plain SGD's `table - lr * gradient` on the looked-up rows alone: the other rows' gradient is zero."""
+    weights = [bag.per_sample_weights] if bag.per_sample_weights is not None else []
+    return EmbeddingBagUpdateOp.build(
+        operands=[table, bag.grad_output, bag.indices, bag.offsets, weights],
+        properties={"mode": bag.mode, "scale": FloatAttr(-lr, f64)},
+        result_types=[table.type],
+    )
 
 
 def _sgd(

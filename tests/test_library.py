@@ -465,6 +465,11 @@ OP_CASES = [
            ["4x3xf32", "7xi64", "4xi64"], ["10x3xf32"], ints=(0, 10), fixed={2: [0, 2, 2, 5]}),
     OpCase("embedding_bag_grad_weighted_last_offset", 'graph.embedding_bag_grad {mode = "sum", rows = 10 : i64}',
            ["3x3xf32", "7xi64", "4xi64", "7xf32"], ["10x3xf32"], ints=(0, 10), fixed={2: [0, 3, 3, 6]}),
+    OpCase("embedding_bag_update_mean", 'graph.embedding_bag_update {mode = "mean", scale = -0.5 : f64}',
+           ["10x3xf32", "4x3xf32", "7xi64", "4xi64"], ["10x3xf32"], ints=(0, 10), fixed={3: [0, 2, 2, 5]}),
+    OpCase("embedding_bag_update_weighted", 'graph.embedding_bag_update {mode = "sum", scale = 2.0 : f64}',
+           ["10x3xf32", "3x3xf32", "7xi64", "4xi64", "7xf32"], ["10x3xf32"], ints=(0, 10),
+           fixed={3: [0, 3, 3, 6]}),
 ]  # fmt: skip
 
 

@@ -475,3 +475,31 @@ def test_released_gradients_train_alike_in_less_memory(name: str) -> None:
     assert all(launch.results[0].ctypes.data in state for launch in updates)  # still written in place
     with pytest.raises(GnomonError, match="compiled with keep_gradients=False"):
         released.gradients()
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_plain_sgd_updates_released_embedding_tables_sparsely(momentum: float) -> None:
+    """With released gradients, plain SGD updates each table on its looked-up rows alone
+    (`graph.embedding_bag_update`, in the table's own memory; no dense gradient made), and trains as torch's dense
+    update does; SGD with momentum changes every row, and keeps the dense gradient."""
+    model, batch, loss = _case("dlrm")
+    optimizer = gnomon.SGD(lr=0.1, momentum=momentum)
+    step = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), loss), batch, train=optimizer, keep_gradients=False)
+    reference = gnomon.with_loss(copy.deepcopy(model), loss).train()
+    torch_sgd = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=momentum)
+    for _ in range(3):
+        got = step.step(*_numpy(batch))
+        torch_sgd.zero_grad()
+        expected = reference(*batch)
+        expected.backward()
+        torch_sgd.step()
+        assert got == pytest.approx(expected.item(), rel=1e-5)
+    for name, value in reference.model.state_dict().items():
+        np.testing.assert_allclose(step.state_dict()[name], value.detach().numpy(), rtol=1e-4, atol=1e-6)
+    program = step.executable.program
+    assert program is not None
+    tables = [launch for launch in program.launches if launch.location.startswith("optimizer.embeddings")]
+    sparse = [launch for launch in tables if launch.kernel.sym_name.data.startswith("embedding_bag_update")]
+    assert len(sparse) == (3 if momentum == 0 else 0)
+    state = {array.ctypes.data for array in program.inputs}
+    assert all(launch.results[0].ctypes.data in state for launch in sparse)

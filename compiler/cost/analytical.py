@@ -82,7 +82,13 @@ from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import DropoutOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
-from gnomon.dialects.graph.grad import AvgPoolGradOp, ConvWeightGradOp, EmbeddingBagGradOp, MaxPoolGradOp
+from gnomon.dialects.graph.grad import (
+    AvgPoolGradOp,
+    ConvWeightGradOp,
+    EmbeddingBagGradOp,
+    EmbeddingBagUpdateOp,
+    MaxPoolGradOp,
+)
 from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
 from gnomon.dialects.graph.nn import (
@@ -393,7 +399,7 @@ def _family_kernel(
             return _embedding(op, work, device, eff, weights_in_dram)
         case LstmOp() | GruOp() | RnnOp():
             return _recurrent(op, work, device, eff)
-        case BatchNormTrainOp() | MaxPoolGradOp() | AvgPoolGradOp() | EmbeddingBagGradOp():
+        case BatchNormTrainOp() | MaxPoolGradOp() | AvgPoolGradOp() | EmbeddingBagGradOp() | EmbeddingBagUpdateOp():
             # A training step's library kernels, each a few passes over its tensors at a rate the calibration
             # suite's kernels of the family set (`norm_train`, `pool_grad`, `index_add`).
             kernel = _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)
@@ -420,6 +426,7 @@ _TRAINING_RATES: dict[type[GraphOperation], Callable[[Efficiency], float]] = {
     MaxPoolGradOp: lambda eff: eff.pool_grad,
     AvgPoolGradOp: lambda eff: eff.pool_grad,
     EmbeddingBagGradOp: lambda eff: eff.index_add,
+    EmbeddingBagUpdateOp: lambda eff: eff.index_add,
 }
 
 LAYER_NORM_ROW_INSTRUCTIONS = 900

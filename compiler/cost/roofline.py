@@ -116,7 +116,13 @@ from gnomon.dialects.graph.elementwise import (
     WhereOp,
 )  # fmt: skip
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
-from gnomon.dialects.graph.grad import AvgPoolGradOp, ConvWeightGradOp, EmbeddingBagGradOp, MaxPoolGradOp
+from gnomon.dialects.graph.grad import (
+    AvgPoolGradOp,
+    ConvWeightGradOp,
+    EmbeddingBagGradOp,
+    EmbeddingBagUpdateOp,
+    MaxPoolGradOp,
+)
 from gnomon.dialects.graph.linalg import DetOp, LinearOp, MatmulOp
 from gnomon.dialects.graph.nn import (
     AdaptiveAvgPoolOp,
@@ -384,6 +390,8 @@ def op_work(op: GraphOperation) -> OpWork:
             return _whole(op, elements(op.grad_output) * taps, _vector_key(op))
         case EmbeddingBagGradOp():  # one add per looked-up element, into a zeroed table
             return _whole(op, elements(op.indices) * static_shape(op.grad_output)[1], _vector_key(op))
+        case EmbeddingBagUpdateOp():
+            return _bag_update_work(op)
         case EmbeddingOp() | EmbeddingBagOp():
             return _embedding_work(op)
         case SliceOp() | GatherOp() | GatherElementsOp():
@@ -568,6 +576,16 @@ def _embedding_work(op: EmbeddingOp | EmbeddingBagOp) -> OpWork:
     if op.mode.data == "mean":
         flops += bags * dim
     return OpWork(flops, reads, writes, _vector_key(op))
+
+
+def _bag_update_work(op: EmbeddingBagUpdateOp) -> OpWork:
+    """A multiply and an add per looked-up element; each looked-up row read and written once (the table written in
+    place: the rest of it is not touched), the bags' gradient and the indices read whole."""
+    touched = elements(op.indices) * static_shape(op.table)[1] * element_bytes(op.table)
+    reads = {storage(v): nbytes(v) for v in op.operands if v is not op.table}
+    reads[storage(op.table)] = touched
+    flops = 2 * elements(op.indices) * static_shape(op.table)[1]
+    return OpWork(flops, reads, {op.result: touched}, _vector_key(op))
 
 
 def _partial_read(op: SliceOp | GatherOp | GatherElementsOp) -> OpWork:

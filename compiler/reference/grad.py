@@ -76,16 +76,17 @@ class GraphGradFunctions(InterpreterFunctions):
     def run_embedding_bag_grad(
         self, interpreter: Interpreter, op: grad.EmbeddingBagGradOp, args: PythonValues
     ) -> PythonValues:
-        dy, indices, offsets, *weights = (np.asarray(x) for x in args)
-        bags = dy.shape[0]
-        end = int(offsets[bags]) if len(offsets) > bags else len(indices)
+        dy, *rest = (np.asarray(x) for x in args)
         table = np.zeros((op.rows.value.data, dy.shape[1]), np.float64)
-        for bag in range(bags):
-            members = range(int(offsets[bag]), int(offsets[bag + 1]) if bag + 1 < bags else end)
-            for position in members:
-                row = dy[bag] / (len(members) if op.mode.data == "mean" else 1)
-                table[int(indices[position])] += row * (weights[0][position] if weights else 1)
-        return (typed(op.result, table),)
+        return (typed(op.result, _add_bag_gradients(table, op.mode.data, 1.0, dy, *rest)),)
+
+    @impl(grad.EmbeddingBagUpdateOp)
+    def run_embedding_bag_update(
+        self, interpreter: Interpreter, op: grad.EmbeddingBagUpdateOp, args: PythonValues
+    ) -> PythonValues:
+        table, dy, *rest = (np.asarray(x) for x in args)
+        updated = _add_bag_gradients(table.astype(np.float64), op.mode.data, op.scale.value.data, dy, *rest)
+        return (typed(op.result, updated),)
 
     @impl(grad.AvgPoolGradOp)
     def run_avg_pool_grad(self, interpreter: Interpreter, op: grad.AvgPoolGradOp, args: PythonValues) -> PythonValues:
@@ -109,3 +110,17 @@ class GraphGradFunctions(InterpreterFunctions):
             dx[_window(offset, out, strides, ones)] += dy / divisor
         crop = (slice(None), slice(None), *(slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(n)))
         return (typed(op.result, dx[crop]),)
+
+
+def _add_bag_gradients(table: np.ndarray, mode: str, scale: float, dy: np.ndarray, indices: np.ndarray,
+                       offsets: np.ndarray, *weights: np.ndarray) -> np.ndarray:  # fmt: skip
+    """`table` plus `scale` times each bag's gradient on each of its rows (divided by the bag's size in mean mode,
+    times its per-sample weight)."""
+    bags = dy.shape[0]
+    end = int(offsets[bags]) if len(offsets) > bags else len(indices)
+    for bag in range(bags):
+        members = range(int(offsets[bag]), int(offsets[bag + 1]) if bag + 1 < bags else end)
+        for position in members:
+            row = dy[bag] / (len(members) if mode == "mean" else 1)
+            table[int(indices[position])] += scale * row * (weights[0][position] if weights else 1)
+    return table

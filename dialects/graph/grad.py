@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, IntegerAttr, StringAttr, TensorType
+from xdsl.dialects.builtin import BoolAttr, DenseArrayBase, FloatAttr, IntegerAttr, StringAttr, TensorType
 from xdsl.irdl import irdl_op_definition, operand_def, opt_operand_def, prop_def, result_def, traits_def
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
@@ -19,6 +19,7 @@ from xdsl.utils.exceptions import VerifyException
 from gnomon.dialects.graph.base import (
     DYN,
     GraphOperation,
+    Shape,
     TensorT,
     dims_compatible,
     dtype_of,
@@ -164,20 +165,55 @@ class EmbeddingBagGradOp(GraphOperation):
     traits = traits_def(Pure())
 
     def infer_result_types(self) -> Sequence[TensorT]:
-        dy = shape_of(self.grad_output, f"{self.name} grad_output")
-        indices, offsets = shape_of(self.indices, "indices"), shape_of(self.offsets, "offsets")
-        if len(dy) != 2 or len(indices) != 1 or len(offsets) != 1:
-            raise VerifyException(
-                f"{self.name}: grad_output {shape_str(dy)} must be 2-D, indices {shape_str(indices)} and offsets "
-                f"{shape_str(offsets)} 1-D"
-            )
-        if self.mode.data not in ("sum", "mean"):
-            raise VerifyException(f"{self.name}: mode must be sum or mean, got {self.mode.data!r}")
-        if DYN not in (dy[0], offsets[0]) and offsets[0] not in (dy[0], dy[0] + 1):
-            raise VerifyException(f"{self.name}: {offsets[0]} offsets for {dy[0]} bags")
-        if self.per_sample_weights is not None and self.mode.data != "sum":
-            raise VerifyException(f"{self.name}: per_sample_weights need mode sum")
+        dy = _check_bags(self)
         return [tensor_of(dtype_of(self.grad_output, "grad_output"), [self.rows.value.data, dy[1]])]
 
 
-GRAD_OPS = [AvgPoolGradOp, ConvWeightGradOp, EmbeddingBagGradOp, MaxPoolGradOp]
+@irdl_op_definition
+class EmbeddingBagUpdateOp(GraphOperation):
+    """A table plus `scale` times its `graph.embedding_bag_grad`, computed on the looked-up rows alone: plain SGD's
+    update of an embedding table (`scale` = -lr), which leaves every other row as it was, so the dense gradient
+    is never made. The runtime adds into the table's own memory where the step updates it in place.
+
+    `%t2 = graph.embedding_bag_update %t, %dp, %ids, %offsets {mode = "sum", scale = -0.01 : f64}
+          : (tensor<100000x64xf32>, tensor<32x64xf32>, tensor<640xi64>, tensor<32xi64>) -> tensor<100000x64xf32>`
+    """
+
+    name = "graph.embedding_bag_update"
+    table = operand_def(TensorType)
+    grad_output = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    offsets = operand_def(TensorType)
+    per_sample_weights = opt_operand_def(TensorType)
+    mode = prop_def(StringAttr)
+    scale = prop_def(FloatAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        dy = _check_bags(self)
+        table = shape_of(self.table, f"{self.name} table")
+        if len(table) != 2 or (DYN not in (table[1], dy[1]) and table[1] != dy[1]):
+            raise VerifyException(f"{self.name}: table {shape_str(table)} and grad_output {shape_str(dy)} differ")
+        return [tensor_type(self.table, "table")]
+
+
+def _check_bags(op: EmbeddingBagGradOp | EmbeddingBagUpdateOp) -> Shape:
+    """The shape of a bag-gradient op's `grad_output`, after checking it against its indices, offsets and mode."""
+    dy = shape_of(op.grad_output, f"{op.name} grad_output")
+    indices, offsets = shape_of(op.indices, "indices"), shape_of(op.offsets, "offsets")
+    if len(dy) != 2 or len(indices) != 1 or len(offsets) != 1:
+        raise VerifyException(
+            f"{op.name}: grad_output {shape_str(dy)} must be 2-D, indices {shape_str(indices)} and offsets "
+            f"{shape_str(offsets)} 1-D"
+        )
+    if op.mode.data not in ("sum", "mean"):
+        raise VerifyException(f"{op.name}: mode must be sum or mean, got {op.mode.data!r}")
+    if DYN not in (dy[0], offsets[0]) and offsets[0] not in (dy[0], dy[0] + 1):
+        raise VerifyException(f"{op.name}: {offsets[0]} offsets for {dy[0]} bags")
+    if op.per_sample_weights is not None and op.mode.data != "sum":
+        raise VerifyException(f"{op.name}: per_sample_weights need mode sum")
+    return dy
+
+
+GRAD_OPS = [AvgPoolGradOp, ConvWeightGradOp, EmbeddingBagGradOp, EmbeddingBagUpdateOp, MaxPoolGradOp]

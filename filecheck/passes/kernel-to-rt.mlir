@@ -152,3 +152,22 @@ func.func @read_later(%p: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) attri
   }
   func.return %n, %s : tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// An embedding table's sparse update (a library kernel that adds into its first input) writes into the table it
+// updates: only the looked-up rows change.
+
+// CHECK-LABEL: func.func @sparse_update(
+// CHECK-SAME:    %[[T:[^:]*]]: memref<10x4xf32>, %[[D:[^:]*]]: memref<2x4xf32>, %[[I:[^:]*]]: memref<3xi64>, %[[O:[^:]*]]: memref<2xi64>)
+// CHECK-NEXT:    rt.launch @embedding_bag_update_0(%[[T]], %[[D]], %[[I]], %[[O]]) outs(%[[T]])
+// CHECK-NEXT:    func.return %[[T]]
+
+func.func @sparse_update(%t: tensor<10x4xf32>, %dy: tensor<2x4xf32>, %ids: tensor<3xi64>, %offsets: tensor<2xi64>) -> tensor<10x4xf32> attributes {rt.updates = array<i64: 0>} {
+  %u = kernel.library "aten.index_add" (%t, %dy, %ids, %offsets) : (tensor<10x4xf32>, tensor<2x4xf32>, tensor<3xi64>, tensor<2xi64>) -> tensor<10x4xf32> {
+  ^bb0(%a: tensor<10x4xf32>, %b: tensor<2x4xf32>, %c: tensor<3xi64>, %d: tensor<2xi64>):
+    %r = graph.embedding_bag_update %a, %b, %c, %d {mode = "sum", scale = -1.000000e-01 : f64} : (tensor<10x4xf32>, tensor<2x4xf32>, tensor<3xi64>, tensor<2xi64>) -> tensor<10x4xf32>
+    kernel.yield %r : tensor<10x4xf32>
+  }
+  func.return %u : tensor<10x4xf32>
+}

@@ -132,6 +132,7 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     grad.MaxPoolGradOp: "aten.max_pool_backward",
     grad.AvgPoolGradOp: "aten.avg_pool_backward",
     grad.EmbeddingBagGradOp: "aten.index_add",
+    grad.EmbeddingBagUpdateOp: "aten.index_add",
     nn.LayerNormOp: "aten.layer_norm",
     nn.InstanceNormOp: "aten.instance_norm",
     nn.GroupNormOp: "aten.group_norm",

@@ -40,6 +40,7 @@ from gnomon.dialects import kernel, rt
 from gnomon.dialects.graph.base import ints, normalize_axis
 from gnomon.dialects.graph.constant_values import element_bytes
 from gnomon.dialects.graph.elementwise import POINTWISE
+from gnomon.dialects.graph.grad import EmbeddingBagUpdateOp
 from gnomon.dialects.graph.tensor import ConcatOp, ConstantOp, ReshapeOp, SliceOp
 from gnomon.errors import GnomonError
 from gnomon.passes.kernel_to_rt.memory_plan import Buffer, MemoryPlan, MemoryPlanError, plan, verify
@@ -76,6 +77,21 @@ def _pointwise(body: Region) -> bool:
     """Whether a kernel body reads each input element only to write the result element at the same index (its
     constants read no input)."""
     return all(isinstance(inner, (*POINTWISE, ConstantOp, kernel.YieldOp)) for inner in body.block.ops)
+
+
+def _updates_its_first_input(op: kernel.GeneratedOp | kernel.LibraryOp, argument: SSAValue) -> bool:
+    """Whether a library kernel adds into its first input, given as `argument`, and only reads it there: an
+    embedding table's sparse update, whose runtime kernel works on the result's memory (`index_add_`), copying the
+    table in first only when the two differ."""
+    ops = [inner for inner in op.body.block.ops if not isinstance(inner, kernel.YieldOp)]
+    return (
+        isinstance(op, kernel.LibraryOp)
+        and len(ops) == 1
+        and isinstance(ops[0], EmbeddingBagUpdateOp)
+        and ops[0].table is op.body.block.args[0]
+        and op.inputs[0] is argument
+        and list(op.inputs).count(argument) == 1
+    )
 
 
 def _in_place_candidate(op: kernel.GeneratedOp, owner: dict[SSAValue, int], windows: set[SSAValue]) -> int | None:
@@ -124,7 +140,8 @@ def _donations(function: func.FuncOp, windows: set[SSAValue]) -> dict[SSAValue, 
         if any(order[op] > order[producer] for op in argument_readers):
             continue
         reads = producer in argument_readers
-        if reads and not (isinstance(producer, kernel.GeneratedOp) and _pointwise(producer.body)):
+        pointwise = isinstance(producer, kernel.GeneratedOp) and _pointwise(producer.body)
+        if reads and not (pointwise or _updates_its_first_input(producer, argument)):
             continue
         donations[result] = index
     return donations

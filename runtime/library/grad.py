@@ -94,23 +94,28 @@ def avg_pool_grad(op: grad.AvgPoolGradOp) -> TorchImpl:
     return TorchImpl(run, into)
 
 
+def _bag_rows(dy: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, weights: Sequence[torch.Tensor],
+              mean: bool) -> torch.Tensor:  # fmt: skip
+    """Each looked-up row's share of its bag's gradient."""
+    bags, count = dy.shape[0], indices.shape[0]
+    positions = torch.arange(count)
+    bag = (torch.searchsorted(offsets[:bags].contiguous(), positions, right=True) - 1).clamp(min=0)
+    end = offsets[bags] if offsets.shape[0] > bags else count
+    scale = (positions < end).to(dy.dtype)  # indices after the last bag's end (`include_last_offset`)
+    if mean:
+        sizes = torch.bincount(bag, weights=scale, minlength=bags).clamp(min=1)
+        scale = scale / sizes.index_select(0, bag)
+    if weights:
+        scale = scale * weights[0]
+    return dy.index_select(0, bag) * scale.unsqueeze(1)
+
+
 @torch_impl(grad.EmbeddingBagGradOp)
 def embedding_bag_grad(op: grad.EmbeddingBagGradOp) -> TorchImpl:
     rows, mean = op.rows.value.data, op.mode.data == "mean"
 
     def rows_of(dy: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, weights: Sequence[torch.Tensor]):
-        """Each looked-up row's share of its bag's gradient."""
-        bags, count = dy.shape[0], indices.shape[0]
-        positions = torch.arange(count)
-        bag = (torch.searchsorted(offsets[:bags].contiguous(), positions, right=True) - 1).clamp(min=0)
-        end = offsets[bags] if offsets.shape[0] > bags else count
-        scale = (positions < end).to(dy.dtype)  # indices after the last bag's end (`include_last_offset`)
-        if mean:
-            sizes = torch.bincount(bag, weights=scale, minlength=bags).clamp(min=1)
-            scale = scale / sizes.index_select(0, bag)
-        if weights:
-            scale = scale * weights[0]
-        return dy.index_select(0, bag) * scale.unsqueeze(1)
+        return _bag_rows(dy, indices, offsets, weights, mean)
 
     def run(dy: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
         table = torch.zeros((rows, dy.shape[1]), dtype=dy.dtype)
@@ -123,6 +128,31 @@ def embedding_bag_grad(op: grad.EmbeddingBagGradOp) -> TorchImpl:
         def launch() -> None:
             table.zero_()
             table.index_add_(0, indices, rows_of(dy, indices, offsets, weights))
+
+        return launch
+
+    return TorchImpl(run, into)
+
+
+@torch_impl(grad.EmbeddingBagUpdateOp)
+def embedding_bag_update(op: grad.EmbeddingBagUpdateOp) -> TorchImpl:
+    mean, scale = op.mode.data == "mean", op.scale.value.data
+
+    def run(table: torch.Tensor, dy: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor,
+            *weights: torch.Tensor) -> torch.Tensor:  # fmt: skip
+        return table.index_add(0, indices, _bag_rows(dy, indices, offsets, weights, mean), alpha=scale)
+
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        table, dy, indices, offsets, *weights = args
+        out = results[0]
+        # The step's update in place (`rt.UPDATES`): the result is the table's own memory, and only its looked-up
+        # rows change; elsewhere the table is copied first.
+        aliased = out.data_ptr() == table.data_ptr()
+
+        def launch() -> None:
+            if not aliased:
+                out.copy_(table)
+            out.index_add_(0, indices, _bag_rows(dy, indices, offsets, weights, mean), alpha=scale)
 
         return launch
 

@@ -383,6 +383,8 @@ func.func @grad(%x: tensor<8x16x32x32xf32>, %dy: tensor<8x32x32x32xf32>, %dp: te
   // CHECK-NEXT: %{{.*}} = graph.embedding_bag_grad %{{.*}}, %{{.*}}, %{{.*}} {mode = "mean", rows = 1000 : i64} : (tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>) -> tensor<1000x64xf32>
   %embedding_bag_grad_weighted = graph.embedding_bag_grad %bags, %ids, %offsets, %w {mode = "sum", rows = 1000 : i64} : (tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>, tensor<640xf32>) -> tensor<1000x64xf32>
   // CHECK-NEXT: %{{.*}} = graph.embedding_bag_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {mode = "sum", rows = 1000 : i64} : (tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>, tensor<640xf32>) -> tensor<1000x64xf32>
+  %embedding_bag_update = graph.embedding_bag_update %embedding_bag_grad, %bags, %ids, %offsets {mode = "mean", scale = -1.000000e-02 : f64} : (tensor<1000x64xf32>, tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>) -> tensor<1000x64xf32>
+  // CHECK-NEXT: %{{.*}} = graph.embedding_bag_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {mode = "mean", scale = -1.000000e-02 : f64} : (tensor<1000x64xf32>, tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>) -> tensor<1000x64xf32>
   func.return
   // CHECK-NEXT: func.return
 }
