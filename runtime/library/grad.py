@@ -95,19 +95,24 @@ def avg_pool_grad(op: grad.AvgPoolGradOp) -> TorchImpl:
 
 
 def _bag_rows(dy: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, weights: Sequence[torch.Tensor],
-              mean: bool) -> torch.Tensor:  # fmt: skip
-    """Each looked-up row's share of its bag's gradient."""
+              mean: bool, factor: float = 1.0) -> torch.Tensor:  # fmt: skip
+    """Each looked-up row's share of its bag's gradient, times `factor`. The per-row scale is applied only where
+    rows differ (mean mode, per-sample weights, indices past the last bag): broadcasting it costs more than the
+    gather (2 ms against 0.04 for 10k rows of 64 here)."""
     bags, count = dy.shape[0], indices.shape[0]
     positions = torch.arange(count)
     bag = (torch.searchsorted(offsets[:bags].contiguous(), positions, right=True) - 1).clamp(min=0)
-    end = offsets[bags] if offsets.shape[0] > bags else count
+    end = int(offsets[bags]) if offsets.shape[0] > bags else count
+    rows = dy.index_select(0, bag)
+    if not (mean or weights or end < count):
+        return rows.mul_(factor) if factor != 1.0 else rows
     scale = (positions < end).to(dy.dtype)  # indices after the last bag's end (`include_last_offset`)
     if mean:
         sizes = torch.bincount(bag, weights=scale, minlength=bags).clamp(min=1)
         scale = scale / sizes.index_select(0, bag)
     if weights:
         scale = scale * weights[0]
-    return dy.index_select(0, bag) * scale.unsqueeze(1)
+    return rows.mul_((scale * factor).unsqueeze(1))
 
 
 @torch_impl(grad.EmbeddingBagGradOp)
@@ -140,7 +145,7 @@ def embedding_bag_update(op: grad.EmbeddingBagUpdateOp) -> TorchImpl:
 
     def run(table: torch.Tensor, dy: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor,
             *weights: torch.Tensor) -> torch.Tensor:  # fmt: skip
-        return table.index_add(0, indices, _bag_rows(dy, indices, offsets, weights, mean), alpha=scale)
+        return table.index_add(0, indices, _bag_rows(dy, indices, offsets, weights, mean, scale))
 
     def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
         table, dy, indices, offsets, *weights = args
@@ -152,7 +157,8 @@ def embedding_bag_update(op: grad.EmbeddingBagUpdateOp) -> TorchImpl:
         def launch() -> None:
             if not aliased:
                 out.copy_(table)
-            out.index_add_(0, indices, _bag_rows(dy, indices, offsets, weights, mean), alpha=scale)
+            # The scale folded into the rows: index_add_'s alpha takes a slow path (5x, 10k rows of 64 here).
+            out.index_add_(0, indices, _bag_rows(dy, indices, offsets, weights, mean, scale))
 
         return launch
 
