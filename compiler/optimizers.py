@@ -7,6 +7,10 @@ returns the loss, the new parameters, the new buffers, the new optimizer state a
 written with the graph dialect's elementwise ops, each parameter's chain located at `optimizer.<name>`, so that
 `graph-fuse` makes each parameter's update one generated kernel, as torch's fused optimizers do; the bias
 corrections of Adam are scalars, computed once a step in float64 as torch computes them in Python.
+
+Without `keep_gradients` the step returns no gradients, and each parameter's update is placed right after its
+gradient and the last read of its old value, so that the gradient dies there. Plain SGD then updates an embedding
+table on its looked-up rows alone (`graph.embedding_bag_update`) and never makes its dense gradient.
 """
 
 from __future__ import annotations
