@@ -83,28 +83,19 @@ def memory_command(
 
 def _with_batch(model: Path, input_shapes: Mapping[str, Sequence[int]] | None,
                 batch: int | None) -> Mapping[str, Sequence[int]] | None:  # fmt: skip
-    """`--input-shape`, with `--batch` as the leading dim of every input: of the ONNX file's declared shapes, or of
-    those `--input-shape` gives (TorchScript)."""
+    """`--input-shape`, with `--batch` as the leading dim of every input: of the shapes `--input-shape` gives
+    (TorchScript), or of the ONNX file's own, as `gnomon analyze --batch` binds them."""
     if batch is None:
         return input_shapes
-    declared: dict[str, Sequence[int | str]] = {}
+    if input_shapes:
+        return {name: [batch, *dims[1:]] for name, dims in input_shapes.items()}
     if model.suffix.lower() == ".onnx":
-        from gnomon.frontends.onnx import declared_input_shapes
+        from gnomon.analysis import onnx_batch_shapes
 
-        declared.update(declared_input_shapes(model))
-    elif model.suffix.lower() == ".pt2":
+        return onnx_batch_shapes(model, batch)
+    if model.suffix.lower() == ".pt2":
         raise GnomonError(f"--batch does not apply to {model}: a torch.export program's shapes are fixed at export")
-    declared.update(input_shapes or {})
-    if not declared:
-        raise GnomonError(f"--batch: give the shape of each input of {model} with --input-shape")
-    shapes: dict[str, list[int]] = {}
-    for name, dims in declared.items():
-        rest = [d for d in dims[1:] if isinstance(d, int)]
-        if not dims or len(rest) != len(dims) - 1:
-            spelled = "x".join(str(d) for d in dims) or "a scalar"
-            raise GnomonError(f"--batch: input '{name}' of {model} is {spelled}; give its shape with --input-shape")
-        shapes[name] = [batch, *rest]
-    return shapes
+    raise GnomonError(f"--batch: give the shape of each input of {model} with --input-shape")
 
 
 def memory_json(profile: MemoryProfile, torch_peak: int | None = None) -> dict[str, Any]:

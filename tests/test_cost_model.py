@@ -263,7 +263,7 @@ def test_a_transcendental_costs_its_vector_instructions_not_its_flop() -> None:
 def test_a_layer_norm_pays_a_fixed_cost_per_row() -> None:
     """ATen's layer norm sets up each row's moments: many short rows cost more than few long ones of as many
     elements."""
-    from gnomon.cost.analytical import LAYER_NORM_ROW_INSTRUCTIONS, VECTOR_INSTRUCTIONS
+    from gnomon.cost.rates import LAYER_NORM_ROW_INSTRUCTIONS, VECTOR_INSTRUCTIONS
     from gnomon.dialects.graph.nn import LayerNormOp
 
     def norm(rows: int, columns: int) -> str:

@@ -29,7 +29,7 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
   at `MAX_POOL_INSTRUCTIONS` each; on a CPU, at least `POOL_OUTPUT_FLOOR` per output) at `pool` of the vector
   peak, or `pool3d` for 3-D windows (ATen's CPU pooling loops run far below the vector units, its volumetric
   ones further still), or its bytes, whichever takes longer; a global pool is a reduction (ATen's `mean`);
-- elementwise, reductions, normalizations and data movement: their vector instructions (`VECTOR_INSTRUCTIONS`:
+- elementwise, reductions, normalizations and data movement: their vector instructions (`rates.VECTOR_INSTRUCTIONS`:
   a transcendental function is a polynomial of a dozen or more, where the roofline counts it as one FLOP) at
   `vector` of the vector peak, or their bytes, at the bandwidth of the innermost
   level that holds the op's working set between kernels (on a GPU, L2 or HBM: per-SM memory does not keep data
@@ -56,7 +56,7 @@ analytical prediction, not a measurement.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from xdsl.ir import Operation, SSAValue
@@ -65,6 +65,14 @@ from gnomon.cost.convs import packs_weight
 from gnomon.cost.devices import Device
 from gnomon.cost.efficiency import Efficiency, efficiency
 from gnomon.cost.pools import MAX_POOL_INSTRUCTIONS, ONEDNN_POOL_COPIES, POOL_OUTPUT_FLOOR, library_pool
+from gnomon.cost.rates import (
+    LAYER_NORM_ROW_INSTRUCTIONS,
+    TRAINING_RATES,
+    VECTOR_INSTRUCTIONS,
+    resident_index,
+    sustained,
+    weights_bandwidth,
+)
 from gnomon.cost.roofline import (
     VIEW_OPS,
     Bound,
@@ -78,7 +86,6 @@ from gnomon.cost.roofline import (
     op_work,
     static_shape,
 )
-from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import DropoutOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
@@ -99,9 +106,7 @@ from gnomon.dialects.graph.nn import (
     ConvOp,
     ConvTransposeOp,
     LayerNormOp,
-    LogSoftmaxOp,
     MaxPoolOp,
-    SoftmaxOp,
 )
 from gnomon.dialects.graph.recurrent import GruOp, LstmOp, Recurrent, RnnOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp, TransposeOp
@@ -210,7 +215,7 @@ def group_cost(
     moved = _boundary_bytes(ops, works)
     if all(isinstance(op, VIEW_OPS) for op in ops):
         return _cost(flops, moved, compute_roof, _Kernel("view", 0.0, 0.0), device)
-    bandwidth = _sustained(device, eff, _resident_index(device, moved))
+    bandwidth = sustained(device, eff, resident_index(device, moved))
     if any(isinstance(op, TransposeOp) for op in ops) and not any(isinstance(op, GEMM_OPS) for op in ops):
         bandwidth *= eff.transpose  # a GEMM reads a transposed operand as a strided view, at its own pace
     call_s = eff.library_call_s if library else 0.0
@@ -225,7 +230,7 @@ def written_in_place(cost: OpCost, written: int, device: Device) -> OpCost:
     pointwise kernel reusing a dying input). Streaming from DRAM, an out-of-place kernel first fetches each line it
     writes (write-allocate), which the streaming efficiency fitted on such kernels includes; an in-place one writes
     back lines it read, so its memory time shrinks by that share of the traffic. In cache, nothing changes."""
-    if written <= 0 or cost.bytes <= 0 or _resident_index(device, cost.bytes) != len(device.memory) - 1:
+    if written <= 0 or cost.bytes <= 0 or resident_index(device, cost.bytes) != len(device.memory) - 1:
         return cost
     return replace(cost, memory_s=cost.memory_s * cost.bytes / (cost.bytes + written))
 
@@ -291,30 +296,6 @@ def _escapes(value: SSAValue, members: set[Operation]) -> bool:
     return False
 
 
-def _sustained(device: Device, eff: Efficiency, level: int) -> float:
-    """Bytes per second a streaming kernel moves from memory level `level`."""
-    dram = level == len(device.memory) - 1
-    return device.memory[level].bandwidth_bytes_per_s * (eff.stream_dram if dram else eff.stream)
-
-
-def _weights_bandwidth(device: Device, eff: Efficiency) -> float:
-    """Bytes per second a library kernel reads weights or table rows from DRAM at: a BLAS's matrix-vector product
-    streaming its weights once per row, an embedding bag gathering rows. Not an elementwise stream's rate
-    (`stream_dram`): the calibration suite fits the two apart."""
-    return device.dram.bandwidth_bytes_per_s * eff.weights_dram
-
-
-def _resident_index(device: Device, working_set: int) -> int:
-    """The innermost memory level that holds `working_set` bytes from one kernel to the next."""
-    for index, level in enumerate(device.memory[:-1]):
-        if level.per_core and device.kind == "gpu":
-            continue  # an SM's L1 and shared memory start empty with each kernel
-        capacity = level.capacity_bytes * (device.cores if level.per_core else 1)
-        if working_set <= capacity:
-            return index
-    return len(device.memory) - 1
-
-
 # ---- per-family kernels ----
 
 
@@ -343,7 +324,7 @@ def _kernel(
             return replace(kernel, compute_s=kernel.compute_s + pack_s)
         # Otherwise they stream in from DRAM, once per row on a CPU, whatever the blocked model says of the rest.
         passes = rows if device.kind == "cpu" and kernel.model == "gemm" else 1
-        weights_s = passes * nbytes(op.operands[1]) / _weights_bandwidth(device, eff)
+        weights_s = passes * nbytes(op.operands[1]) / weights_bandwidth(device, eff)
         return replace(kernel, memory_s=max(kernel.memory_s, weights_s), weights_s=weights_s)
     return kernel
 
@@ -386,7 +367,7 @@ def _family_kernel(
                 # too slow; one pass predicts AlexNet's and ZFNet's four, not used to set it, at 0.92-1.21x of the
                 # measured time).
                 passes = ONEDNN_POOL_COPIES if library_pool(op) == "onednn" else 1
-                bandwidth = _sustained(device, eff, _resident_index(device, work.bytes))
+                bandwidth = sustained(device, eff, resident_index(device, work.bytes))
                 compute_s = work.flops / (device.peak(work.peak_key) * eff.vector)
                 return _Kernel("pool", compute_s, passes * work.bytes / bandwidth)
             if isinstance(op, MaxPoolOp | AvgPoolOp) and not volumetric and device.kind == "cpu":
@@ -403,10 +384,10 @@ def _family_kernel(
             # A training step's library kernels, each a few passes over its tensors at a rate the calibration
             # suite's kernels of the family set (`norm_train`, `pool_grad`, `index_add`).
             kernel = _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)
-            rate = _TRAINING_RATES[type(op)](eff)
+            rate = TRAINING_RATES[type(op)](eff)
             return _Kernel("stream", kernel.compute_s / rate, kernel.memory_s / rate)
         case TransposeOp():
-            bandwidth = _sustained(device, eff, _resident_index(device, work.bytes)) * eff.transpose
+            bandwidth = sustained(device, eff, resident_index(device, work.bytes)) * eff.transpose
             return _Kernel("transpose", work.flops / (device.peak(work.peak_key) * eff.vector), work.bytes / bandwidth)
         case _:
             kernel = _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)
@@ -420,37 +401,6 @@ def _family_kernel(
 
 
 GEMM_OPS = (MatmulOp, LinearOp, ConvOp, ConvTransposeOp, ConvWeightGradOp, AttentionOp)
-
-_TRAINING_RATES: dict[type[GraphOperation], Callable[[Efficiency], float]] = {
-    BatchNormTrainOp: lambda eff: eff.norm_train,
-    MaxPoolGradOp: lambda eff: eff.pool_grad,
-    AvgPoolGradOp: lambda eff: eff.pool_grad,
-    EmbeddingBagGradOp: lambda eff: eff.index_add,
-    EmbeddingBagUpdateOp: lambda eff: eff.index_add,
-}
-
-LAYER_NORM_ROW_INSTRUCTIONS = 900
-"""A layer norm's fixed cost per normalized row, in vector instructions: ATen's CPU kernel computes each row's moments
-with a cascade of Welford accumulators that it then combines, and sets up its scale-and-shift loop, about 50 ns a row
-on one core here whatever the row's length (64 or 128 columns); short rows (a transformer's 64-256 features) pay
-as much for it as for their elements."""
-
-VECTOR_INSTRUCTIONS: dict[type[GraphOperation], int] = {
-    ew.ExpOp: 12, ew.LogOp: 14, ew.ErfOp: 16, ew.TanhOp: 14, ew.SinOp: 16, ew.CosOp: 16,
-    ew.SinhOp: 16,  # exp's 12, its reciprocal and the halving
-    ew.AtanOp: 20, ew.AsinOp: 22, ew.AcosOp: 22,  # a reduction of the argument, a polynomial (and a root)
-    ew.AsinhOp: 22, ew.AcoshOp: 22, ew.AtanhOp: 18,  # log's 14 of an argument built with a root or a division
-    ew.PowOp: 28,  # exp(y log x)
-    ew.SigmoidOp: 17, ew.SiluOp: 18, ew.EluOp: 15, ew.SeluOp: 16, ew.SoftplusOp: 30,
-    ew.GeluOp: 20,  # erf's 16, or tanh's 14 and the cubic: about the same
-    ew.DivOp: 4, ew.ReciprocalOp: 4, ew.SqrtOp: 4, ew.RsqrtOp: 4,
-    SoftmaxOp: 16,  # ATen's (gnomon's runtime calls it too): max, vectorized exp, sum, a multiply by the reciprocal
-    LogSoftmaxOp: 17,  # exp once for the sum, max, subtractions
-    LayerNormOp: 8,  # a mean, a variance, then scale and shift
-}  # fmt: skip
-"""Vector instructions per result element of the elementwise ops that cost more than their FLOPs: polynomial
-approximations of the transcendental functions (as gnomon's generated kernels and SLEEF-style libraries compute
-them), and divisions and roots, which issue at a fraction of the FMA rate. Other ops cost their FLOPs."""
 
 
 def _conv_call_s(op: ConvOp | ConvTransposeOp | ConvWeightGradOp, device: Device, eff: Efficiency) -> float:
@@ -469,9 +419,9 @@ def _layout_passes_s(op: ConvOp | ConvTransposeOp | ConvWeightGradOp, device: De
     if device.kind != "cpu":
         return 0.0
     activations = nbytes(op.operands[0]) + nbytes(op.results[0])
-    level = _resident_index(device, activations)
+    level = resident_index(device, activations)
     if isinstance(op, ConvOp) and channels_last(op):
-        return 2 * nbytes(op.results[0]) / _sustained(device, eff, level)
+        return 2 * nbytes(op.results[0]) / sustained(device, eff, level)
     return 2 * activations / (device.memory[level].bandwidth_bytes_per_s * eff.reorder)
 
 
@@ -482,7 +432,7 @@ def _is_depthwise(op: ConvOp) -> bool:
 
 def _stream(model: str, work: OpWork, device: Device, eff: Efficiency, flop_rate: float) -> _Kernel:
     """A kernel that streams its bytes once, from the level that holds them, computing at `flop_rate`."""
-    bandwidth = _sustained(device, eff, _resident_index(device, work.bytes))
+    bandwidth = sustained(device, eff, resident_index(device, work.bytes))
     return _Kernel(model, work.flops / flop_rate, work.bytes / bandwidth)
 
 
@@ -530,7 +480,7 @@ def _gemm_memory_s(
     so there the blocks are the tile; a CPU's caches hold square blocks that fill a third of the level each (and
     a problem that fits a level is read into it once).
     """
-    resident = _resident_index(device, traffic.total)
+    resident = resident_index(device, traffic.total)
     compulsory = traffic.total / device.memory[resident].bandwidth_bytes_per_s
     slowest = compulsory
     for index, level in enumerate(device.memory[:resident]):
@@ -546,7 +496,7 @@ def _gemm_memory_s(
             + traffic.c_bytes
         )
         slowest = max(slowest, moved / device.memory[index + 1].bandwidth_bytes_per_s)
-    factor = _sustained(device, eff, resident) / device.memory[resident].bandwidth_bytes_per_s
+    factor = sustained(device, eff, resident) / device.memory[resident].bandwidth_bytes_per_s
     return compulsory / factor, (slowest - compulsory) / factor
 
 
@@ -623,11 +573,9 @@ def _embedding(
     row_bytes = static_shape(op.table)[1] * element_bytes(op.table)
     fetched = math.ceil(row_bytes / eff.access_bytes) * eff.access_bytes * distinct
     rest = work.bytes - distinct * row_bytes
-    table_level = len(device.memory) - 1 if table_in_dram else _resident_index(device, nbytes(op.table))
-    hot_level = _resident_index(device, distinct * row_bytes + rest)
-    table_bandwidth = _weights_bandwidth(device, eff) if table_in_dram else _sustained(device, eff, table_level)
-    memory_s = fetched / table_bandwidth + ((lookups - distinct) * row_bytes + rest) / _sustained(
-        device, eff, hot_level
-    )
+    table_level = len(device.memory) - 1 if table_in_dram else resident_index(device, nbytes(op.table))
+    hot_level = resident_index(device, distinct * row_bytes + rest)
+    table_bandwidth = weights_bandwidth(device, eff) if table_in_dram else sustained(device, eff, table_level)
+    memory_s = fetched / table_bandwidth + ((lookups - distinct) * row_bytes + rest) / sustained(device, eff, hot_level)
     compute_s = work.flops / (device.peak(work.peak_key) * eff.vector) + lookups * eff.lookup_s
     return _Kernel("embedding", compute_s, memory_s)

@@ -48,8 +48,9 @@ DEFAULTS = {
     "adam_step_s": 71e-6,
     "adam_param_s": 12e-6,
 }
-"""The host costs as `gnomon calibrate` measured them on the 2-core development VM (torch 2.13): the figures for a
-device whose file has no `[eager_training]` table (the datasheet GPUs run the same Python on their host)."""
+"""The host costs as `eager_training_overheads` (what `gnomon calibrate` runs) measured them once on the 2-core
+development VM (torch 2.13), rounded: the figures for a device whose file has no `[eager_training]` table (the
+datasheet GPUs run the same Python on their host)."""
 
 
 def optimizer_key(optimizer: object) -> str:

@@ -117,19 +117,6 @@ def _released_name(_: ir.Operation, name: str) -> str:
     return name.removeprefix(_HELD)
 
 
-def declared_input_shapes(path: Path) -> dict[str, list[int | str]]:
-    """Each model input's dims as the file declares them: sizes, or the names of symbolic dims ('?' unnamed)."""
-    graph = _load(path).graph
-    initializers = {t.name for t in graph.initializer}
-    return {
-        value.name: [
-            d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in value.type.tensor_type.shape.dim
-        ]
-        for value in graph.input
-        if value.name not in initializers
-    }
-
-
 def import_onnx(path: Path, input_shapes: Mapping[str, Sequence[int]] | None = None) -> ImportedModel:
     """Imports an ONNX model; `input_shapes` replaces the shapes of the named inputs."""
     model = _load(path)

@@ -133,15 +133,18 @@ def conv(
 
 
 def max_pool(p: Program, name: str, x: SSAValue, kernel: Shape, stride: int, pad: int) -> SSAValue:
+    return p.inferred(name, MaxPoolOp, [x], _max_pool_properties(kernel, stride, pad))
+
+
+def _max_pool_properties(kernel: Shape, stride: int, pad: int) -> dict[str, Attribute]:
     rank = len(kernel)
-    properties: dict[str, Attribute] = {
+    return {
         "kernel": i64_array(kernel),
         "strides": i64_array([stride] * rank),
         "pads": i64_array([pad] * 2 * rank),
         "dilations": i64_array([1] * rank),
         "ceil_mode": bool_attr(False),
     }
-    return p.inferred(name, MaxPoolOp, [x], properties)
 
 
 def avg_pool(
@@ -179,12 +182,7 @@ def layer_norm(p: Program, name: str, x: SSAValue, gamma: SSAValue, beta: SSAVal
 def embedding_bag(p: Program, name: str, table: SSAValue, bags: int, pooling: int) -> SSAValue:
     """Sum bags of `pooling` rows each, their indices distinct rows spread over the table, as a recommender's sparse
     features are (a lowered kernel receives its indices as an argument, so its model assumes them distinct)."""
-    rows = _shape(table)[0]
-    lookups = bags * pooling
-    spread = [i * 7919 % rows for i in range(lookups)]
-    indices = _constant(p, f"{name}_i", DenseIntOrFPElementsAttr.from_list(TensorType(i64, [lookups]), spread))
-    starts = [b * pooling for b in range(bags)]
-    offsets = _constant(p, f"{name}_o", DenseIntOrFPElementsAttr.from_list(TensorType(i64, [bags]), starts))
+    indices, offsets = _bags(p, name, _shape(table)[0], bags, pooling)
     properties: dict[str, Attribute] = {"mode": StringAttr("sum"), "include_last_offset": bool_attr(False)}
     return p.inferred(name, EmbeddingBagOp, [table, indices, offsets, []], properties)
 
@@ -192,14 +190,19 @@ def embedding_bag(p: Program, name: str, table: SSAValue, bags: int, pooling: in
 def embedding_bag_grad(p: Program, name: str, dy: SSAValue, rows: int, pooling: int) -> SSAValue:
     """The dense gradient of a table of `rows` rows from bags of `pooling` distinct rows each (as `embedding_bag`
     spreads them): the table zeroed, then each bag's gradient added into its rows."""
-    bags = _shape(dy)[0]
+    indices, offsets = _bags(p, name, rows, _shape(dy)[0], pooling)
+    properties: dict[str, Attribute] = {"mode": StringAttr("sum"), "rows": i64_attr(rows)}
+    return p.inferred(name, EmbeddingBagGradOp, [dy, indices, offsets, []], properties)
+
+
+def _bags(p: Program, name: str, rows: int, bags: int, pooling: int) -> tuple[SSAValue, SSAValue]:
+    """Constant indices and offsets of `bags` bags of `pooling` distinct rows each, spread over `rows` rows."""
     lookups = bags * pooling
     spread = [i * 7919 % rows for i in range(lookups)]
     indices = _constant(p, f"{name}_i", DenseIntOrFPElementsAttr.from_list(TensorType(i64, [lookups]), spread))
     starts = [b * pooling for b in range(bags)]
     offsets = _constant(p, f"{name}_o", DenseIntOrFPElementsAttr.from_list(TensorType(i64, [bags]), starts))
-    properties: dict[str, Attribute] = {"mode": StringAttr("sum"), "rows": i64_attr(rows)}
-    return p.inferred(name, EmbeddingBagGradOp, [dy, indices, offsets, []], properties)
+    return indices, offsets
 
 
 def batch_norm_train(p: Program, name: str, x: SSAValue, scale: SSAValue, bias: SSAValue) -> SSAValue:
@@ -213,15 +216,7 @@ def batch_norm_train(p: Program, name: str, x: SSAValue, scale: SSAValue, bias: 
 
 def max_pool_grad(p: Program, name: str, dy: SSAValue, x: SSAValue, kernel: Shape, stride: int, pad: int) -> SSAValue:
     """A max pool's input gradient: each window's gradient added at its maximum."""
-    rank = len(kernel)
-    properties: dict[str, Attribute] = {
-        "kernel": i64_array(kernel),
-        "strides": i64_array([stride] * rank),
-        "pads": i64_array([pad] * 2 * rank),
-        "dilations": i64_array([1] * rank),
-        "ceil_mode": bool_attr(False),
-    }
-    return p.inferred(name, MaxPoolGradOp, [dy, x], properties)
+    return p.inferred(name, MaxPoolGradOp, [dy, x], _max_pool_properties(kernel, stride, pad))
 
 
 def embedding(p: Program, name: str, table: SSAValue, lookups: int) -> SSAValue:
