@@ -84,6 +84,9 @@ def _case(name: str, build: Callable[[], torch.nn.Module], make_batch: Maker,
         "eager": eager_training_step(gnomon.with_loss(copy.deepcopy(model), loss).train(), batch, optimizer),
     }
     if with_compile:
+        # Every model's loss wrapper shares one forward: without a reset, dynamo's cache for it fills up over the
+        # models and the later ones silently run eager (recompile_limit).
+        torch._dynamo.reset()
         compiled_model = torch.compile(gnomon.with_loss(copy.deepcopy(model), loss).train())
         compiled = eager_training_step(compiled_model, batch, optimizer)  # pyright: ignore[reportArgumentType]
         try:

@@ -25,6 +25,7 @@ from gnomon.context import gnomon_context
 from gnomon.cost.pools import ONEDNN_POOL_MIN
 from gnomon.dialects.graph.constant_values import numpy_dtype
 from gnomon.dialects.graph.nn import BatchNormTrainOp
+from gnomon.dialects.graph.recurrent_train import LstmGradOp, LstmTrainOp
 from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.dialects.kernel import LibraryCall
 from gnomon.passes.graph_to_kernel.library import (
@@ -560,6 +561,9 @@ def test_every_graph_op_has_a_torch_implementation() -> None:
 
 def test_every_torch_implementation_has_an_op_case() -> None:
     covered = {case.op.split(" ")[0] for case in OP_CASES} | {ConstantOp.name}  # constants: the test above
+    # An LSTM layer's training pair runs together (the backward reads the forward's workspace), through whole
+    # training steps: tests/test_lstm_training.py.
+    covered |= {LstmTrainOp.name, LstmGradOp.name}
     assert covered == {op_type.name for op_type in TORCH_IMPLS}
 
 

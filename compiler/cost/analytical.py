@@ -109,6 +109,7 @@ from gnomon.dialects.graph.nn import (
     MaxPoolOp,
 )
 from gnomon.dialects.graph.recurrent import GruOp, LstmOp, Recurrent, RnnOp
+from gnomon.dialects.graph.recurrent_train import LstmGradOp, LstmTrainOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp, TransposeOp
 
 
@@ -378,8 +379,10 @@ def _family_kernel(
             return kernel
         case EmbeddingOp() | EmbeddingBagOp():
             return _embedding(op, work, device, eff, weights_in_dram)
-        case LstmOp() | GruOp() | RnnOp():
+        case LstmOp() | GruOp() | RnnOp() | LstmTrainOp():
             return _recurrent(op, work, device, eff)
+        case LstmGradOp():
+            return _recurrent_grad(op, work, device, eff)
         case BatchNormTrainOp() | MaxPoolGradOp() | AvgPoolGradOp() | EmbeddingBagGradOp() | EmbeddingBagUpdateOp():
             # A training step's library kernels, each a few passes over its tensors at a rate the calibration
             # suite's kernels of the family set (`norm_train`, `pool_grad`, `index_add`).
@@ -540,13 +543,15 @@ def _attention(op: AttentionOp, work: OpWork, device: Device, eff: Efficiency) -
 
 RECURRENT_CELL_INSTRUCTIONS: dict[type[GraphOperation], int] = {
     LstmOp: 3 * 17 + 2 * 14 + 6,  # three sigmoids, two tanh, the gate adds and products
+    LstmTrainOp: 3 * 17 + 2 * 14 + 6,
+    LstmGradOp: 14 + 24,  # the cell state's tanh, the four gates' derivative products and the states' carries
     GruOp: 2 * 17 + 14 + 7,  # two sigmoids, a tanh, the gate adds and products
     RnnOp: 14 + 2,  # a tanh (a relu is cheaper, not by enough to matter), the add
 }
 """Vector instructions per hidden unit per step of a recurrent op's gate arithmetic."""
 
 
-def _recurrent(op: Recurrent, work: OpWork, device: Device, eff: Efficiency) -> _Kernel:
+def _recurrent(op: Recurrent | LstmTrainOp, work: OpWork, device: Device, eff: Efficiency) -> _Kernel:
     """The input projection as one GEMM, then the steps in sequence: a GEMM and the gate arithmetic each."""
     projection, recurrence = gemm_shapes(op)
     size = element_bytes(op.input)
@@ -562,7 +567,50 @@ def _recurrent(op: Recurrent, work: OpWork, device: Device, eff: Efficiency) -> 
     steps = recurrence.batch
     compute_s = projected.compute_s + steps * (step.compute_s + cell_s + device.launch_overhead_s)
     memory_s = projected.memory_s + steps * step.memory_s
+    if isinstance(op, LstmTrainOp):  # every step's gates and states written for the backward pass
+        memory_s += _workspace_s(op, device, eff)
     return _Kernel("recurrent", compute_s, memory_s, projected.reuse_s + steps * step.reuse_s)
+
+
+def _workspace_s(op: LstmTrainOp | LstmGradOp, device: Device, eff: Efficiency) -> float:
+    workspace = nbytes(op.workspace)
+    return workspace / sustained(device, eff, resident_index(device, workspace))
+
+
+def _recurrent_grad(op: LstmGradOp, work: OpWork, device: Device, eff: Efficiency) -> _Kernel:
+    """Backward through time: the steps in reverse, each its gate gradients and a small GEMM by the recurrent
+    weights; then the input's and both weights' gradients, each one GEMM over every step at once."""
+    to_input, to_weight_ih, step_shape, to_weight_hh = gemm_shapes(op)
+    size = element_bytes(op.input)
+    gates = to_input.m * to_input.k * size  # every step's gate gradients
+    states = to_weight_hh.k * to_weight_hh.n * size  # every step's hidden state
+    products = [
+        _gemm(
+            "recurrent", (to_input,), _Traffic(gates, nbytes(op.weight_ih), nbytes(op.input), size), work, device, eff
+        ),
+        _gemm(
+            "recurrent",
+            (to_weight_ih,),
+            _Traffic(gates, nbytes(op.input), nbytes(op.weight_ih), size),
+            work,
+            device,
+            eff,
+        ),
+        _gemm("recurrent", (to_weight_hh,), _Traffic(gates, states, nbytes(op.weight_hh), size), work, device, eff),
+    ]
+    state = step_shape.m * step_shape.k * size
+    step_traffic = _Traffic(step_shape.m * step_shape.n * size, nbytes(op.weight_hh), state, size)
+    step = _gemm("recurrent", (replace(step_shape, batch=1),), step_traffic, work, device, eff)
+    cell_s = RECURRENT_CELL_INSTRUCTIONS[LstmGradOp] * state / size / (device.peak(work.peak_key) * eff.vector)
+    steps = step_shape.batch
+    compute_s = sum(p.compute_s for p in products) + steps * (step.compute_s + cell_s + device.launch_overhead_s)
+    memory_s = (
+        sum(p.memory_s for p in products)
+        + steps * step.memory_s
+        + nbytes(op.workspace) / sustained(device, eff, resident_index(device, nbytes(op.workspace)))
+    )
+    reuse_s = sum(p.reuse_s for p in products) + steps * step.reuse_s
+    return _Kernel("recurrent", compute_s, memory_s, reuse_s)
 
 
 def _embedding(

@@ -145,6 +145,7 @@ from gnomon.dialects.graph.nn import (
     SoftmaxOp,
 )  # fmt: skip
 from gnomon.dialects.graph.recurrent import GruOp, LstmOp, RnnOp
+from gnomon.dialects.graph.recurrent_train import LstmGradOp, LstmTrainOp
 from gnomon.dialects.graph.reduce import ArgReduceOp, ReduceMeanOp, ReduceOp, ScanOp, TopKOp
 from gnomon.dialects.graph.sampling import GridSampleOp
 from gnomon.dialects.graph.tensor import (
@@ -360,7 +361,7 @@ def op_work(op: GraphOperation) -> OpWork:
             return OpWork(0, {}, {}, "fp32")
         case (
             MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp() | ConvWeightGradOp() | AttentionOp() | LstmOp()
-            | GruOp() | RnnOp()
+            | GruOp() | RnnOp() | LstmTrainOp() | LstmGradOp()
         ):  # fmt: skip
             flops = sum(shape.flops for shape in gemm_shapes(op))
             return _whole(op, flops, peak_key(element_type(op.operands[0])))
@@ -411,7 +412,17 @@ def _whole(op: GraphOperation, flops: int, peak: str) -> OpWork:
 
 
 def gemm_shapes(
-    op: MatmulOp | LinearOp | ConvOp | ConvTransposeOp | ConvWeightGradOp | AttentionOp | LstmOp | GruOp | RnnOp,
+    op: MatmulOp
+    | LinearOp
+    | ConvOp
+    | ConvTransposeOp
+    | ConvWeightGradOp
+    | AttentionOp
+    | LstmOp
+    | GruOp
+    | RnnOp
+    | LstmTrainOp
+    | LstmGradOp,
 ) -> tuple[GemmShape, ...]:
     """The matrix products an op performs; their FLOPs are FlopCounterMode's for the matching aten op."""
     match op:
@@ -445,10 +456,24 @@ def gemm_shapes(
             q, k, v = static_shape(op.query), static_shape(op.key), static_shape(op.value)
             batch, length, source = math.prod(q[:-2]), q[-2], k[-2]
             return (GemmShape(batch, length, source, q[-1]), GemmShape(batch, length, v[-1], source))
-        case LstmOp() | GruOp() | RnnOp():
+        case LstmOp() | GruOp() | RnnOp() | LstmTrainOp():
             # Every step's input projection in one product, then one recurrent product per step (the batch).
             (steps, batch, features), rows = static_shape(op.input), static_shape(op.weight_hh)[0]
             return (GemmShape(1, steps * batch, rows, features), GemmShape(steps, batch, rows, op.hidden_size()))
+        case LstmGradOp():
+            # The input's gradient from every step's gate gradients, the input weights' gradient, the state's
+            # gradient through the recurrent weights step by step (the batch), the recurrent weights' gradient.
+            (steps, batch, features), rows, hidden = (
+                static_shape(op.input),
+                static_shape(op.weight_hh)[0],
+                op.hidden_size(),
+            )
+            return (
+                GemmShape(1, steps * batch, features, rows),
+                GemmShape(1, rows, features, steps * batch),
+                GemmShape(steps, batch, hidden, rows),
+                GemmShape(1, rows, hidden, steps * batch),
+            )
 
 
 def _reduction_flops(op: ReduceOp | ArgReduceOp) -> int:

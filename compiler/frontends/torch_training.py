@@ -37,6 +37,7 @@ from gnomon.frontends.torch import (
     torchscript_program,
 )
 from gnomon.frontends.training_locations import locate_joint_graph
+from gnomon.frontends.training_lstm import onednn_lstm_layers, size_workspaces
 
 __all__ = ["LOSSES", "WithLoss", "import_torch_training", "training_model_from_file", "with_loss"]
 
@@ -173,10 +174,11 @@ def _joint(program: ExportedProgram, source: str, module_name: Callable[[str], s
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            joint = _export_forward_backward(program, joint_loss_index=0)
+            joint = _export_forward_backward(onednn_lstm_layers(program), joint_loss_index=0)
     except Exception as e:  # an op without a derivative, or autograd refusing the graph
         raise ModelLoadError(f"torch cannot differentiate {source}: {reason(e)}") from e
     signature, graph = joint.graph_signature, joint.graph
+    size_workspaces(graph)
     for target in ASSERTS:
         for node in graph.find_nodes(op="call_function", target=target):
             graph.erase_node(node)

@@ -23,6 +23,7 @@ from gnomon.reference.grad import GraphGradFunctions
 from gnomon.reference.linalg import GraphLinalgFunctions
 from gnomon.reference.nn import GraphNNFunctions
 from gnomon.reference.recurrent import GraphRecurrentFunctions
+from gnomon.reference.recurrent_train import GraphRecurrentTrainFunctions
 from gnomon.reference.reduce import GraphReduceFunctions
 from gnomon.reference.tensor import GraphTensorFunctions
 
@@ -41,6 +42,7 @@ _FUNCTIONS = (
     GraphLinalgFunctions,
     GraphNNFunctions,
     GraphRecurrentFunctions,
+    GraphRecurrentTrainFunctions,
     GraphReduceFunctions,
     GraphTensorFunctions,
 )

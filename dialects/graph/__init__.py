@@ -1,7 +1,7 @@
 """The `graph` dialect: one op per ML operation on builtin tensor types.
 
-Ops live in modules by family (elementwise, nn, grad, linalg, recurrent, reduce, sampling, tensor, embedding); `base`
-holds the shared textual form and shape-rule machinery; `canonicalization` holds the rewrite
+Ops live in modules by family (elementwise, nn, grad, linalg, recurrent, recurrent_train, reduce, sampling, tensor,
+embedding); `base` holds the shared textual form and shape-rule machinery; `canonicalization` holds the rewrite
 patterns that the ops declare through the traits of `traits`.
 """
 
@@ -14,6 +14,7 @@ from gnomon.dialects.graph.grad import GRAD_OPS
 from gnomon.dialects.graph.linalg import LINALG_OPS
 from gnomon.dialects.graph.nn import NN_OPS
 from gnomon.dialects.graph.recurrent import RECURRENT_OPS
+from gnomon.dialects.graph.recurrent_train import RECURRENT_TRAIN_OPS
 from gnomon.dialects.graph.reduce import REDUCE_OPS
 from gnomon.dialects.graph.sampling import SAMPLING_OPS
 from gnomon.dialects.graph.tensor import TENSOR_OPS
@@ -30,6 +31,7 @@ Graph = Dialect(
             *LINALG_OPS,
             *NN_OPS,
             *RECURRENT_OPS,
+            *RECURRENT_TRAIN_OPS,
             *REDUCE_OPS,
             *SAMPLING_OPS,
             *TENSOR_OPS,

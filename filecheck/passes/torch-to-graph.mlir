@@ -106,6 +106,35 @@
 
 // -----
 
+// An LSTM layer's oneDNN training kernels, as the torch frontend leaves them in a joint graph, become
+// graph.lstm_train and graph.lstm_grad over (batch, hidden) states; an absent final-state gradient is zeros, and
+// both biases get the one bias gradient.
+
+"func.func"() <{function_type = (!torch.vtensor<[3,2,4],f32>, !torch.vtensor<[8,4],f32>, !torch.vtensor<[8,2],f32>, !torch.vtensor<[8],f32>, !torch.vtensor<[1,2,2],f32>, !torch.vtensor<[3,2,2],f32>) -> (!torch.vtensor<[3,2,4],f32>, !torch.vtensor<[8,4],f32>, !torch.vtensor<[8],f32>, !torch.vtensor<[8],f32>, !torch.vtensor<[1,2,2],f32>), sym_name = "lstm_layer"}> ({
+^bb0(%x: !torch.vtensor<[3,2,4],f32>, %w_ih: !torch.vtensor<[8,4],f32>, %w_hh: !torch.vtensor<[8,2],f32>, %b: !torch.vtensor<[8],f32>, %h: !torch.vtensor<[1,2,2],f32>, %dy: !torch.vtensor<[3,2,2],f32>):
+  %false = "torch.constant.bool"() <{value = false}> : () -> !torch.bool
+  %true = "torch.constant.bool"() <{value = true}> : () -> !torch.bool
+  %none = "torch.constant.none"() : () -> !torch.none
+  %one = "torch.constant.int"() <{value = 1 : i64}> : () -> !torch.int
+  %two = "torch.constant.int"() <{value = 2 : i64}> : () -> !torch.int
+  %sizes = "torch.prim.ListConstruct"() : () -> !torch.list<int>
+  %0:4 = "torch.operator"(%x, %w_ih, %w_hh, %b, %b, %h, %h, %false, %sizes, %two, %two, %one, %true, %false, %false, %true) <{name = "torch.aten.mkldnn_rnn_layer"}> : (!torch.vtensor<[3,2,4],f32>, !torch.vtensor<[8,4],f32>, !torch.vtensor<[8,2],f32>, !torch.vtensor<[8],f32>, !torch.vtensor<[8],f32>, !torch.vtensor<[1,2,2],f32>, !torch.vtensor<[1,2,2],f32>, !torch.bool, !torch.list<int>, !torch.int, !torch.int, !torch.int, !torch.bool, !torch.bool, !torch.bool, !torch.bool) -> (!torch.vtensor<[3,2,2],f32>, !torch.vtensor<[1,2,2],f32>, !torch.vtensor<[1,2,2],f32>, !torch.vtensor<[28672],ui8>) loc("lstm")
+  %1:7 = "torch.operator"(%x, %w_ih, %w_hh, %b, %b, %h, %h, %0#0, %0#1, %0#2, %dy, %none, %none, %false, %two, %two, %one, %true, %true, %false, %sizes, %false, %0#3) <{name = "torch.aten.mkldnn_rnn_layer_backward"}> : (!torch.vtensor<[3,2,4],f32>, !torch.vtensor<[8,4],f32>, !torch.vtensor<[8,2],f32>, !torch.vtensor<[8],f32>, !torch.vtensor<[8],f32>, !torch.vtensor<[1,2,2],f32>, !torch.vtensor<[1,2,2],f32>, !torch.vtensor<[3,2,2],f32>, !torch.vtensor<[1,2,2],f32>, !torch.vtensor<[1,2,2],f32>, !torch.vtensor<[3,2,2],f32>, !torch.none, !torch.none, !torch.bool, !torch.int, !torch.int, !torch.int, !torch.bool, !torch.bool, !torch.bool, !torch.list<int>, !torch.bool, !torch.vtensor<[28672],ui8>) -> (!torch.vtensor<[3,2,4],f32>, !torch.vtensor<[8,4],f32>, !torch.vtensor<[8,2],f32>, !torch.vtensor<[8],f32>, !torch.vtensor<[8],f32>, !torch.vtensor<[1,2,2],f32>, !torch.vtensor<[1,2,2],f32>) loc("backward.lstm")
+  "func.return"(%1#0, %1#1, %1#3, %1#4, %1#5) : (!torch.vtensor<[3,2,4],f32>, !torch.vtensor<[8,4],f32>, !torch.vtensor<[8],f32>, !torch.vtensor<[8],f32>, !torch.vtensor<[1,2,2],f32>) -> ()
+}) : () -> ()
+
+// CHECK-LABEL: func.func @lstm_layer(
+// CHECK:         %[[H:.*]] = graph.reshape %h : (tensor<1x2x2xf32>) -> tensor<2x2xf32> loc("lstm")
+// CHECK-NEXT:    %[[C:.*]] = graph.reshape %h : (tensor<1x2x2xf32>) -> tensor<2x2xf32> loc("lstm")
+// CHECK-NEXT:    %[[Y:.*]], %{{.*}}, %{{.*}}, %[[WS:.*]] = graph.lstm_train %x, %w_ih, %w_hh, %b, %b, %[[H]], %[[C]] {reverse = false} : ({{.*}}) -> (tensor<3x2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<28672xui8>) loc("lstm")
+// CHECK:         %[[DHN:.*]] = graph.constant {value = dense<0.000000e+00> : tensor<2x2xf32>} : () -> tensor<2x2xf32> loc("backward.lstm")
+// CHECK-NEXT:    %[[DCN:.*]] = graph.constant {value = dense<0.000000e+00> : tensor<2x2xf32>} : () -> tensor<2x2xf32> loc("backward.lstm")
+// CHECK-NEXT:    %[[DX:.*]], %[[DW:.*]], %{{.*}}, %[[DB:.*]], %[[DH:.*]], %{{.*}} = graph.lstm_grad %x, %w_ih, %w_hh, %b, %b, %{{.*}}, %{{.*}}, %[[Y]], %{{.*}}, %{{.*}}, %dy, %[[DHN]], %[[DCN]], %[[WS]] {reverse = false} : ({{.*}}) -> (tensor<3x2x4xf32>, tensor<8x4xf32>, tensor<8x2xf32>, tensor<8xf32>, tensor<2x2xf32>, tensor<2x2xf32>) loc("backward.lstm")
+// CHECK-NEXT:    %[[DH1:.*]] = graph.reshape %[[DH]] : (tensor<2x2xf32>) -> tensor<1x2x2xf32> loc("backward.lstm")
+// CHECK:         func.return %[[DX]], %[[DW]], %[[DB]], %[[DB]], %[[DH1]] : tensor<3x2x4xf32>, tensor<8x4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<1x2x2xf32>
+
+// -----
+
 // Ops without a converter are all reported, each with the node it came from, and nothing is printed.
 
 "func.func"() <{function_type = (!torch.vtensor<[2,3],f32>) -> !torch.vtensor<[2,3],f32>, sym_name = "unsupported"}> ({

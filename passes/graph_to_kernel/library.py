@@ -38,7 +38,7 @@ from xdsl.traits import IsTerminator
 
 from gnomon.cost.convs import gemm_conv
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph import embedding, grad, linalg, nn, recurrent, sampling, tensor
+from gnomon.dialects.graph import embedding, grad, linalg, nn, recurrent, recurrent_train, sampling, tensor
 from gnomon.dialects.graph import reduce as red
 from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.layout import channels_last
@@ -144,6 +144,8 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     recurrent.LstmOp: "aten.lstm",
     recurrent.GruOp: "aten.gru",
     recurrent.RnnOp: "aten.rnn_tanh",
+    recurrent_train.LstmTrainOp: "aten.mkldnn_rnn_layer",
+    recurrent_train.LstmGradOp: "aten.mkldnn_rnn_layer_backward",
     # reduce
     red.ReduceSumOp: "aten.sum",
     red.ReduceMeanOp: "aten.mean",

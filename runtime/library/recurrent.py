@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from gnomon.dialects.graph import recurrent as rnn
+from gnomon.dialects.graph import recurrent_train as rnn_train
 from gnomon.runtime.library.base import TorchImpl, torch_impl
 
 Cell = Callable[[torch.Tensor, tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]
@@ -136,5 +137,45 @@ def simple_rnn(op: rnn.RnnOp) -> TorchImpl:
             return (activation(bound(projected + F.linear(states[0], w_hh, b_hh))),)
 
         return _steps(x, w_ih, b_ih, (h0,), cell, reverse)
+
+    return TorchImpl(run)
+
+
+# ---- training: oneDNN's LSTM layer kernels, as eager's autograd runs them on a CPU ----
+
+_ONEDNN_LSTM = 2
+"""ideep's rnn_kind::LSTM."""
+
+
+@torch_impl(rnn_train.LstmTrainOp)
+def lstm_train(op: rnn_train.LstmTrainOp) -> TorchImpl:
+    reverse, hidden = op.is_reverse(), op.hidden_size()
+
+    def run(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor,
+            h0: torch.Tensor, c0: torch.Tensor) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        y, h_n, c_n, workspace = torch.ops.aten.mkldnn_rnn_layer(
+            x, w_ih, w_hh, b_ih, b_hh, h0.unsqueeze(0), c0.unsqueeze(0),
+            reverse, [], _ONEDNN_LSTM, hidden, 1, True, False, False, True,
+        )  # fmt: skip
+        return y, h_n.squeeze(0), c_n.squeeze(0), workspace
+
+    return TorchImpl(run)
+
+
+@torch_impl(rnn_train.LstmGradOp)
+def lstm_grad(op: rnn_train.LstmGradOp) -> TorchImpl:
+    reverse, hidden = op.is_reverse(), op.hidden_size()
+
+    def run(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor,
+            h0: torch.Tensor, c0: torch.Tensor, y: torch.Tensor, h_n: torch.Tensor, c_n: torch.Tensor,
+            dy: torch.Tensor, dh_n: torch.Tensor, dc_n: torch.Tensor, workspace: torch.Tensor,
+            ) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        states = [s.unsqueeze(0) for s in (h0, c0)]
+        finals = [s.unsqueeze(0) for s in (h_n, c_n, dh_n, dc_n)]
+        dx, dw_ih, dw_hh, db, _, dh0, dc0 = torch.ops.aten.mkldnn_rnn_layer_backward(
+            x, w_ih, w_hh, b_ih, b_hh, *states, y, finals[0], finals[1], dy, finals[2], finals[3],
+            reverse, _ONEDNN_LSTM, hidden, 1, True, True, False, [], False, workspace,
+        )  # fmt: skip
+        return dx, dw_ih, dw_hh, db, dh0.squeeze(0), dc0.squeeze(0)
 
     return TorchImpl(run)

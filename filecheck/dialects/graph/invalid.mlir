@@ -697,3 +697,19 @@ func.func @dims_without_names(%x: tensor<?x4xf32, #graph.dims<["", ""]>>) {
   // CHECK: #graph.dims names no dim: drop the encoding instead
   func.return
 }
+
+// -----
+
+func.func @lstm_train_workspace(%x: tensor<5x2x4xf32>, %w: tensor<12x4xf32>, %r: tensor<12x3xf32>, %b: tensor<12xf32>, %h: tensor<2x3xf32>) {
+  // CHECK: graph.lstm_train: workspace tensor<64xf32> is not a static 1-D tensor of bytes
+  %0:4 = graph.lstm_train %x, %w, %r, %b, %b, %h, %h {reverse = false} : (tensor<5x2x4xf32>, tensor<12x4xf32>, tensor<12x3xf32>, tensor<12xf32>, tensor<12xf32>, tensor<2x3xf32>, tensor<2x3xf32>) -> (tensor<5x2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<64xf32>)
+  func.return
+}
+
+// -----
+
+func.func @lstm_grad_output_gradient(%x: tensor<5x2x4xf32>, %w: tensor<12x4xf32>, %r: tensor<12x3xf32>, %b: tensor<12xf32>, %h: tensor<2x3xf32>, %y: tensor<5x2x3xf32>, %dy: tensor<4x2x3xf32>, %ws: tensor<64xui8>) {
+  // CHECK: graph.lstm_grad: grad_y [4, 2, 3] is not [5, 2, 3]
+  %0:6 = graph.lstm_grad %x, %w, %r, %b, %b, %h, %h, %y, %h, %h, %dy, %h, %h, %ws {reverse = false} : (tensor<5x2x4xf32>, tensor<12x4xf32>, tensor<12x3xf32>, tensor<12xf32>, tensor<12xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<5x2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<4x2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<64xui8>) -> (tensor<5x2x4xf32>, tensor<12x4xf32>, tensor<12x3xf32>, tensor<12xf32>, tensor<2x3xf32>, tensor<2x3xf32>)
+  func.return
+}
