@@ -24,6 +24,7 @@ from xdsl.parser import Parser
 from gnomon.context import gnomon_context
 from gnomon.cost.pools import ONEDNN_POOL_MIN
 from gnomon.dialects.graph.constant_values import numpy_dtype
+from gnomon.dialects.graph.elementwise import DropoutTrainOp
 from gnomon.dialects.graph.nn import BatchNormTrainOp
 from gnomon.dialects.graph.recurrent_train import LstmGradOp, LstmTrainOp
 from gnomon.dialects.graph.tensor import ConstantOp
@@ -564,6 +565,8 @@ def test_every_torch_implementation_has_an_op_case() -> None:
     # An LSTM layer's training pair runs together (the backward reads the forward's workspace), through whole
     # training steps: tests/test_lstm_training.py.
     covered |= {LstmTrainOp.name, LstmGradOp.name}
+    # Dropout's draws are random: tests/test_training.py checks its outputs against its mask.
+    covered |= {DropoutTrainOp.name}
     assert covered == {op_type.name for op_type in TORCH_IMPLS}
 
 

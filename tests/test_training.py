@@ -18,8 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
+from xdsl.parser import Parser
 
 import gnomon
+from gnomon.context import gnomon_context
 from gnomon.cost.analytical import GEMM_OPS
 from gnomon.cost.graph import graph_ops
 from gnomon.cost.roofline import gemm_shapes
@@ -28,6 +30,7 @@ from gnomon.frontends.torch_training import import_torch_training
 from gnomon.models import DLRM, MLP, LSTMClassifier, ResNet18, SmallCNN, TransformerBlock
 from gnomon.pipeline import to_graph
 from gnomon.reference import run_reference
+from gnomon.runtime.torch_eager import TorchEagerProgram
 
 # ---- models built from code (besides gnomon.models') ----
 
@@ -374,10 +377,61 @@ def test_bad_losses_and_optimizers_are_one_line_errors() -> None:
         gnomon.compile(gnomon.with_loss(TwoOutputs(), "mse"), (torch.randn(3, 4), torch.randn(3, 2)), train="sgd")
 
 
-def test_dropout_in_training_is_refused_in_one_line() -> None:
-    model = gnomon.with_loss(nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1)), "mse")
-    with pytest.raises(GnomonError, match=re.escape("unsupported op aten.native_dropout")):
-        gnomon.compile(model, (torch.randn(2, 4), torch.randn(2, 4)), train=True)
+class Dropouts(nn.Module):
+    """Two dropouts one after the other, so gnomon and eager draw their masks in the same order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Sequential(
+            nn.Linear(16, 32), nn.Dropout(0.3), nn.ReLU(), nn.Linear(32, 32), nn.Dropout(0.5), nn.Linear(32, 2)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
+def test_dropout_in_training_draws_eagers_masks_under_the_same_seed() -> None:
+    """gnomon's dropout draws from torch's generator as eager does: seeded alike, five SGD steps give eager's
+    losses and parameters (and a different seed a different loss)."""
+    model, batch = Dropouts(), (torch.randn(8, 16), torch.randn(8, 2))
+    step = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), "mse"), batch, train=gnomon.SGD(lr=0.1))
+    reference = gnomon.with_loss(copy.deepcopy(model), "mse").train()
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for seed in range(5):
+        torch.manual_seed(seed)
+        ours = step.step(*_numpy(batch))
+        torch.manual_seed(seed)
+        optimizer.zero_grad()
+        theirs = reference(*batch)
+        theirs.backward()
+        optimizer.step()
+        assert ours == pytest.approx(theirs.item(), rel=1e-5)
+    for key, value in reference.model.state_dict().items():
+        assert relative_l2(step.state_dict()[key], value.numpy()) <= 1e-5, key
+    torch.manual_seed(99)
+    assert step.step(*_numpy(batch)) != pytest.approx(theirs.item(), rel=1e-3)
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.25, 1.0])
+def test_dropout_train_keeps_and_scales_as_its_mask_says(ratio: float) -> None:
+    """`graph.dropout_train` in the runtime and in the reference: y = x * mask / (1 - ratio) (zeros at ratio 1),
+    and about 1 - ratio of the elements kept."""
+    x_type, results = "tensor<200x100xf32>", "tensor<200x100xf32>, tensor<200x100xi1>"
+    module = Parser(
+        gnomon_context(),
+        f"""
+    func.func @main(%x: {x_type}) -> ({results}) {{
+      %y, %mask = graph.dropout_train %x {{ratio = {ratio} : f64}} : ({x_type}) -> ({results})
+      func.return %y, %mask : {results}
+    }}""",
+    ).parse_module()
+    x = np.random.default_rng(0).standard_normal((200, 100)).astype(np.float32) + 5  # no zeros
+    for y, mask in (run_reference(module, [x]), TorchEagerProgram(module)(x)):
+        assert mask.dtype == np.bool_
+        assert abs(mask.mean() - (1 - ratio)) <= 0.02
+        expected = np.zeros_like(x) if ratio == 1.0 else x * mask / np.float32(1 - ratio)
+        np.testing.assert_allclose(y, expected, rtol=1e-6)
 
 
 def test_a_wrong_batch_names_the_input() -> None:

@@ -66,6 +66,7 @@ from gnomon.cost.devices import Device
 from gnomon.cost.efficiency import Efficiency, efficiency
 from gnomon.cost.pools import MAX_POOL_INSTRUCTIONS, ONEDNN_POOL_COPIES, POOL_OUTPUT_FLOOR, library_pool
 from gnomon.cost.rates import (
+    DROPOUT_INSTRUCTIONS,
     LAYER_NORM_ROW_INSTRUCTIONS,
     TRAINING_RATES,
     VECTOR_INSTRUCTIONS,
@@ -87,7 +88,7 @@ from gnomon.cost.roofline import (
     static_shape,
 )
 from gnomon.dialects.graph.base import GraphOperation
-from gnomon.dialects.graph.elementwise import DropoutOp
+from gnomon.dialects.graph.elementwise import DropoutOp, DropoutTrainOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
 from gnomon.dialects.graph.grad import (
     AvgPoolGradOp,
@@ -389,6 +390,10 @@ def _family_kernel(
             kernel = _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)
             rate = TRAINING_RATES[type(op)](eff)
             return _Kernel("stream", kernel.compute_s / rate, kernel.memory_s / rate)
+        case DropoutTrainOp():
+            kernel = _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)
+            instructions = DROPOUT_INSTRUCTIONS[device.kind] * math.prod(static_shape(op.result))
+            return replace(kernel, compute_s=instructions / (device.peak(work.peak_key) * eff.vector))
         case TransposeOp():
             bandwidth = sustained(device, eff, resident_index(device, work.bytes)) * eff.transpose
             return _Kernel("transpose", work.flops / (device.peak(work.peak_key) * eff.vector), work.bytes / bandwidth)

@@ -20,6 +20,7 @@ from gnomon.dialects.graph.grad import AvgPoolGradOp, EmbeddingBagGradOp, Embedd
 from gnomon.dialects.graph.nn import BatchNormTrainOp, LayerNormOp, LogSoftmaxOp, SoftmaxOp
 
 __all__ = [
+    "DROPOUT_INSTRUCTIONS",
     "LAYER_NORM_ROW_INSTRUCTIONS",
     "TRAINING_RATES",
     "VECTOR_INSTRUCTIONS",
@@ -82,6 +83,11 @@ VECTOR_INSTRUCTIONS: dict[type[GraphOperation], int] = {
     LogSoftmaxOp: 17,  # exp once for the sum, max, subtractions
     LayerNormOp: 8,  # a mean, a variance, then scale and shift
 }  # fmt: skip
+
+DROPOUT_INSTRUCTIONS = {"cpu": 320, "gpu": 12}
+"""Vector instructions per element of a training step's dropout (`graph.dropout_train`), by device kind. A CPU
+draws from torch's default generator in a scalar loop (`aten.native_dropout`: 7 ns per element on this 2-core
+EPYC, 130x a relu); a GPU's Philox draws are a few instructions, then the compare and the scaling."""
 """Vector instructions per result element of the elementwise ops that cost more than their FLOPs: polynomial
 approximations of the transcendental functions (as gnomon's generated kernels and SLEEF-style libraries compute
 them), and divisions and roots, which issue at a fraction of the FMA rate. Other ops cost their FLOPs."""

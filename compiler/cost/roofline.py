@@ -70,6 +70,7 @@ from gnomon.dialects.graph.elementwise import (
     CosOp,
     DivOp,
     DropoutOp,
+    DropoutTrainOp,
     EluOp,
     EqOp,
     ErfOp,
@@ -365,6 +366,8 @@ def op_work(op: GraphOperation) -> OpWork:
         ):  # fmt: skip
             flops = sum(shape.flops for shape in gemm_shapes(op))
             return _whole(op, flops, peak_key(element_type(op.operands[0])))
+        case DropoutTrainOp():  # a draw and a compare per element, and the kept ones' scaling
+            return _whole(op, 3 * elements(op.result), _vector_key(op))
         case UnaryOp() | BinaryOp() | WhereOp() | CastOp():
             per_element = GELU_FLOPS[op.approximate.data] if isinstance(op, GeluOp) else ELEMENTWISE_FLOPS[type(op)]
             return _whole(op, per_element * elements(op.results[0]), _vector_key(op))

@@ -197,6 +197,14 @@ class GraphElementwiseFunctions(InterpreterFunctions):
     def run_dropout(self, interpreter: Interpreter, op: ew.DropoutOp, args: PythonValues) -> PythonValues:
         return (args[0],)
 
+    @impl(ew.DropoutTrainOp)
+    def run_dropout_train(self, interpreter: Interpreter, op: ew.DropoutTrainOp, args: PythonValues) -> PythonValues:
+        x: Array = np.asarray(args[0])
+        ratio = op.ratio.value.data
+        mask = np.random.default_rng().random(x.shape) >= ratio  # fresh draws: the op is random by definition
+        y = np.zeros_like(x) if ratio == 1.0 else x * mask / x.dtype.type(1.0 - ratio)
+        return (typed(op.result, y), typed(op.mask, mask))
+
     @impl(ew.CastOp)
     def run_cast(self, interpreter: Interpreter, op: ew.CastOp, args: PythonValues) -> PythonValues:
         x: Array = args[0]

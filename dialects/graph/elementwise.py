@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import FloatAttr, IntegerType, StringAttr, TensorType, i1
+from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerType, StringAttr, TensorType, i1
 from xdsl.ir import Attribute
 from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, traits_def
 from xdsl.traits import OpTrait, Pure
@@ -166,13 +166,41 @@ class ClipOp(UnaryOp):
 
 @irdl_op_definition
 class DropoutOp(UnaryOp):
-    """Dropout with probability `ratio`; the identity at inference, which is all gnomon compiles so far.
+    """Dropout with probability `ratio` at inference: the identity (a training step's is `graph.dropout_train`).
 
     `%y = graph.dropout %x {ratio = 0.5 : f64} : (tensor<4xf32>) -> tensor<4xf32>`
     """
 
     name = "graph.dropout"
     ratio = prop_def(FloatAttr)
+
+
+@irdl_op_definition
+class DropoutTrainOp(GraphOperation):
+    """Dropout in a training step: each element kept with probability 1 - `ratio` and scaled by 1 / (1 - ratio),
+    else zero (all zero at ratio 1); `mask` says which were kept, for the backward pass. The draws are random, so
+    the op is not pure: never folded, merged or hoisted. The runtime draws from torch's default generator, as
+    `aten.native_dropout` does (`torch.manual_seed` makes a step reproducible, and equal to eager's when the
+    dropouts run in the same order).
+
+    `%y, %mask = graph.dropout_train %x {ratio = 0.1 : f64} : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xi1>)`
+    """
+
+    name = "graph.dropout_train"
+    input = operand_def(TensorType)
+    ratio = prop_def(FloatAttr)
+    result = result_def(TensorType)
+    mask = result_def(TensorType)
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        ratio = self.ratio.value.data
+        if not 0.0 <= ratio <= 1.0:
+            raise VerifyException(f"graph.dropout_train: ratio {ratio} is not in [0, 1]")
+        dtype = dtype_of(self.input, "graph.dropout_train input")
+        if not isinstance(dtype, AnyFloat):
+            raise VerifyException(f"graph.dropout_train: input must be floating point, got {dtype}")
+        shape = shape_of(self.input, "graph.dropout_train input")
+        return [tensor_of(dtype, shape), tensor_of(i1, shape)]
 
 
 @irdl_op_definition
@@ -349,10 +377,11 @@ class WhereOp(GraphOperation):
 
 ELEMENTWISE_OPS = [
     AbsOp, AcosOp, AcoshOp, AddOp, AndOp, AsinOp, AsinhOp, AtanOp, AtanhOp, BitcastOp, BitwiseAndOp, BitwiseNotOp,
-    BitwiseOrOp, BitwiseXorOp, CastOp, CeilOp, ClipOp, CosOp, DivOp, DropoutOp, EluOp, EqOp, ErfOp, ExpOp, FloorOp,
-    FmodOp, GeOp, GeluOp, GtOp, HardSigmoidOp, HardSwishOp, LeOp, LeakyReluOp, LogOp, LtOp, MaxOp, MinOp, MulOp, NeOp,
-    NegOp, NotOp, OrOp, PowOp, PreluOp, ReciprocalOp, ReluOp, RemOp, RoundOp, RsqrtOp, SeluOp, ShiftLeftOp,
-    ShiftRightOp, SigmoidOp, SignOp, SiluOp, SinOp, SinhOp, SoftplusOp, SoftsignOp, SqrtOp, SubOp, TanhOp, WhereOp,
+    BitwiseOrOp, BitwiseXorOp, CastOp, CeilOp, ClipOp, CosOp, DivOp, DropoutOp, DropoutTrainOp, EluOp, EqOp, ErfOp,
+    ExpOp, FloorOp, FmodOp, GeOp, GeluOp, GtOp, HardSigmoidOp, HardSwishOp, LeOp, LeakyReluOp, LogOp, LtOp, MaxOp,
+    MinOp, MulOp, NeOp, NegOp, NotOp, OrOp, PowOp, PreluOp, ReciprocalOp, ReluOp, RemOp, RoundOp, RsqrtOp, SeluOp,
+    ShiftLeftOp, ShiftRightOp, SigmoidOp, SignOp, SiluOp, SinOp, SinhOp, SoftplusOp, SoftsignOp, SqrtOp, SubOp, TanhOp,
+    WhereOp,
 ]  # fmt: skip
 
 POINTWISE = (UnaryOp, BinaryOp, CastOp, WhereOp)

@@ -257,3 +257,17 @@ func.func @activation_products(%x: tensor<2x8xf32>, %z: tensor<2x8xf32>) -> (ten
   %e = graph.mul %x, %h : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   func.return %a, %b, %c, %d, %e : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
 }
+
+// Dropout draws at random: two on the same input are two draws, and an unused one still draws (later dropouts'
+// masks follow from the generator's state), so neither is merged nor erased.
+// CHECK-LABEL: func.func @dropout_draws
+// CHECK-NEXT:    %{{.*}}, %{{.*}} = graph.dropout_train %[[X:.*]] {ratio = 1.000000e-01 : f64}
+// CHECK-NEXT:    %[[Y:.*]], %{{.*}} = graph.dropout_train %[[X]] {ratio = 1.000000e-01 : f64}
+// CHECK-NEXT:    %[[Z:.*]], %{{.*}} = graph.dropout_train %[[X]] {ratio = 1.000000e-01 : f64}
+// CHECK-NEXT:    func.return %[[Y]], %[[Z]]
+func.func @dropout_draws(%x: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>) {
+  %unused, %m0 = graph.dropout_train %x {ratio = 0.1 : f64} : (tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+  %y, %m1 = graph.dropout_train %x {ratio = 0.1 : f64} : (tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+  %z, %m2 = graph.dropout_train %x {ratio = 0.1 : f64} : (tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
+  func.return %y, %z : tensor<2x8xf32>, tensor<2x8xf32>
+}

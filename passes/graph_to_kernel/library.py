@@ -82,6 +82,7 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     ew.HardSigmoidOp: "aten.hardsigmoid",
     ew.ClipOp: "aten.clamp",
     ew.DropoutOp: "aten.alias",
+    ew.DropoutTrainOp: "aten.native_dropout",
     ew.CastOp: "aten._to_copy",
     ew.BitcastOp: "aten.view",
     ew.AddOp: "aten.add",

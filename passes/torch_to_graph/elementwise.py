@@ -196,9 +196,18 @@ def dropout(a: AtenArgs) -> SSAValue:
 
 @converts("torch.aten.native_dropout", args="input p train")
 def native_dropout(a: AtenArgs) -> list[SSAValue]:
-    if a.bool("train") or a.op.results[1].uses:
-        raise NotConvertible("dropout in training mode")
+    """(output, keep mask): a training step's dropout (`graph.dropout_train`), the identity outside training."""
     x = a.tensor("input")
+    if a.bool("train"):
+        dropout = ew.DropoutTrainOp.build(
+            operands=[x],
+            properties={"ratio": f64_attr(a.float("p"))},
+            result_types=[a.result_type(0), a.result_type(1)],
+        )
+        dropout.verify_()
+        return list(a.emit(dropout).results)
+    if a.op.results[1].uses:
+        raise NotConvertible("the keep mask of dropout outside training")
     return [x, x]
 
 

@@ -181,6 +181,16 @@ def dropout(op: ew.DropoutOp) -> TorchImpl:
     return TorchImpl(run)
 
 
+@torch_impl(ew.DropoutTrainOp)
+def dropout_train(op: ew.DropoutTrainOp) -> TorchImpl:
+    ratio = op.ratio.value.data
+
+    def run(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.native_dropout(x, ratio, True)  # eager's kernel and generator
+
+    return TorchImpl(run)
+
+
 @torch_impl(ew.CastOp)
 def cast(op: ew.CastOp) -> TorchImpl:
     dtype = torch_dtype(element_type(op.result))

@@ -91,6 +91,8 @@ func.func @unary(%x: tensor<?x4xf32>, %b: tensor<4xi1>) {
   // CHECK-NEXT: %{{.*}} = graph.clip %{{.*}} {min = 0xfff0000000000000 : f64, max = 0x7ff0000000000000 : f64} : (tensor<?x4xf32>) -> tensor<?x4xf32>
   %dropout = graph.dropout %x {ratio = 0.5 : f64} : (tensor<?x4xf32>) -> tensor<?x4xf32>
   // CHECK-NEXT: %{{.*}} = graph.dropout %{{.*}} {ratio = 5.000000e-01 : f64} : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %dropped, %kept = graph.dropout_train %x {ratio = 0.25 : f64} : (tensor<?x4xf32>) -> (tensor<?x4xf32>, tensor<?x4xi1>)
+  // CHECK-NEXT: %{{.*}}, %{{.*}} = graph.dropout_train %{{.*}} {ratio = 2.500000e-01 : f64} : (tensor<?x4xf32>) -> (tensor<?x4xf32>, tensor<?x4xi1>)
   %cast = graph.cast %x : (tensor<?x4xf32>) -> tensor<?x4xi64>
   // CHECK-NEXT: %{{.*}} = graph.cast %{{.*}} : (tensor<?x4xf32>) -> tensor<?x4xi64>
   func.return
