@@ -2,10 +2,11 @@
 
 DLRM-style models over the ranges the DLRM benchmark configurations span (Criteo Kaggle's 26 tables of one lookup
 each and 512-256 MLPs, MLPerf-style multi-hot tables, a few tables of half a million rows, 128-wide embeddings;
-batch 128 to 2048), gnomon's CNN and its transformer block, each at two batch sizes, trained with SGD with momentum
-(or `--optimizer adam`). gnomon runs the step `gnomon.compile(..., train=...)` compiles; PyTorch eager runs
-`zero_grad`, the loss, `backward` and torch.optim's `foreach` step (`gnomon.pytorch_memory.eager_training_step`),
-predicted by `gnomon.cost.eager_training` from the same step's graph. The cost model was never tuned on these.
+batch 128 to 2048), gnomon's CNN, its transformer block and a 2-layer LSTM, each at two batch sizes, trained with
+SGD with momentum (or `--optimizer adam`). gnomon runs the step `gnomon.compile(..., train=...)` compiles; PyTorch
+eager runs `zero_grad`, the loss, `backward` and torch.optim's `foreach` step
+(`gnomon.pytorch_memory.eager_training_step`), predicted by `gnomon.cost.eager_training` from the same step's
+graph. The cost model was never tuned on these.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import gnomon
 from gnomon.cost.devices import Device
 from gnomon.cost.eager_training import eager_training_report
 from gnomon.cost.report import Report
-from gnomon.models import DLRM, SmallCNN, TransformerBlock
+from gnomon.models import DLRM, LSTMClassifier, SmallCNN, TransformerBlock
 from gnomon.optimizers import Optimizer
 from gnomon.pytorch_memory import eager_training_step
 from gnomon.training import TrainingExecutable, training_graph
@@ -71,6 +72,9 @@ TRAINING_SET: dict[str, TrainingEntry] = {
     "cnn": TrainingEntry("cnn", SmallCNN, _classes(10), "cross_entropy", (16, 64)),
     "transformer": TrainingEntry(
         "transformer", lambda: TransformerBlock(d_model=256, heads=8, seq=128), _like_output, "mse", (2, 8)),
+    "lstm": TrainingEntry(
+        "lstm", lambda: LSTMClassifier(features=32, hidden=128, layers=2, classes=10, steps=32), _classes(10),
+        "cross_entropy", (16, 64)),
 }  # fmt: skip
 
 
