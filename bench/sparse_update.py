@@ -1,13 +1,16 @@
-"""DLRM training with plain SGD: gnomon's sparse table updates against PyTorch's sparse and dense gradients.
+"""DLRM training: gnomon's sparse table updates against PyTorch's sparse and dense gradients.
 
-    python bench/sparse_update.py [--repeat 10]
+    python bench/sparse_update.py [--repeat 10] [--optimizer sgd|adam]
 
-gnomon compiles the step with released gradients (`keep_gradients=False`), so each embedding table is updated on
-its looked-up rows alone (`graph.embedding_bag_update`, in place); PyTorch eager runs zero_grad, forward, backward
-and `torch.optim.SGD(foreach=True).step()` with the tables' `sparse=True` (sparse gradients, as DLRM trains) and
-with dense ones (the default). The systems take turns in one process; each cell is the median of `repeat` turns,
-in ms, and the memory line gives gnomon's step memory beside PyTorch's peaks. Before the table, the three are
-checked to take the same first step (relative L2 of the tables after it). Run it alone on the machine.
+gnomon compiles the step with released gradients (`keep_gradients=False`), so each embedding table is updated on its
+looked-up rows alone, in place: plain SGD's update (`graph.embedding_bag_update`), or with `--optimizer adam`
+torch.optim.SparseAdam's (`gnomon.Adam(sparse=True)`, `graph.embedding_bag_adam_update`). PyTorch eager runs
+zero_grad, forward, backward and the optimizer's step with the tables' `sparse=True` (sparse gradients, as DLRM
+trains; SGD, or SparseAdam for the tables beside Adam for the rest) and with dense ones (the default; SGD, or Adam
+for everything, which moves every row: another update than SparseAdam's after the first step). The systems take
+turns in one process; each cell is the median of `repeat` turns, in ms, and the memory line gives gnomon's step
+memory beside PyTorch's peaks. Before the table, the three are checked to take the same first step (relative L2 of
+the tables after it). Run it alone on the machine.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from latency import Case, measure
 
 import gnomon
 from gnomon.models import DLRM
+from gnomon.optimizers import optimizer_label
 from gnomon.pytorch_memory import eager_training_step, peak_bytes
 
 LR = 0.05
@@ -45,9 +49,12 @@ def _sparse(model: torch.nn.Module) -> torch.nn.Module:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
     args = parser.parse_args()
-    optimizer = gnomon.SGD(lr=LR)
-    print(f"SGD(lr={LR}); median of {args.repeat} turns; ms per step")
+    adam = args.optimizer == "adam"
+    optimizer = gnomon.Adam(lr=LR / 10, sparse=True) if adam else gnomon.SGD(lr=LR)
+    dense_optimizer = gnomon.Adam(lr=LR / 10) if adam else optimizer
+    print(f"{optimizer_label(optimizer)}; median of {args.repeat} turns; ms per step")
     print(f"{'DLRM':<28} {'batch':>6} {'gnomon':>9} {'sparse':>9} {'dense':>9} {'g/sparse':>9} {'g/dense':>8}")
     for name, (build, sizes) in CONFIGS.items():
         for size in sizes:
@@ -61,7 +68,7 @@ def main() -> None:
             systems = {
                 "gnomon": lambda s=step, a=arrays: s.step(*a),
                 "sparse": eager_training_step(sparse_model, batch, optimizer),
-                "dense": eager_training_step(dense_model, batch, optimizer),
+                "dense": eager_training_step(dense_model, batch, dense_optimizer),
             }
             for call in systems.values():
                 call()

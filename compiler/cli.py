@@ -216,7 +216,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
 
 LOSSES = ("cross_entropy", "mse", "bce_with_logits", "nll")
 """`gnomon.with_loss`'s losses (`gnomon.frontends.torch_training.LOSSES`, which imports torch)."""
-OPTIMIZERS = ("sgd", "adam", "adamw")
+OPTIMIZERS = ("sgd", "adam", "adamw", "sparse-adam")
 
 
 def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
@@ -224,7 +224,12 @@ def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
         "--train", action="store_true", help="a training step of a .pt2 or TorchScript model that returns its loss"
     )
     parser.add_argument("--loss", choices=LOSSES, help="train a model that returns no loss with this one")
-    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd", help="default: sgd")
+    parser.add_argument(
+        "--optimizer",
+        choices=OPTIMIZERS,
+        default="sgd",
+        help="default: sgd; sparse-adam: Adam, embedding tables by torch.optim.SparseAdam's lazy update",
+    )
     parser.add_argument("--lr", type=float, help="learning rate (default: torch's, 0.01 for SGD, 1e-3 for Adam)")
     parser.add_argument("--momentum", type=float, default=0.0, help="SGD's momentum (default 0)")
     parser.add_argument(

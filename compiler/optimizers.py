@@ -10,7 +10,9 @@ corrections of Adam are scalars, computed once a step in float64 as torch comput
 
 Without `keep_gradients` the step returns no gradients, and each parameter's update is placed right after its
 gradient and the last read of its old value, so that the gradient dies there. Plain SGD then updates an embedding
-table on its looked-up rows alone (`graph.embedding_bag_update`) and never makes its dense gradient.
+table on its looked-up rows alone (`graph.embedding_bag_update`) and never makes its dense gradient. `Adam(sparse=
+True)` updates tables as torch.optim.SparseAdam does (`graph.embedding_bag_adam_update`), with or without the
+gradients returned: lazy Adam is another update, not a faster form of Adam's.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from gnomon.dialects import rt
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.constant_values import numpy_to_dense
-from gnomon.dialects.graph.grad import EmbeddingBagGradOp, EmbeddingBagUpdateOp
+from gnomon.dialects.graph.grad import EmbeddingBagAdamUpdateOp, EmbeddingBagGradOp, EmbeddingBagUpdateOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
 from gnomon.errors import GnomonError
 from gnomon.locations import name_location
@@ -74,18 +76,24 @@ class SGD:
 
 @dataclass(frozen=True)
 class Adam:
-    """torch.optim.Adam's update (without amsgrad); `decoupled` weight decay is AdamW's."""
+    """torch.optim.Adam's update (without amsgrad); `decoupled` weight decay is AdamW's. With `sparse`, each
+    embedding table whose gradient is an embedding (bag)'s alone takes torch.optim.SparseAdam's update instead, as
+    a table with `sparse=True` trained by SparseAdam beside Adam for the rest: only the looked-up rows and their
+    moments move (lazy Adam), and the table's dense gradient is never made (unless the step returns it)."""
 
     lr: float = 1e-3
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     weight_decay: float = 0.0
     decoupled: bool = False
+    sparse: bool = False
 
     def __post_init__(self) -> None:
         _check_nonnegative("Adam", lr=self.lr, eps=self.eps, weight_decay=self.weight_decay)
         if not all(0.0 <= beta < 1.0 for beta in self.betas):
             raise GnomonError(f"Adam: betas must be in [0, 1), got {tuple(self.betas)}")
+        if self.sparse and self.weight_decay:
+            raise GnomonError("Adam: sparse table updates (torch.optim.SparseAdam's) take no weight decay")
 
     @property
     def slots(self) -> tuple[str, ...]:
@@ -213,11 +221,19 @@ def append_optimizer(module: ModuleOp, optimizer: Optimizer, parameters: Sequenc
     else:
         emit.location = name_location("optimizer")
         corrections = _adam_corrections(emit, optimizer, new_step)
+        bags = [_bag_gradient(g, ret) if optimizer.sparse else None for g in gradients]
+        sparse_step = _sparse_adam_step_size(emit, optimizer, new_step) if any(b is not None for b in bags) else None
         for i, (p, g) in enumerate(zip(params, gradients, strict=True)):
             emit.location = name_location(f"optimizer.{parameters[i]}")
             if early:
                 emit.point = _after_last_use(p, g, order, ret)
-            p_new, m, v = _adam(emit, optimizer, p, g, slots[0][i], slots[1][i], corrections)
+            bag = bags[i]
+            if bag is not None and sparse_step is not None:
+                update = _sparse_adam(optimizer, p, slots[0][i], slots[1][i], bag, sparse_step)
+                emit.op(update)
+                p_new, m, v = update.results
+            else:
+                p_new, m, v = _adam(emit, optimizer, p, g, slots[0][i], slots[1][i], corrections)
             new_params.append(p_new)
             new_slots[0].append(m)
             new_slots[1].append(v)
@@ -292,16 +308,47 @@ def _sgd(
     return emit.binary(ew.SubOp, p, emit.scale(opt.lr, g)), new_state
 
 
-def _adam_corrections(emit: _Emitter, opt: Adam, step: SSAValue) -> tuple[SSAValue, SSAValue]:
-    """(lr / (1 - beta1^t), 1 / sqrt(1 - beta2^t)) for step t, float32 scalars computed in float64."""
+def _bias_corrections(emit: _Emitter, opt: Adam, step: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """(1 - beta1^t, 1 - beta2^t) for step t, float64 scalars as torch computes them in Python."""
     t = emit.cast(step, f64)
     beta1, beta2 = (emit.constant(b, f64) for b in opt.betas)
     one = emit.constant(1.0, f64)
-    bias1 = emit.binary(ew.SubOp, one, emit.binary(ew.PowOp, beta1, t))
-    bias2 = emit.binary(ew.SubOp, one, emit.binary(ew.PowOp, beta2, t))
+    return emit.binary(ew.SubOp, one, emit.binary(ew.PowOp, beta1, t)), emit.binary(
+        ew.SubOp, one, emit.binary(ew.PowOp, beta2, t)
+    )
+
+
+def _adam_corrections(emit: _Emitter, opt: Adam, step: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """(lr / (1 - beta1^t), 1 / sqrt(1 - beta2^t)) for step t, float32 scalars computed in float64."""
+    bias1, bias2 = _bias_corrections(emit, opt, step)
     step_size = emit.binary(ew.DivOp, emit.constant(opt.lr, f64), bias1)
     root = emit.unary(ew.RsqrtOp, bias2)
     return emit.cast(step_size, f32), emit.cast(root, f32)
+
+
+def _sparse_adam_step_size(emit: _Emitter, opt: Adam, step: SSAValue) -> SSAValue:
+    """SparseAdam's lr * sqrt(1 - beta2^t) / (1 - beta1^t), a float32 scalar computed in float64."""
+    bias1, bias2 = _bias_corrections(emit, opt, step)
+    scaled = emit.binary(ew.MulOp, emit.constant(opt.lr, f64), emit.unary(ew.SqrtOp, bias2))
+    return emit.cast(emit.binary(ew.DivOp, scaled, bias1), f32)
+
+
+def _sparse_adam(
+    opt: Adam, table: SSAValue, m: SSAValue, v: SSAValue, bag: EmbeddingBagGradOp, step_size: SSAValue
+) -> Operation:
+    """SparseAdam's update of the table and its moments on the looked-up rows alone."""
+    weights = [bag.per_sample_weights] if bag.per_sample_weights is not None else []
+    beta1, beta2 = opt.betas
+    return EmbeddingBagAdamUpdateOp.build(
+        operands=[table, m, v, bag.grad_output, bag.indices, bag.offsets, step_size, weights],
+        properties={
+            "mode": bag.mode,
+            "beta1": FloatAttr(beta1, f64),
+            "beta2": FloatAttr(beta2, f64),
+            "eps": FloatAttr(opt.eps, f64),
+        },
+        result_types=[table.type] * 3,
+    )
 
 
 def _adam(

@@ -18,9 +18,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnomon.optimizers import SGD, Optimizer
+from gnomon.optimizers import SGD, Adam, Optimizer
 
-__all__ = ["eager_inference_peak", "eager_training_peak", "eager_training_step", "peak_bytes", "torch_optimizer"]
+__all__ = [
+    "eager_inference_peak",
+    "eager_training_peak",
+    "eager_training_step",
+    "peak_bytes",
+    "torch_optimizer",
+    "torch_optimizers",
+]
 
 
 def peak_bytes(run: Callable[[], Any]) -> int:
@@ -62,17 +69,38 @@ def torch_optimizer(optimizer: Optimizer, parameters: Any) -> torch.optim.Optimi
                  weight_decay=optimizer.weight_decay, foreach=True)  # fmt: skip
 
 
+def torch_optimizers(optimizer: Optimizer, module: torch.nn.Module) -> list[torch.optim.Optimizer]:
+    """What a PyTorch user trains `module` with for a gnomon optimizer: its torch.optim form, or, for
+    `Adam(sparse=True)`, the embedding tables made `sparse=True` and trained by SparseAdam beside Adam for the rest
+    (`module` is changed so)."""
+    if not (isinstance(optimizer, Adam) and optimizer.sparse):
+        return [torch_optimizer(optimizer, module.parameters())]
+    tables: list[torch.Tensor] = []
+    for layer in module.modules():
+        if isinstance(layer, torch.nn.EmbeddingBag | torch.nn.Embedding):
+            layer.sparse = True
+            tables.append(layer.weight)
+    rest = [p for p in module.parameters() if all(p is not t for t in tables)]
+    o = optimizer
+    return [
+        torch.optim.SparseAdam(tables, lr=o.lr, betas=o.betas, eps=o.eps),
+        torch.optim.Adam(rest, lr=o.lr, betas=o.betas, eps=o.eps, foreach=True),
+    ]
+
+
 def eager_training_step(module: torch.nn.Module, batch: Sequence[Any], optimizer: Optimizer) -> Callable[[], Any]:
     """One eager training step of `module` (which returns its loss) as PyTorch users write it: zero_grad, the loss,
-    backward, the optimizer's step."""
+    backward, the optimizer's step (`torch_optimizers`)."""
     tensors = [torch.as_tensor(x) for x in batch]
-    torch_opt = torch_optimizer(optimizer, module.parameters())
+    torch_opts = torch_optimizers(optimizer, module)
 
     def step() -> Any:
-        torch_opt.zero_grad()
+        for torch_opt in torch_opts:
+            torch_opt.zero_grad()
         loss = module(*tensors)
         loss.backward()
-        torch_opt.step()
+        for torch_opt in torch_opts:
+            torch_opt.step()
         return loss
 
     return step

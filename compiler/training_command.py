@@ -28,8 +28,10 @@ def optimizer_from_flags(name: str, lr: float | None, momentum: float) -> Optimi
         return SGD(lr=0.01 if lr is None else lr, momentum=momentum)
     if momentum:
         raise GnomonError(f"--momentum is SGD's; {name} has none")
-    maker = Adam if name == "adam" else AdamW
-    return maker(lr=1e-3 if lr is None else lr)
+    lr = 1e-3 if lr is None else lr
+    if name == "sparse-adam":  # Adam, with SparseAdam's update for embedding tables
+        return Adam(lr=lr, sparse=True)
+    return Adam(lr=lr) if name == "adam" else AdamW(lr=lr)
 
 
 def compile_training_file(

@@ -472,6 +472,16 @@ OP_CASES = [
     OpCase("embedding_bag_update_weighted", 'graph.embedding_bag_update {mode = "sum", scale = 2.0 : f64}',
            ["10x3xf32", "3x3xf32", "7xi64", "4xi64", "7xf32"], ["10x3xf32"], ints=(0, 10),
            fixed={3: [0, 3, 3, 6]}),
+    # Rows 1 and 3 looked up more than once, in a bag and across bags; an empty bag; in the second, the last
+    # index past the last bag's end (row 0 not looked up). exp_avg_sq positive, as a second moment is.
+    OpCase("embedding_bag_adam_update_mean", 'graph.embedding_bag_adam_update {mode = "mean", beta1 = 0.8 : f64,'
+           " beta2 = 0.9 : f64, eps = 1.0e-06 : f64}",
+           ["10x3xf32", "10x3xf32", "10x3xf32", "4x3xf32", "7xi64", "4xi64", "f32"], ["10x3xf32"] * 3,
+           fixed={2: [0.05 * (1 + i % 7) for i in range(30)], 4: [1, 3, 1, 7, 3, 3, 0], 5: [0, 2, 2, 5], 6: [0.1]}),
+    OpCase("embedding_bag_adam_update_weighted", 'graph.embedding_bag_adam_update {mode = "sum", beta1 = 0.9 : f64,'
+           " beta2 = 0.999 : f64, eps = 1.0e-08 : f64}",
+           ["10x3xf32", "10x3xf32", "10x3xf32", "3x3xf32", "7xi64", "4xi64", "f32", "7xf32"], ["10x3xf32"] * 3,
+           fixed={2: [0.05 * (1 + i % 7) for i in range(30)], 4: [1, 3, 1, 7, 3, 3, 0], 5: [0, 3, 3, 6], 6: [0.1]}),
 ]  # fmt: skip
 
 

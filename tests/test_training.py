@@ -557,3 +557,49 @@ def test_plain_sgd_updates_released_embedding_tables_sparsely(momentum: float) -
     assert len(sparse) == (3 if momentum == 0 else 0)
     state = {array.ctypes.data for array in program.inputs}
     assert all(launch.results[0].ctypes.data in state for launch in sparse)
+
+
+@pytest.mark.parametrize("keep_gradients", [True, False])
+def test_sparse_adam_updates_tables_as_torch_sparse_adam(keep_gradients: bool) -> None:
+    """Adam(sparse=True): the DLRM's tables take torch.optim.SparseAdam's lazy update (as tables with sparse=True
+    trained by SparseAdam, the rest by Adam): losses and parameters track torch's over four steps,
+    rows never looked up keep their values, and the tables and their moments are updated in their own memory."""
+    model, batch, loss = _case("dlrm")
+    step = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), loss), batch, train=gnomon.Adam(lr=1e-2, sparse=True),
+                          keep_gradients=keep_gradients)  # fmt: skip
+    reference = gnomon.with_loss(copy.deepcopy(model), loss).train()
+    for module in reference.modules():
+        if isinstance(module, nn.EmbeddingBag | nn.Embedding):
+            module.sparse = True
+    tables = [p for n, p in reference.named_parameters() if ".embeddings." in n]
+    dense = [p for n, p in reference.named_parameters() if ".embeddings." not in n]
+    assert tables
+    optimizers = [torch.optim.SparseAdam(tables, lr=1e-2), torch.optim.Adam(dense, lr=1e-2, foreach=True)]
+    before = {n: p.detach().clone() for n, p in reference.named_parameters()}
+    for _ in range(4):
+        got = step.step(*_numpy(batch))
+        for optimizer in optimizers:
+            optimizer.zero_grad()
+        expected = reference(*batch)
+        expected.backward()
+        for optimizer in optimizers:
+            optimizer.step()
+        assert got == pytest.approx(expected.item(), rel=1e-5)
+    state = step.state_dict()
+    for name, value in reference.model.state_dict().items():
+        np.testing.assert_allclose(state[name], value.detach().numpy(), rtol=1e-4, atol=1e-6)
+    table_name = next(n for n, _ in reference.named_parameters() if ".embeddings." in n)
+    table = dict(reference.named_parameters())[table_name]
+    untouched = (table.detach() == before[table_name]).all(dim=1)
+    assert untouched.any()  # lazy: rows never looked up keep their values (dense Adam's momentum would move them)
+    program = step.executable.program
+    assert program is not None
+    updates = [launch for launch in program.launches if launch.kernel.sym_name.data.startswith("embedding_bag_adam")]
+    assert len(updates) == sum(1 for n, _ in reference.named_parameters() if ".embeddings." in n)
+    inputs = {array.ctypes.data for array in program.inputs}
+    assert all(result.ctypes.data in inputs for launch in updates for result in launch.results)
+
+
+def test_sparse_adam_takes_no_weight_decay() -> None:
+    with pytest.raises(GnomonError, match=re.escape("Adam: sparse table updates (torch.optim.SparseAdam's) take no")):
+        gnomon.Adam(sparse=True, weight_decay=1e-2)

@@ -93,6 +93,7 @@ from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
 from gnomon.dialects.graph.grad import (
     AvgPoolGradOp,
     ConvWeightGradOp,
+    EmbeddingBagAdamUpdateOp,
     EmbeddingBagGradOp,
     EmbeddingBagUpdateOp,
     MaxPoolGradOp,
@@ -384,7 +385,14 @@ def _family_kernel(
             return _recurrent(op, work, device, eff)
         case LstmGradOp():
             return _recurrent_grad(op, work, device, eff)
-        case BatchNormTrainOp() | MaxPoolGradOp() | AvgPoolGradOp() | EmbeddingBagGradOp() | EmbeddingBagUpdateOp():
+        case (
+            BatchNormTrainOp()
+            | MaxPoolGradOp()
+            | AvgPoolGradOp()
+            | EmbeddingBagGradOp()
+            | EmbeddingBagUpdateOp()
+            | EmbeddingBagAdamUpdateOp()
+        ):
             # A training step's library kernels, each a few passes over its tensors at a rate the calibration
             # suite's kernels of the family set (`norm_train`, `pool_grad`, `index_add`).
             kernel = _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)

@@ -16,7 +16,13 @@ from gnomon.cost.devices import Device
 from gnomon.cost.efficiency import Efficiency
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import GraphOperation
-from gnomon.dialects.graph.grad import AvgPoolGradOp, EmbeddingBagGradOp, EmbeddingBagUpdateOp, MaxPoolGradOp
+from gnomon.dialects.graph.grad import (
+    AvgPoolGradOp,
+    EmbeddingBagAdamUpdateOp,
+    EmbeddingBagGradOp,
+    EmbeddingBagUpdateOp,
+    MaxPoolGradOp,
+)
 from gnomon.dialects.graph.nn import BatchNormTrainOp, LayerNormOp, LogSoftmaxOp, SoftmaxOp
 
 __all__ = [
@@ -60,6 +66,7 @@ TRAINING_RATES: dict[type[GraphOperation], Callable[[Efficiency], float]] = {
     AvgPoolGradOp: lambda eff: eff.pool_grad,
     EmbeddingBagGradOp: lambda eff: eff.index_add,
     EmbeddingBagUpdateOp: lambda eff: eff.index_add,
+    EmbeddingBagAdamUpdateOp: lambda eff: eff.index_add,
 }
 """A training step's library kernels, each a few passes over its tensors: the fraction of a streaming kernel's
 rate each family attains, as the calibration suite's kernels of the family set it."""

@@ -120,6 +120,7 @@ from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
 from gnomon.dialects.graph.grad import (
     AvgPoolGradOp,
     ConvWeightGradOp,
+    EmbeddingBagAdamUpdateOp,
     EmbeddingBagGradOp,
     EmbeddingBagUpdateOp,
     MaxPoolGradOp,
@@ -396,6 +397,8 @@ def op_work(op: GraphOperation) -> OpWork:
             return _whole(op, elements(op.indices) * static_shape(op.grad_output)[1], _vector_key(op))
         case EmbeddingBagUpdateOp():
             return _bag_update_work(op)
+        case EmbeddingBagAdamUpdateOp():
+            return _bag_adam_work(op)
         case EmbeddingOp() | EmbeddingBagOp():
             return _embedding_work(op)
         case SliceOp() | GatherOp() | GatherElementsOp():
@@ -579,7 +582,7 @@ def constant_indices(value: SSAValue) -> np.ndarray | None:
         return None
 
 
-def embedding_rows(op: EmbeddingOp | EmbeddingBagOp) -> tuple[int, int]:
+def embedding_rows(op: EmbeddingOp | EmbeddingBagOp | EmbeddingBagAdamUpdateOp) -> tuple[int, int]:
     """(lookups, distinct rows): distinct rows counted when the indices are constants, else all assumed distinct."""
     lookups, rows = elements(op.indices), static_shape(op.table)[0]
     values = constant_indices(op.indices)
@@ -614,6 +617,20 @@ def _bag_update_work(op: EmbeddingBagUpdateOp) -> OpWork:
     reads[storage(op.table)] = touched
     flops = 2 * elements(op.indices) * static_shape(op.table)[1]
     return OpWork(flops, reads, {op.result: touched}, _vector_key(op))
+
+
+def _bag_adam_work(op: EmbeddingBagAdamUpdateOp) -> OpWork:
+    """A multiply and an add per looked-up element (its share of its bag's gradient, added into its row's), then
+    about ten flops per element of each distinct row (both moments' updates, a square, a root, a division, the
+    step); those rows of the table and both moments read and written once (in place: the rest of them is not
+    touched), the bags' gradient, the indices and offsets read whole."""
+    lookups, distinct = embedding_rows(op)
+    dim = static_shape(op.table)[1]
+    touched = distinct * dim * element_bytes(op.table)
+    reads = {storage(v): nbytes(v) for v in op.operands[3:]}  # after the table and its moments
+    reads.update({storage(v): touched for v in (op.table, op.exp_avg, op.exp_avg_sq)})
+    flops = 2 * lookups * dim + 10 * distinct * dim
+    return OpWork(flops, reads, {r: touched for r in op.results}, _vector_key(op))
 
 
 def _partial_read(op: SliceOp | GatherOp | GatherElementsOp) -> OpWork:

@@ -88,6 +88,24 @@ class GraphGradFunctions(InterpreterFunctions):
         updated = _add_bag_gradients(table.astype(np.float64), op.mode.data, op.scale.value.data, dy, *rest)
         return (typed(op.result, updated),)
 
+    @impl(grad.EmbeddingBagAdamUpdateOp)
+    def run_embedding_bag_adam_update(
+        self, interpreter: Interpreter, op: grad.EmbeddingBagAdamUpdateOp, args: PythonValues
+    ) -> PythonValues:
+        table, m, v = (np.array(x, np.float64) for x in args[:3])  # copies: the step updates them in place
+        dy, indices, offsets, step_size, *weights = (np.asarray(x) for x in args[3:])
+        beta1, beta2, eps = op.beta1.value.data, op.beta2.value.data, op.eps.value.data
+        gradient = _add_bag_gradients(np.zeros(table.shape), op.mode.data, 1.0, dy, indices, offsets, *weights)
+        # The rows some bag looks up, each once: torch coalesces the sparse gradient before the step, and a row
+        # whose lookups' gradients cancel still has its moments decayed.
+        positions = [p for bag in _bags(offsets, dy.shape[0], len(indices)) for p in bag]
+        rows = np.unique(indices[positions].astype(np.int64))
+        g, old_m, old_v = gradient[rows], m[rows], v[rows]
+        m[rows] = old_m + (g - old_m) * (1 - beta1)
+        v[rows] = old_v + (g * g - old_v) * (1 - beta2)
+        table[rows] -= float(step_size) * m[rows] / (np.sqrt(v[rows]) + eps)
+        return tuple(typed(r, x) for r, x in zip(op.results, (table, m, v), strict=True))
+
     @impl(grad.AvgPoolGradOp)
     def run_avg_pool_grad(self, interpreter: Interpreter, op: grad.AvgPoolGradOp, args: PythonValues) -> PythonValues:
         dy, x = np.asarray(args[0]), np.asarray(args[1])
@@ -112,14 +130,18 @@ class GraphGradFunctions(InterpreterFunctions):
         return (typed(op.result, dx[crop]),)
 
 
+def _bags(offsets: np.ndarray, bags: int, count: int) -> list[range]:
+    """Each bag's positions in the indices: bag b runs to the next bag's offset, the last to `offsets`' final entry
+    where it has one more than there are bags (`include_last_offset`), else to the end of the `count` indices."""
+    end = int(offsets[bags]) if len(offsets) > bags else count
+    return [range(int(offsets[bag]), int(offsets[bag + 1]) if bag + 1 < bags else end) for bag in range(bags)]
+
+
 def _add_bag_gradients(table: np.ndarray, mode: str, scale: float, dy: np.ndarray, indices: np.ndarray,
                        offsets: np.ndarray, *weights: np.ndarray) -> np.ndarray:  # fmt: skip
     """`table` plus `scale` times each bag's gradient on each of its rows (divided by the bag's size in mean mode,
     times its per-sample weight)."""
-    bags = dy.shape[0]
-    end = int(offsets[bags]) if len(offsets) > bags else len(indices)
-    for bag in range(bags):
-        members = range(int(offsets[bag]), int(offsets[bag + 1]) if bag + 1 < bags else end)
+    for bag, members in enumerate(_bags(offsets, dy.shape[0], len(indices))):
         for position in members:
             row = dy[bag] / (len(members) if mode == "mean" else 1)
             table[int(indices[position])] += scale * row * (weights[0][position] if weights else 1)

@@ -198,7 +198,60 @@ class EmbeddingBagUpdateOp(GraphOperation):
         return [tensor_type(self.table, "table")]
 
 
-def _check_bags(op: EmbeddingBagGradOp | EmbeddingBagUpdateOp) -> Shape:
+@irdl_op_definition
+class EmbeddingBagAdamUpdateOp(GraphOperation):
+    """torch.optim.SparseAdam's step on an embedding table, from what its `graph.embedding_bag_grad` would read, on
+    the looked-up rows alone. The gradient's rows are first summed per distinct row (torch coalesces the sparse
+    gradient); then, for each such row g, its moments move towards it, m' = m + (1 - beta1) (g - m) and
+    v' = v + (1 - beta2) (g^2 - v), and the row by -step_size * m' / (sqrt(v') + eps), where `step_size` is the
+    0-d lr * sqrt(1 - beta2^t) / (1 - beta1^t) of step t. Rows not looked up keep their values and their moments
+    (lazy Adam), unlike dense Adam's. The runtime updates the table and both moments in their own memory where the
+    step updates them in place.
+
+    `%t2, %m2, %v2 = graph.embedding_bag_adam_update %t, %m, %v, %dp, %ids, %offsets, %lr_t
+          {mode = "sum", beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64}
+          : (tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<32x64xf32>, tensor<640xi64>,
+             tensor<32xi64>, tensor<f32>) -> (tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<1000x64xf32>)`
+    """
+
+    name = "graph.embedding_bag_adam_update"
+    table = operand_def(TensorType)
+    exp_avg = operand_def(TensorType)
+    exp_avg_sq = operand_def(TensorType)
+    grad_output = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    offsets = operand_def(TensorType)
+    step_size = operand_def(TensorType)
+    per_sample_weights = opt_operand_def(TensorType)
+    mode = prop_def(StringAttr)
+    beta1 = prop_def(FloatAttr)
+    beta2 = prop_def(FloatAttr)
+    eps = prop_def(FloatAttr)
+    new_table = result_def(TensorType)
+    new_exp_avg = result_def(TensorType)
+    new_exp_avg_sq = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        dy = _check_bags(self)
+        table = shape_of(self.table, f"{self.name} table")
+        if len(table) != 2 or not dims_compatible(table[1], dy[1]):
+            raise VerifyException(f"{self.name}: table {shape_str(table)} and grad_output {shape_str(dy)} differ")
+        for value, what in ((self.exp_avg, "exp_avg"), (self.exp_avg_sq, "exp_avg_sq")):
+            if tensor_type(value, what) != tensor_type(self.table, "table"):
+                raise VerifyException(f"{self.name}: {what} {value.type} is not the table's {self.table.type}")
+        if shape_of(self.step_size, f"{self.name} step_size") != ():
+            raise VerifyException(f"{self.name}: step_size {self.step_size.type} is not a 0-d tensor")
+        for name in ("beta1", "beta2"):
+            beta = self.properties[name]
+            assert isinstance(beta, FloatAttr)
+            if not 0.0 <= beta.value.data < 1.0:
+                raise VerifyException(f"{self.name}: {name} {beta.value.data} is not in [0, 1)")
+        table_type = tensor_type(self.table, "table")
+        return [table_type, table_type, table_type]
+
+
+def _check_bags(op: EmbeddingBagGradOp | EmbeddingBagUpdateOp | EmbeddingBagAdamUpdateOp) -> Shape:
     """The shape of a bag-gradient op's `grad_output`, after checking it against its indices, offsets and mode."""
     dy = shape_of(op.grad_output, f"{op.name} grad_output")
     indices, offsets = shape_of(op.indices, "indices"), shape_of(op.offsets, "offsets")
@@ -216,4 +269,11 @@ def _check_bags(op: EmbeddingBagGradOp | EmbeddingBagUpdateOp) -> Shape:
     return dy
 
 
-GRAD_OPS = [AvgPoolGradOp, ConvWeightGradOp, EmbeddingBagGradOp, EmbeddingBagUpdateOp, MaxPoolGradOp]
+GRAD_OPS = [
+    AvgPoolGradOp,
+    ConvWeightGradOp,
+    EmbeddingBagAdamUpdateOp,
+    EmbeddingBagGradOp,
+    EmbeddingBagUpdateOp,
+    MaxPoolGradOp,
+]

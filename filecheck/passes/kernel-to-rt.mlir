@@ -171,3 +171,22 @@ func.func @sparse_update(%t: tensor<10x4xf32>, %dy: tensor<2x4xf32>, %ids: tenso
   }
   func.return %u : tensor<10x4xf32>
 }
+
+// -----
+
+// SparseAdam's update of a table writes the table and both its moments where they are: each of the kernel's
+// results into the input at its position.
+
+// CHECK-LABEL: func.func @sparse_adam(
+// CHECK-SAME:    %[[T:[^:]*]]: memref<10x4xf32>, %[[M:[^:]*]]: memref<10x4xf32>, %[[V:[^:]*]]: memref<10x4xf32>, %[[D:[^:]*]]: memref<2x4xf32>, %[[I:[^:]*]]: memref<3xi64>, %[[O:[^:]*]]: memref<2xi64>, %[[S:[^:]*]]: memref<f32>)
+// CHECK-NEXT:    rt.launch @embedding_bag_adam_update_0(%[[T]], %[[M]], %[[V]], %[[D]], %[[I]], %[[O]], %[[S]]) outs(%[[T]], %[[M]], %[[V]])
+// CHECK-NEXT:    func.return %[[T]], %[[M]], %[[V]]
+
+func.func @sparse_adam(%t: tensor<10x4xf32>, %m: tensor<10x4xf32>, %v: tensor<10x4xf32>, %dy: tensor<2x4xf32>, %ids: tensor<3xi64>, %offsets: tensor<2xi64>, %lr: tensor<f32>) -> (tensor<10x4xf32>, tensor<10x4xf32>, tensor<10x4xf32>) attributes {rt.updates = array<i64: 0, 1, 2>} {
+  %u:3 = kernel.library "aten.index_put" (%t, %m, %v, %dy, %ids, %offsets, %lr) : (tensor<10x4xf32>, tensor<10x4xf32>, tensor<10x4xf32>, tensor<2x4xf32>, tensor<3xi64>, tensor<2xi64>, tensor<f32>) -> (tensor<10x4xf32>, tensor<10x4xf32>, tensor<10x4xf32>) {
+  ^bb0(%a: tensor<10x4xf32>, %b: tensor<10x4xf32>, %c: tensor<10x4xf32>, %d: tensor<2x4xf32>, %e: tensor<3xi64>, %f: tensor<2xi64>, %g: tensor<f32>):
+    %r:3 = graph.embedding_bag_adam_update %a, %b, %c, %d, %e, %f, %g {mode = "sum", beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64} : (tensor<10x4xf32>, tensor<10x4xf32>, tensor<10x4xf32>, tensor<2x4xf32>, tensor<3xi64>, tensor<2xi64>, tensor<f32>) -> (tensor<10x4xf32>, tensor<10x4xf32>, tensor<10x4xf32>)
+    kernel.yield %r#0, %r#1, %r#2 : tensor<10x4xf32>, tensor<10x4xf32>, tensor<10x4xf32>
+  }
+  func.return %u#0, %u#1, %u#2 : tensor<10x4xf32>, tensor<10x4xf32>, tensor<10x4xf32>
+}

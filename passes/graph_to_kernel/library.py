@@ -134,6 +134,7 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     grad.AvgPoolGradOp: "aten.avg_pool_backward",
     grad.EmbeddingBagGradOp: "aten.index_add",
     grad.EmbeddingBagUpdateOp: "aten.index_add",
+    grad.EmbeddingBagAdamUpdateOp: "aten.index_put",
     nn.LayerNormOp: "aten.layer_norm",
     nn.InstanceNormOp: "aten.instance_norm",
     nn.GroupNormOp: "aten.group_norm",

@@ -30,7 +30,7 @@ from math import prod
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType, IntegerAttr, MemRefType, ModuleOp, TensorType, i64
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -40,7 +40,7 @@ from gnomon.dialects import kernel, rt
 from gnomon.dialects.graph.base import ints, normalize_axis
 from gnomon.dialects.graph.constant_values import element_bytes
 from gnomon.dialects.graph.elementwise import POINTWISE
-from gnomon.dialects.graph.grad import EmbeddingBagUpdateOp
+from gnomon.dialects.graph.grad import EmbeddingBagAdamUpdateOp, EmbeddingBagUpdateOp
 from gnomon.dialects.graph.tensor import ConcatOp, ConstantOp, ReshapeOp, SliceOp
 from gnomon.errors import GnomonError
 from gnomon.passes.kernel_to_rt.memory_plan import Buffer, MemoryPlan, MemoryPlanError, plan, verify
@@ -79,17 +79,19 @@ def _pointwise(body: Region) -> bool:
     return all(isinstance(inner, (*POINTWISE, ConstantOp, kernel.YieldOp)) for inner in body.block.ops)
 
 
-def _updates_its_first_input(op: kernel.GeneratedOp | kernel.LibraryOp, argument: SSAValue) -> bool:
-    """Whether a library kernel adds into its first input, given as `argument`, and only reads it there: an
-    embedding table's sparse update, whose runtime kernel works on the result's memory (`index_add_`), copying the
-    table in first only when the two differ."""
+def _updates_its_input(op: kernel.GeneratedOp | kernel.LibraryOp, argument: SSAValue, position: int) -> bool:
+    """Whether a library kernel's result `position` is its input `position`, given as `argument`, updated on some
+    rows, and the kernel reads that input nowhere else: an embedding table's sparse update (the table), or
+    SparseAdam's (the table and its two moments), whose runtime kernels work on the result's memory, copying the
+    input in first only when the two differ."""
     ops = [inner for inner in op.body.block.ops if not isinstance(inner, kernel.YieldOp)]
+    updated: dict[type[Operation], int] = {EmbeddingBagUpdateOp: 1, EmbeddingBagAdamUpdateOp: 3}
     return (
         isinstance(op, kernel.LibraryOp)
         and len(ops) == 1
-        and isinstance(ops[0], EmbeddingBagUpdateOp)
-        and ops[0].table is op.body.block.args[0]
-        and op.inputs[0] is argument
+        and position < updated.get(type(ops[0]), 0)
+        and ops[0].operands[position] is op.body.block.args[position]
+        and op.inputs[position] is argument
         and list(op.inputs).count(argument) == 1
     )
 
@@ -107,8 +109,9 @@ def _in_place_candidate(op: kernel.GeneratedOp, owner: dict[SSAValue, int], wind
 
 def _donations(function: func.FuncOp, windows: set[SSAValue]) -> dict[SSAValue, int]:
     """The results that their launch may write straight into the argument they update (`rt.UPDATES`): made by a
-    kernel with that one output, of the argument's type, after every other read of the argument (views included),
-    and reading it, if at all, pointwise in a generated kernel."""
+    kernel with that one output (or by a sparse update, which updates each of its inputs in its result at the same
+    position), of the argument's type, after every other read of the argument (views included), and reading it, if
+    at all, pointwise in a generated kernel or in such an update."""
     updates = function.attributes.get(rt.UPDATES)
     block = function.body.block
     ret = block.last_op
@@ -131,17 +134,19 @@ def _donations(function: func.FuncOp, windows: set[SSAValue]) -> dict[SSAValue, 
         producer = result.owner
         if index < 0 or result in donations or result in windows or index in donations.values():
             continue
-        if not isinstance(producer, kernel.GeneratedOp | kernel.LibraryOp) or len(producer.outputs) != 1:
+        if not isinstance(producer, kernel.GeneratedOp | kernel.LibraryOp):
             continue
         argument = block.args[index]
-        if argument.type != result.type:
+        position = result.index if isinstance(result, OpResult) else 0
+        updates_input = _updates_its_input(producer, argument, position)
+        if argument.type != result.type or (len(producer.outputs) != 1 and not updates_input):
             continue
         argument_readers = readers(argument)
         if any(order[op] > order[producer] for op in argument_readers):
             continue
         reads = producer in argument_readers
         pointwise = isinstance(producer, kernel.GeneratedOp) and _pointwise(producer.body)
-        if reads and not (pointwise or _updates_its_first_input(producer, argument)):
+        if reads and not (pointwise or updates_input):
             continue
         donations[result] = index
     return donations

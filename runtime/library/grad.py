@@ -163,3 +163,50 @@ def embedding_bag_update(op: grad.EmbeddingBagUpdateOp) -> TorchImpl:
         return launch
 
     return TorchImpl(run, into)
+
+
+@torch_impl(grad.EmbeddingBagAdamUpdateOp)
+def embedding_bag_adam_update(op: grad.EmbeddingBagAdamUpdateOp) -> TorchImpl:
+    mean = op.mode.data == "mean"
+    beta1, beta2, eps = op.beta1.value.data, op.beta2.value.data, op.eps.value.data
+
+    def step(table: torch.Tensor, m: torch.Tensor, v: torch.Tensor, dy: torch.Tensor, indices: torch.Tensor,
+             offsets: torch.Tensor, step_size: torch.Tensor, weights: Sequence[torch.Tensor]) -> None:  # fmt: skip
+        """SparseAdam's step on the looked-up rows of `table`, `m` and `v`, in place, with torch's own arithmetic
+        (`torch.optim._functional.sparse_adam`)."""
+        bags = dy.shape[0]
+        end = int(offsets[bags]) if offsets.shape[0] > bags else indices.shape[0]
+        # The gradient coalesced, one row per distinct looked-up row, as torch coalesces the sparse gradient:
+        # the step is not linear in it. Lookups past the last bag's end are in no bag.
+        rows, inverse = torch.unique(indices[:end], return_inverse=True)
+        g = torch.zeros((rows.shape[0], dy.shape[1]), dtype=dy.dtype)
+        g.index_add_(0, inverse, _bag_rows(dy, indices, offsets, weights, mean)[:end])
+        old_m, old_v = m.index_select(0, rows), v.index_select(0, rows)
+        new_m = (g - old_m).mul_(1 - beta1).add_(old_m)
+        new_v = g.mul_(g).sub_(old_v).mul_(1 - beta2).add_(old_v)
+        m.index_copy_(0, rows, new_m)
+        v.index_copy_(0, rows, new_v)
+        # The rows are distinct: index_add_ adds each one's update once, as torch's dense += sparse does.
+        table.index_add_(0, rows, new_m.div_(new_v.sqrt_().add_(eps)).mul_(-step_size))
+
+    def run(table: torch.Tensor, m: torch.Tensor, v: torch.Tensor, *rest: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        dy, indices, offsets, step_size, *weights = rest
+        table, m, v = table.clone(), m.clone(), v.clone()
+        step(table, m, v, dy, indices, offsets, step_size, weights)
+        return table, m, v
+
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        table, m, v, dy, indices, offsets, step_size, *weights = args
+        # The step's update in place: each result may be its input's own memory, and then only the looked-up rows
+        # change; elsewhere the input is copied first.
+        copies = [(out, x) for out, x in zip(results, (table, m, v), strict=True) if out.data_ptr() != x.data_ptr()]
+        new_table, new_m, new_v = results
+
+        def launch() -> None:
+            for out, x in copies:
+                out.copy_(x)
+            step(new_table, new_m, new_v, dy, indices, offsets, step_size, weights)
+
+        return launch
+
+    return TorchImpl(run, into)

@@ -713,3 +713,11 @@ func.func @lstm_grad_output_gradient(%x: tensor<5x2x4xf32>, %w: tensor<12x4xf32>
   %0:6 = graph.lstm_grad %x, %w, %r, %b, %b, %h, %h, %y, %h, %h, %dy, %h, %h, %ws {reverse = false} : (tensor<5x2x4xf32>, tensor<12x4xf32>, tensor<12x3xf32>, tensor<12xf32>, tensor<12xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<5x2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<4x2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<64xui8>) -> (tensor<5x2x4xf32>, tensor<12x4xf32>, tensor<12x3xf32>, tensor<12xf32>, tensor<2x3xf32>, tensor<2x3xf32>)
   func.return
 }
+
+// -----
+
+func.func @sparse_adam_step_size(%t: tensor<10x4xf32>, %dp: tensor<2x4xf32>, %ids: tensor<3xi64>, %offsets: tensor<2xi64>, %lr: tensor<1xf32>) {
+  // CHECK: graph.embedding_bag_adam_update: step_size tensor<1xf32> is not a 0-d tensor
+  %0:3 = graph.embedding_bag_adam_update %t, %t, %t, %dp, %ids, %offsets, %lr {mode = "sum", beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64} : (tensor<10x4xf32>, tensor<10x4xf32>, tensor<10x4xf32>, tensor<2x4xf32>, tensor<3xi64>, tensor<2xi64>, tensor<1xf32>) -> (tensor<10x4xf32>, tensor<10x4xf32>, tensor<10x4xf32>)
+  func.return
+}

@@ -375,7 +375,7 @@ func.func @embedding(%table: tensor<1000x64xf32>, %ids: tensor<2x16xi64>, %flat:
   // CHECK-NEXT: func.return
 }
 
-func.func @grad(%x: tensor<8x16x32x32xf32>, %dy: tensor<8x32x32x32xf32>, %dp: tensor<8x16x16x16xf32>, %dg: tensor<4x8x16xf32>, %xg: tensor<4x8x17xf32>, %bags: tensor<32x64xf32>, %ids: tensor<640xi64>, %offsets: tensor<33xi64>, %w: tensor<640xf32>) {
+func.func @grad(%x: tensor<8x16x32x32xf32>, %dy: tensor<8x32x32x32xf32>, %dp: tensor<8x16x16x16xf32>, %dg: tensor<4x8x16xf32>, %xg: tensor<4x8x17xf32>, %bags: tensor<32x64xf32>, %ids: tensor<640xi64>, %offsets: tensor<33xi64>, %w: tensor<640xf32>, %lr_t: tensor<f32>) {
   // CHECK-LABEL: func.func @grad(
   %conv_weight_grad = graph.conv_weight_grad %x, %dy {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<8x16x32x32xf32>, tensor<8x32x32x32xf32>) -> tensor<32x16x3x3xf32>
   // CHECK-NEXT: %{{.*}} = graph.conv_weight_grad %{{.*}}, %{{.*}} {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<8x16x32x32xf32>, tensor<8x32x32x32xf32>) -> tensor<32x16x3x3xf32>
@@ -391,6 +391,10 @@ func.func @grad(%x: tensor<8x16x32x32xf32>, %dy: tensor<8x32x32x32xf32>, %dp: te
   // CHECK-NEXT: %{{.*}} = graph.embedding_bag_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {mode = "sum", rows = 1000 : i64} : (tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>, tensor<640xf32>) -> tensor<1000x64xf32>
   %embedding_bag_update = graph.embedding_bag_update %embedding_bag_grad, %bags, %ids, %offsets {mode = "mean", scale = -1.000000e-02 : f64} : (tensor<1000x64xf32>, tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>) -> tensor<1000x64xf32>
   // CHECK-NEXT: %{{.*}} = graph.embedding_bag_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {mode = "mean", scale = -1.000000e-02 : f64} : (tensor<1000x64xf32>, tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>) -> tensor<1000x64xf32>
+  %adam_table, %adam_m, %adam_v = graph.embedding_bag_adam_update %embedding_bag_update, %embedding_bag_grad, %embedding_bag_grad_weighted, %bags, %ids, %offsets, %lr_t {mode = "mean", beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, eps = 1.000000e-08 : f64} : (tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>, tensor<f32>) -> (tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<1000x64xf32>)
+  // CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = graph.embedding_bag_adam_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {mode = "mean", beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, eps = 1.000000e-08 : f64} : (tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>, tensor<f32>) -> (tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<1000x64xf32>)
+  %adam_weighted:3 = graph.embedding_bag_adam_update %adam_table, %adam_m, %adam_v, %bags, %ids, %offsets, %lr_t, %w {mode = "sum", beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, eps = 1.000000e-08 : f64} : (tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>, tensor<f32>, tensor<640xf32>) -> (tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<1000x64xf32>)
+  // CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = graph.embedding_bag_adam_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {mode = "sum", beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, eps = 1.000000e-08 : f64} : (tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<32x64xf32>, tensor<640xi64>, tensor<33xi64>, tensor<f32>, tensor<640xf32>) -> (tensor<1000x64xf32>, tensor<1000x64xf32>, tensor<1000x64xf32>)
   func.return
   // CHECK-NEXT: func.return
 }
