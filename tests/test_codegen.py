@@ -342,6 +342,30 @@ def test_reductions_over_trailing_axes(shape: tuple[int, ...], axes: tuple[int, 
         check(function([(shape, "f32")], [line], [(f"%{op}", out)]), [x], [op], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("scale", [[10], [10, 1], [1, 10], [4, 1, 1], [10, 10]])
+@pytest.mark.parametrize("normalize", [False, True])
+def test_reduction_prologue_broadcasts_over_some_reduced_axes(scale: list[int], normalize: bool) -> None:
+    """A reduction over two axes whose prologue reads an operand broadcast along one of them (a bilinear
+    upsample's weights, by row or by column, in a training step): the reduced axes keep loops of their own, where
+    one flat column index could not address the operand (it read past its end). Also through a normalizing
+    epilogue that goes back to the input's shape."""
+    x, s_type, row = tensor([2, 4, 10, 10], "f32"), tensor(scale, "f32"), tensor([2, 4, 1, 1], "f32")
+    body = [
+        f"%p = graph.mul %a0, %a1 : ({x}, {s_type}) -> {x}",
+        f"%m = graph.reduce_mean %p {{axes = array<i64: 2, 3>, keepdims = true}} : ({x}) -> {row}",
+    ]
+    result = ("%m", row)
+    if normalize:
+        body.append(f"%r = graph.sub %p, %m : ({x}, {row}) -> {x}")
+        result = ("%r", x)
+    module, function_op = parse(function([([2, 4, 10, 10], "f32"), (scale, "f32")], body, [result]))
+    inputs = [values("f32", (2, 4, 10, 10)), values("f32", tuple(scale))]
+    (expected,) = run_reference(module, inputs)
+    for threads in (1, 2):
+        (got,) = run_generated(as_kernel(function_op), inputs, threads)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("shape", [(4, 10), (2, 3, 1000), (1, 1, 5)])
 def test_softmax_over_the_last_axis(op: str, shape: tuple[int, ...]) -> None:

@@ -149,14 +149,30 @@ class _RowNests:
         self.rows = rows
         self.row_loops = row_loops
 
-    def with_columns(self, columns: tuple[int, ...]) -> Loops:
-        """The row loops, then one loop over `columns` (dims numbered after the row dims)."""
+    def with_columns(self, columns: tuple[int, ...], accesses: Sequence[Access]) -> Loops:
+        """The row loops, then loops over `columns` (dims numbered after the row dims): neighbouring column dims
+        share one loop where every access walks them in step, as `plan_loops` coalesces. An operand broadcast
+        along some of them (a per-column scale of 10 against 10 x 10 columns) keeps its dims' loops apart: one
+        flat index cannot address it."""
         first = len(self.rows)
-        dims = tuple(range(first, first + len(columns)))
+        dims = [first + k for k, extent in enumerate(columns) if extent != 1]
+        walked = [[t for t in access if t in dims] for access in accesses]
+
+        def in_step(a: int, b: int) -> bool:
+            return all((a in w) == (b in w) and (a not in w or w.index(b) == w.index(a) + 1) for w in walked)
+
+        groups: list[list[int]] = []
+        for d in dims:
+            if groups and in_step(groups[-1][-1], d):
+                groups[-1].append(d)
+            else:
+                groups.append([d])
         loops = self.row_loops
-        if not columns or prod(columns) == 1:
-            return loops
-        return Loops((*loops.dims, dims), (*loops.extents, prod(columns)), (*loops.tiles, 0))
+        return Loops(
+            (*loops.dims, *(tuple(g) for g in groups)),
+            (*loops.extents, *(prod(columns[d - first] for d in g) for g in groups)),
+            (*loops.tiles, *(0 for _ in groups)),
+        )
 
     def fill(self, target: SSAValue, value: float, access: Access) -> None:
         """target[rows of this part] = value."""
@@ -180,8 +196,9 @@ class _RowNests:
         result = step(body.builder, elements, accumulator)
         body.block.add_ops([*body.builder.ops, LinalgYieldOp(result)])
         operands = [*body.inputs, Operand(*target)]
-        reductions = 1 if columns and prod(columns) != 1 else 0
-        self.nest.emit(self.with_columns(columns), operands, body.block, len(body.inputs), reductions=reductions)
+        loops = self.with_columns(columns, [o.access for o in operands])
+        reductions = len(loops.dims) - len(self.row_loops.dims)
+        self.nest.emit(loops, operands, body.block, len(body.inputs), reductions=reductions)
 
 
 def _row_kernel(
@@ -250,8 +267,9 @@ def _row_kernel(
 
         computed = {anchor.results[0]: reduced}
         if normalizes:
-            epilogue_loops = nests.with_columns(columns)
-            _epilogue(nest, kernel_op, result, sources, computed, lambda _: epilogue_loops, own_row=kept)
+            _epilogue(
+                nest, kernel_op, result, sources, computed, lambda a: nests.with_columns(columns, a), own_row=kept
+            )
         elif value is not anchor.results[0] or count is not None:
             _epilogue(nest, kernel_op, result, sources, computed, lambda _: row_loops)
         if accumulator is not output:
@@ -288,7 +306,7 @@ def _row_kernel(
             return sb.div(exp_of(sb, shifted), row_total)
 
         computed = {anchor.results[0]: normalized}
-        _epilogue(nest, kernel_op, result, sources, computed, lambda _: nests.with_columns(columns))
+        _epilogue(nest, kernel_op, result, sources, computed, lambda a: nests.with_columns(columns, a))
         b.insert(memref.DeallocOp.get(highest))
         b.insert(memref.DeallocOp.get(total))
     parts = row_loops.extents[0] if row_loops.dims else 1
