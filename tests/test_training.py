@@ -600,6 +600,38 @@ def test_sparse_adam_updates_tables_as_torch_sparse_adam(keep_gradients: bool) -
     assert all(result.ctypes.data in inputs for launch in updates for result in launch.results)
 
 
+class UnusedLayer(nn.Module):
+    """A model with a layer its forward pass never reads (a head kept for another task)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.used = nn.Linear(6, 3)
+        self.unused = nn.Linear(6, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.used(x)
+
+
+def test_parameters_the_forward_pass_never_reads_stay_frozen() -> None:
+    """As in eager, where their gradient stays None and the optimizer skips them: the step trains the rest
+    (Adam's losses and parameters track torch's) and returns no gradient for them."""
+    model, batch = UnusedLayer(), (torch.randn(4, 6), torch.randint(0, 3, (4,)))
+    step = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), "cross_entropy"), batch, train=gnomon.Adam(1e-2))
+    reference = gnomon.with_loss(copy.deepcopy(model), "cross_entropy").train()
+    optimizer = torch.optim.Adam(reference.parameters(), lr=1e-2, foreach=True)
+    for _ in range(3):
+        got = step.step(*_numpy(batch))
+        optimizer.zero_grad()
+        expected = reference(*batch)
+        expected.backward()
+        optimizer.step()
+        assert got == pytest.approx(expected.item(), rel=1e-5)
+    assert sorted(step.gradients()) == ["used.bias", "used.weight"]
+    for name, value in step.state_dict().items():
+        np.testing.assert_allclose(value, reference.model.state_dict()[name].numpy(), rtol=1e-5, atol=1e-7)
+
+
 def test_sparse_adam_takes_no_weight_decay() -> None:
     with pytest.raises(GnomonError, match=re.escape("Adam: sparse table updates (torch.optim.SparseAdam's) take no")):
         gnomon.Adam(sparse=True, weight_decay=1e-2)

@@ -171,6 +171,7 @@ def _joint(program: ExportedProgram, source: str, module_name: Callable[[str], s
     # torch's only entry point to the joint graph (probed on torch 2.13; pinned with torch).
     from torch.export.experimental import _export_forward_backward  # pyright: ignore[reportPrivateUsage]
 
+    _freeze_unused_parameters(program)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -221,6 +222,17 @@ def _joint(program: ExportedProgram, source: str, module_name: Callable[[str], s
         joint.state_dict.pop(name, None)  # inputs now, no longer frozen
     graph.lint()
     return _Joint(joint, trained, updated)
+
+
+def _freeze_unused_parameters(program: ExportedProgram) -> None:
+    """Parameters the forward pass never reads (an unused layer) get no gradient, and torch's joint-graph export
+    refuses a parameter without one: they are traced as not requiring one, so they stay frozen and are neither
+    trained nor returned, as eager's optimizers skip a parameter whose gradient is None."""
+    placeholders = {node.name: node for node in program.graph.find_nodes(op="placeholder")}
+    for spec in program.graph_signature.input_specs:
+        node = placeholders.get(spec.arg.name) if isinstance(spec.arg, TensorArgument) else None
+        if spec.kind == InputKind.PARAMETER and node is not None and not node.users:
+            node.meta["val"] = node.meta["val"].detach()
 
 
 def training_model_from_file(
