@@ -63,6 +63,27 @@ class SequenceModel(nn.Module):
         return self.head(self.gru(F.gelu(self.norm(self.embedding(ids)), approximate="tanh"))[0].mean(1))
 
 
+class MaskedAttention(nn.Module):
+    """Multi-head attention with a key padding mask (its last key padded out) and scaled dot-product attention
+    with a boolean mask: the backward pass's attention reads the forward pass's mask."""
+
+    def __init__(self, dim: int = 16, heads: int = 2):
+        super().__init__()
+        self.attention = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.heads = heads
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, dim = x.shape
+        padding = torch.zeros(batch, length, dtype=torch.bool)
+        padding[:, -1] = True
+        y = self.attention(x, x, x, key_padding_mask=padding, need_weights=False)[0]
+        q, k, v = self.qkv(y).view(batch, length, 3, self.heads, dim // self.heads).permute(2, 0, 3, 1, 4)
+        keep = torch.ones(length, length).tril().bool()
+        z = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        return z.transpose(1, 2).reshape(batch, length, dim)
+
+
 class SignalModel(nn.Module):
     """A 1-d convolution, group norm, SiLU and a max over time."""
 
@@ -100,6 +121,8 @@ def _case(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...], str]:
             return model, (*model.example_inputs(3), torch.randint(0, 4, (3,))), "cross_entropy"
         case "causal_attention":
             return CausalAttention(), (torch.randn(2, 6, 16), torch.randn(2, 6, 16)), "mse"
+        case "masked_attention":
+            return MaskedAttention(), (torch.randn(2, 6, 16), torch.randn(2, 6, 16)), "mse"
         case "sequence":
             return SequenceModel(), (torch.randint(0, 50, (2, 5)), torch.randint(0, 3, (2,))), "cross_entropy"
         case "signal":
@@ -108,7 +131,10 @@ def _case(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...], str]:
             raise KeyError(name)
 
 
-MODELS = ["mlp", "cnn", "transformer", "dlrm", "resnet18", "lstm", "causal_attention", "sequence", "signal"]
+MODELS = [
+    "mlp", "cnn", "transformer", "dlrm", "resnet18", "lstm",
+    "causal_attention", "masked_attention", "sequence", "signal",
+]  # fmt: skip
 
 
 def _numpy(batch: tuple[torch.Tensor, ...]) -> list[np.ndarray]:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import TensorType, i1
 from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph.base import bool_attr, f64_attr, i64_array, i64_attr, str_attr
-from gnomon.dialects.graph.elementwise import AddOp, MulOp, RsqrtOp, SubOp
+from gnomon.dialects.graph.elementwise import AddOp, MulOp, RsqrtOp, SubOp, WhereOp
 from gnomon.dialects.graph.grad import AvgPoolGradOp, ConvWeightGradOp, EmbeddingBagGradOp, MaxPoolGradOp
 from gnomon.dialects.graph.linalg import MatmulOp
 from gnomon.dialects.graph.nn import BatchNormTrainOp, ConvTransposeOp, SoftmaxOp
@@ -165,14 +165,12 @@ def avg_pool_backward(a: AtenArgs) -> SSAValue:
     args="grad_out query key value out logsumexp dropout_p is_causal attn_mask scale",
 )
 def attention_backward(a: AtenArgs) -> list[SSAValue]:
-    """(dq, dk, dv) of softmax(q kᵀ scale) v, from the probabilities computed again: dv = Pᵀ dO,
+    """(dq, dk, dv) of softmax(q kᵀ scale + mask) v, from the probabilities computed again: dv = Pᵀ dO,
     dS = P (dO vᵀ - rowsum(dO vᵀ P)), dq = dS k scale, dk = dSᵀ q scale. The forward pass's output and
     log-sum-exp are not read (torch's math decomposition of the forward pass hands the backward its probabilities
     in their place)."""
     if a.float("dropout_p") != 0.0:
         raise NotConvertible("attention backward with dropout")
-    if not a.is_none("attn_mask"):
-        raise NotConvertible("attention backward with a mask")
     dy, q, k, v = (a.tensor(name) for name in ("grad_out", "query", "key", "value"))
     q_shape, k_shape = tensor_type(q).get_shape(), tensor_type(k).get_shape()
     compute = tensor_type(q).get_element_type()
@@ -185,6 +183,13 @@ def attention_backward(a: AtenArgs) -> list[SSAValue]:
         rows, columns = q_shape[-2], k_shape[-2]
         above = np.triu(np.full((rows, columns), -np.inf, np.float32), 1)  # torch's top-left aligned causal mask
         scores = binary(a, AddOp, scores, a.constant(above, compute), compute)
+    mask = a.optional_tensor("attn_mask")
+    if mask is not None:  # the forward pass's mask, broadcast over the scores: a float one adds, a bool one keeps
+        if tensor_type(mask).get_element_type() == i1:
+            excluded = TensorType(compute, tensor_type(mask).get_shape())
+            zero, minus_inf = a.scalar_tensor(0.0, compute), a.scalar_tensor(-math.inf, compute)
+            mask = a.value(WhereOp.build(operands=[mask, zero, minus_inf], result_types=[excluded]))
+        scores = binary(a, AddOp, scores, a.cast(mask, compute), compute)
     p = a.value(SoftmaxOp.build(operands=[scores], properties={"axis": i64_attr(-1)}, result_types=[scores_type]))
     dv = _matmul(a, permute(a, p, _swap(scores_type.get_shape())), dy, tensor_type(v))
     dp = _matmul(a, dy, permute(a, v, _swap(tensor_type(v).get_shape())), scores_type)
