@@ -344,6 +344,44 @@ def test_gradient_ops_reference_and_runtime_match_autograd(
         assert relative_l2(step.gradients()[name], p.grad.numpy()) <= 1e-5, name
 
 
+class Upsampler(nn.Module):
+    """A 1x1 convolution into a transposed convolution (so both its input's and its weight's gradients are asked
+    for), a tanh."""
+
+    def __init__(self, stride: int, padding: int, output_padding: int, dilation: int, groups: int) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.pre = nn.Conv2d(4, 4, 1)
+        self.up = nn.ConvTranspose2d(4, 6, 3, stride, padding, output_padding, groups, dilation=dilation)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.up(self.pre(x)))
+
+
+@pytest.mark.parametrize(
+    ("stride", "padding", "output_padding", "dilation", "groups"),
+    [(1, 0, 0, 1, 1), (2, 1, 1, 1, 1), (2, 0, 1, 1, 2), (3, 2, 2, 2, 1), (2, 1, 0, 2, 2)],
+)
+def test_transposed_convolution_gradients_match_autograd(
+    stride: int, padding: int, output_padding: int, dilation: int, groups: int
+) -> None:
+    """A transposed convolution's backward: its input's gradient a convolution by the same weight, its weight's a
+    weight gradient with the roles of input and result swapped, against float64 autograd."""
+    model = Upsampler(stride, padding, output_padding, dilation, groups)
+    x = torch.randn(2, 4, 5, 6)
+    with torch.no_grad():
+        target = torch.randn_like(model(x))
+    step = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), "mse"), (x, target), train=gnomon.SGD(lr=0.1))
+    loss = step.step(x.numpy(), target.numpy())
+    exact = gnomon.with_loss(copy.deepcopy(model).double(), "mse")
+    expected = exact(x.double(), target.double())
+    expected.backward()
+    assert loss == pytest.approx(expected.item(), rel=1e-5)
+    for name, p in exact.model.named_parameters():
+        assert p.grad is not None
+        assert relative_l2(step.gradients()[name], p.grad.numpy()) <= 1e-5, name
+
+
 # ---- FLOPs ----
 
 

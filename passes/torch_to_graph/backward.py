@@ -16,7 +16,7 @@ from gnomon.dialects.graph.base import bool_attr, f64_attr, i64_array, i64_attr,
 from gnomon.dialects.graph.elementwise import AddOp, MulOp, RsqrtOp, SubOp, WhereOp
 from gnomon.dialects.graph.grad import AvgPoolGradOp, ConvWeightGradOp, EmbeddingBagGradOp, MaxPoolGradOp
 from gnomon.dialects.graph.linalg import MatmulOp
-from gnomon.dialects.graph.nn import BatchNormTrainOp, ConvTransposeOp, SoftmaxOp
+from gnomon.dialects.graph.nn import BatchNormTrainOp, ConvOp, ConvTransposeOp, SoftmaxOp
 from gnomon.dialects.graph.reduce import ReduceSumOp
 from gnomon.dialects.graph.tensor import ReshapeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
@@ -73,9 +73,12 @@ def batch_norm_functional(a: AtenArgs) -> list[SSAValue]:
 )
 def convolution_backward(a: AtenArgs) -> list[SSAValue]:
     """The gradients of a convolution's input (a transposed convolution of the result's gradient by the same
-    weight), weight (`graph.conv_weight_grad`) and bias (a sum), each where `output_mask` asks for it."""
+    weight), weight (`graph.conv_weight_grad`) and bias (a sum), each where `output_mask` asks for it. A transposed
+    convolution is the adjoint of a convolution by its weight, so the roles swap: its input's gradient is that
+    convolution of the result's gradient, its weight's the weight gradient of that convolution with the result's
+    gradient as input and its own input as the output's gradient."""
     if a.bool("transposed"):
-        raise NotConvertible("the backward of a transposed convolution")
+        return _transposed_convolution_backward(a)
     dy, x, weight = a.tensor("grad_output"), a.tensor("input"), a.tensor("weight")
     spatial = len(tensor_type(x).get_shape()) - 2  # result 0 is none where the input's gradient is not asked for
     strides = spread(a.ints("stride"), spatial)
@@ -113,6 +116,37 @@ def convolution_backward(a: AtenArgs) -> list[SSAValue]:
         }  # fmt: skip
         results[1] = a.value(
             ConvWeightGradOp.build(operands=[x, dy], properties=props, result_types=[a.result_type(1)])
+        )
+    if mask[2]:
+        axes = [0, *range(2, 2 + spatial)]
+        results[2] = a.value(
+            ReduceSumOp.build(
+                operands=[dy], properties={"axes": i64_array(axes), "keepdims": bool_attr(False)},
+                result_types=[a.result_type(2)],
+            )
+        )  # fmt: skip
+    return results
+
+
+def _transposed_convolution_backward(a: AtenArgs) -> list[SSAValue]:
+    dy, x, weight = a.tensor("grad_output"), a.tensor("input"), a.tensor("weight")
+    spatial = len(tensor_type(x).get_shape()) - 2
+    window = {
+        "strides": i64_array(spread(a.ints("stride"), spatial)),
+        "pads": i64_array(torch_pads(a.ints("padding"), spatial)),
+        "dilations": i64_array(spread(a.ints("dilation"), spatial)),
+        "groups": i64_attr(a.int("groups")),
+    }
+    mask = a.bools("output_mask")
+    results: list[SSAValue] = [dy, dy, dy]  # a gradient nobody asked for is never read
+    if mask[0]:  # output padding only added rows the convolution's window never reaches again
+        results[0] = a.value(
+            ConvOp.build(operands=[dy, weight, []], properties=window, result_types=[a.result_type(0)])
+        )
+    if mask[1]:
+        kernel = {"kernel": i64_array(list(tensor_type(weight).get_shape()[2:]))}
+        results[1] = a.value(
+            ConvWeightGradOp.build(operands=[dy, x], properties={**kernel, **window}, result_types=[a.result_type(1)])
         )
     if mask[2]:
         axes = [0, *range(2, 2 + spatial)]
