@@ -84,6 +84,21 @@ class MaskedAttention(nn.Module):
         return z.transpose(1, 2).reshape(batch, length, dim)
 
 
+class InstanceNormModel(nn.Module):
+    """A convolution, group norm, ReLU and an affine instance norm (batch norm without running statistics over
+    the batch's planes, in training), a mean over space."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 8, 3)
+        self.group = nn.GroupNorm(2, 8)
+        self.instance = nn.InstanceNorm2d(8, affine=True)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(F.hardswish(self.instance(F.relu(self.group(self.conv(x))))).mean((2, 3)))
+
+
 class SignalModel(nn.Module):
     """A 1-d convolution, group norm, SiLU and a max over time."""
 
@@ -123,6 +138,8 @@ def _case(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...], str]:
             return CausalAttention(), (torch.randn(2, 6, 16), torch.randn(2, 6, 16)), "mse"
         case "masked_attention":
             return MaskedAttention(), (torch.randn(2, 6, 16), torch.randn(2, 6, 16)), "mse"
+        case "instance_norm":
+            return InstanceNormModel(), (torch.randn(2, 4, 8, 8), torch.randint(0, 3, (2,))), "cross_entropy"
         case "sequence":
             return SequenceModel(), (torch.randint(0, 50, (2, 5)), torch.randint(0, 3, (2,))), "cross_entropy"
         case "signal":
@@ -133,7 +150,7 @@ def _case(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...], str]:
 
 MODELS = [
     "mlp", "cnn", "transformer", "dlrm", "resnet18", "lstm",
-    "causal_attention", "masked_attention", "sequence", "signal",
+    "causal_attention", "masked_attention", "instance_norm", "sequence", "signal",
 ]  # fmt: skip
 
 

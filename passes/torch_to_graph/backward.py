@@ -33,15 +33,8 @@ def _plus(a: AtenArgs, x: SSAValue, y: SSAValue) -> SSAValue:
     return a.value(AddOp.build(operands=[x, y], result_types=[x.type]))
 
 
-@converts(
-    "torch.aten._native_batch_norm_legit_functional",
-    args="input weight bias running_mean running_var training momentum eps",
-)
-def batch_norm_functional(a: AtenArgs) -> list[SSAValue]:
-    """(output, batch mean, batch 1/sqrt(variance + eps), new running mean, new running variance), the running
-    statistics moved towards the batch's by `momentum`, the variance unbiased as torch keeps it."""
-    if not a.bool("training"):
-        raise NotConvertible("functional batch norm outside training")
+def _batch_statistics(a: AtenArgs) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue]:
+    """The batch-normalized output, the batch mean and (biased) variance and 1/sqrt(variance + eps)."""
     x = a.tensor("input")
     shape = a.result_type().get_shape()
     channels, dtype = shape[1], a.result_dtype()
@@ -58,7 +51,31 @@ def batch_norm_functional(a: AtenArgs) -> list[SSAValue]:
     )
     y, mean, variance = normalized.results
     shifted = _plus(a, variance, a.scalar_tensor(epsilon, dtype))
-    inverse_std = a.value(RsqrtOp.build(operands=[shifted], result_types=[vector]))
+    return y, mean, variance, a.value(RsqrtOp.build(operands=[shifted], result_types=[vector]))
+
+
+@converts("torch.aten._native_batch_norm_legit.no_stats", args="input weight bias training momentum eps")
+def batch_norm_without_statistics(a: AtenArgs) -> list[SSAValue]:
+    """(output, batch mean, batch 1/sqrt(variance + eps)) of a batch norm that keeps no running statistics: what
+    instance norm runs in training, over the (batch x channels) planes as channels."""
+    if not a.bool("training"):
+        raise NotConvertible("batch norm without running statistics outside training")
+    y, mean, _, inverse_std = _batch_statistics(a)
+    return [y, mean, inverse_std]
+
+
+@converts(
+    "torch.aten._native_batch_norm_legit_functional",
+    args="input weight bias running_mean running_var training momentum eps",
+)
+def batch_norm_functional(a: AtenArgs) -> list[SSAValue]:
+    """(output, batch mean, batch 1/sqrt(variance + eps), new running mean, new running variance), the running
+    statistics moved towards the batch's by `momentum`, the variance unbiased as torch keeps it."""
+    if not a.bool("training"):
+        raise NotConvertible("functional batch norm outside training")
+    y, mean, variance, inverse_std = _batch_statistics(a)
+    shape = a.result_type().get_shape()
+    channels, momentum = shape[1], a.float("momentum")
     count = math.prod(shape) // channels
     running_mean, running_variance = a.tensor("running_mean"), a.tensor("running_var")
     new_mean = _plus(a, _times(a, running_mean, 1.0 - momentum), _times(a, mean, momentum))
