@@ -399,6 +399,41 @@ def test_transposed_convolution_gradients_match_autograd(
         assert relative_l2(step.gradients()[name], p.grad.numpy()) <= 1e-5, name
 
 
+class AdaptivePooling(nn.Module):
+    def __init__(self, output_size: tuple[int, int] | int, one_dimensional: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.output_size = output_size
+        self.one_dimensional = one_dimensional
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.tanh(self.conv(x))
+        if self.one_dimensional:
+            return F.adaptive_avg_pool1d(y.flatten(2), self.output_size).square().mean()
+        return F.adaptive_avg_pool2d(y, self.output_size).square().mean()
+
+
+@pytest.mark.parametrize(
+    ("output_size", "one_dimensional"), [((3, 3), False), ((3, 4), False), ((4, 2), False), (5, True)]
+)
+def test_adaptive_average_pooling_gradients_match_autograd(
+    output_size: tuple[int, int] | int, one_dimensional: bool
+) -> None:
+    """Adaptive windows that overlap and differ in size (7 rows into 3 or 4 cells, 5 columns into 2): each cell's
+    gradient spread evenly over its window, against float64 autograd."""
+    model, x = AdaptivePooling(output_size, one_dimensional), torch.randn(2, 3, 9, 7)
+    step = gnomon.compile(copy.deepcopy(model), (x,), train=gnomon.SGD(lr=0.1))
+    loss = step.step(x.numpy())
+    exact = copy.deepcopy(model).double()
+    expected = exact(x.double())
+    expected.backward()
+    assert loss == pytest.approx(expected.item(), rel=1e-5)
+    for name, p in exact.named_parameters():
+        assert p.grad is not None
+        assert relative_l2(step.gradients()[name], p.grad.numpy()) <= 1e-5, name
+
+
 # ---- FLOPs ----
 
 

@@ -211,6 +211,30 @@ def avg_pool_backward(a: AtenArgs) -> SSAValue:
     return a.value(AvgPoolGradOp.build(operands=operands, properties=props, result_types=[a.result_type()]))
 
 
+@converts("torch.aten._adaptive_avg_pool2d_backward", args="grad_output self")
+def adaptive_avg_pool_backward(a: AtenArgs) -> SSAValue:
+    """Each output cell's gradient spread evenly over its window. Adaptive windows are products of one window per
+    axis (rows [floor(i H / OH), ceil((i + 1) H / OH)), columns alike) and a cell's weight is the product of one
+    weight per axis, so the spreading is two products by constant matrices: dx = A_hᵀ dy A_w."""
+    dy = a.tensor("grad_output")
+    *_, rows, columns = tensor_type(dy).get_shape()
+    *batch, height, width = a.result_type().get_shape()
+    dtype = a.result_dtype()
+    by_row = a.constant(_adaptive_spread(rows, height).T, dtype)
+    by_column = a.constant(_adaptive_spread(columns, width), dtype)
+    spread_rows = _matmul(a, by_row, dy, TensorType(dtype, [*batch, height, columns]))
+    return _matmul(a, spread_rows, by_column, a.result_type())
+
+
+def _adaptive_spread(cells: int, size: int) -> np.ndarray:
+    """(cells, size): row i averages adaptive window i of an axis of `size`."""
+    weights = np.zeros((cells, size), np.float64)
+    for i in range(cells):
+        start, end = i * size // cells, -(-(i + 1) * size // cells)
+        weights[i, start:end] = 1.0 / (end - start)
+    return weights
+
+
 @converts(
     "torch.aten._scaled_dot_product_flash_attention_for_cpu_backward",
     args="grad_out query key value out logsumexp dropout_p is_causal attn_mask scale",
