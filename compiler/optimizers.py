@@ -313,9 +313,9 @@ def _bias_corrections(emit: _Emitter, opt: Adam, step: SSAValue) -> tuple[SSAVal
     t = emit.cast(step, f64)
     beta1, beta2 = (emit.constant(b, f64) for b in opt.betas)
     one = emit.constant(1.0, f64)
-    return emit.binary(ew.SubOp, one, emit.binary(ew.PowOp, beta1, t)), emit.binary(
-        ew.SubOp, one, emit.binary(ew.PowOp, beta2, t)
-    )
+    bias1 = emit.binary(ew.SubOp, one, emit.binary(ew.PowOp, beta1, t))
+    bias2 = emit.binary(ew.SubOp, one, emit.binary(ew.PowOp, beta2, t))
+    return bias1, bias2
 
 
 def _adam_corrections(emit: _Emitter, opt: Adam, step: SSAValue) -> tuple[SSAValue, SSAValue]:
