@@ -16,7 +16,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from gnomon.errors import GnomonError
-from gnomon.executable import Executable, lower
+from gnomon.executable import Executable, InputError, lower
 from gnomon.files import check_readable, writing
 from gnomon.frontends.imported import TrainingState
 from gnomon.memory_profile import MemoryProfile, memory_profile
@@ -64,6 +64,9 @@ class TrainingExecutable:
     def step(self, *inputs: Any, profile: bool = False) -> float:
         """One training step on a batch (one array or tensor per input, as the model takes them): the loss.
         `profile` times every kernel (`profile()`)."""
+        names = self.executable.input_names[self._state_count :]
+        if len(inputs) != len(names):  # the step's state is its own: name only what the caller passes
+            raise InputError(f"step takes {len(names)} inputs ({', '.join(names)}), got {len(inputs)}")
         batch = self.executable.check_inputs([*self._state.values(), *inputs])[self._state_count :]
         for buffer, value in zip(self._program.inputs[self._state_count :], batch, strict=True):
             np.copyto(buffer, value)

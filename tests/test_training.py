@@ -558,6 +558,8 @@ def test_a_wrong_batch_names_the_input() -> None:
         GnomonError, match=re.escape("input 'x': expected float32 of shape [8, 32], got float32 of shape [4, 32]")
     ):
         step.step(np.zeros((4, 32), np.float32), batch[1].numpy())
+    with pytest.raises(GnomonError, match=re.escape("step takes 2 inputs (x, target), got 1")):
+        step.step(batch[0].numpy())
 
 
 def test_a_training_step_is_predicted_as_compiled() -> None:
