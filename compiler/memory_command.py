@@ -9,7 +9,8 @@ under `no_grad`, or one eager training step with the same optimizer). `--plot` d
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ def memory_command(
             keep_gradients=keep_gradients,
         )  # fmt: skip
         profile = step.memory()
-        torch_peak = eager_training_peak(module, arrays, optimizer)
+        torch_peak = _pytorch_peak(model, lambda: eager_training_peak(module, arrays, optimizer))
         what = f"the training step of {model.name} ({optimizer_label(optimizer)})"
     else:
         from gnomon.memory_profile import memory_profile
@@ -67,7 +68,8 @@ def memory_command(
         if model.suffix.lower() in (".pt", ".pth", ".pt2"):
             from gnomon.pytorch_memory import eager_inference_peak
 
-            torch_peak = eager_inference_peak(model, random_inputs(executable, seed))
+            inputs = random_inputs(executable, seed)
+            torch_peak = _pytorch_peak(model, lambda: eager_inference_peak(model, inputs))
         what = f"inference of {model.name}"
     if plot is not None:
         from gnomon.memory_plot import plot_memory
@@ -79,6 +81,19 @@ def memory_command(
     print(render_memory(profile, what, torch_peak))
     if plot is not None:
         print(f"\ntimeline written to {plot}")
+
+
+def _pytorch_peak(model: Path, measure: Callable[[], int]) -> int | None:
+    """PyTorch's measured peak, or None (with a warning) where the model fails eagerly on gnomon's random batch,
+    which breaks the data checks of some models (embedding-bag offsets)."""
+    try:
+        return measure()
+    except Exception as e:  # whatever the model raises on data it rejects
+        from gnomon.frontends.torch import reason
+
+        print(f"gnomon: warning: PyTorch's peak not measured: {model.name} fails eagerly on a random batch: "
+              f"{reason(e)}", file=sys.stderr)  # fmt: skip
+        return None
 
 
 def _with_batch(model: Path, input_shapes: Mapping[str, Sequence[int]] | None,

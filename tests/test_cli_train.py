@@ -8,12 +8,14 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from gnomon import cli
-from gnomon.frontends.torch_training import LOSSES, training_model_from_file
-from gnomon.models import MLP, SmallCNN
+from gnomon.frontends.torch import input_names_of
+from gnomon.frontends.torch_training import LOSSES, training_model_from_file, with_loss
+from gnomon.models import DLRM, MLP, SmallCNN
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +164,39 @@ def test_load_imports_the_training_step_of_a_module() -> None:
     statistics = [b for n, b in model.named_buffers() if "running" in n or "num_batches" in n]
     assert len(function.function_type.inputs) == len(parameters) + len(statistics) + 2
     assert len(function.function_type.outputs) == 1 + len(parameters) + len(statistics)
+
+
+@pytest.fixture(scope="module")
+def dlrm_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A DLRM that returns its loss, exported, and a batch of real inputs for it: gnomon's random batch (integers
+    0 or 1) breaks its embedding bags' offsets, which must rise from 0."""
+    model = gnomon_dlrm()
+    folder = tmp_path_factory.mktemp("models")
+    path, batch_path = folder / "dlrm.pt2", folder / "batch.npz"
+    batch = (*model.model.example_inputs(8), torch.rand(8, 1))  # pyright: ignore[reportCallIssue]
+    program = torch.export.export(model, batch, strict=False)
+    torch.export.save(program, path)
+    names = input_names_of(program)
+    np.savez(batch_path, **{name: value.numpy() for name, value in zip(names, batch, strict=True)})
+    return path, batch_path
+
+
+def gnomon_dlrm() -> torch.nn.Module:
+    return with_loss(DLRM(13, tables=3, rows=1000, dim=16, pooling=4), "bce_with_logits").train()
+
+
+def test_cli_trains_a_model_that_rejects_random_data_on_real_inputs(
+    dlrm_file: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The model's output is probed on fake tensors, so a model whose data checks reject the random batch still
+    compiles, and trains on the batch `--inputs` gives; `gnomon memory` reports gnomon's step and says why
+    PyTorch's peak is missing."""
+    path, batch_path = dlrm_file
+    assert cli.main(["run", "--train", str(path), "--inputs", str(batch_path), "--steps", "2", "--json"]) == 0
+    losses = json.loads(capsys.readouterr().out)["losses"]
+    assert len(losses) == 2
+    assert all(np.isfinite(losses))
+    assert cli.main(["memory", str(path), "--train", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["pytorch_peak_bytes"] is None
+    assert "PyTorch's peak not measured: dlrm.pt2 fails eagerly on a random batch" in captured.err

@@ -265,8 +265,7 @@ def training_model_from_file(
     batch = tuple(_random_like(shape, value.dtype, generator) for shape, value in zip(shapes, values, strict=True))
     module = program.module()
     _as_parameters(module, trained)
-    with torch.no_grad():
-        output = module(*batch)
+    output = _output_of(path, module, batch)
     if isinstance(output, torch.Tensor) and output.dim() == 0 and output.is_floating_point():
         return module, batch
     if loss is None:
@@ -277,6 +276,18 @@ def training_model_from_file(
     if not isinstance(output, torch.Tensor):
         raise ModelLoadError(f"{path} returns a {type(output).__name__}: --loss needs one output tensor")
     return with_loss(module, loss), (*batch, _target(loss, output, generator))
+
+
+def _output_of(path: Path, module: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> Any:
+    """What the module returns for the batch, its shapes and dtypes alone: run on fake tensors, so that a random
+    batch that breaks the model's data checks (an index past a table, unsorted bag offsets) still tells them."""
+    from torch._subclasses.fake_tensor import FakeTensorMode  # pyright: ignore[reportPrivateImportUsage]
+
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True), torch.no_grad():
+            return module(*batch)
+    except Exception as e:  # torch raises many exception types, all meaning the model cannot run on this batch
+        raise ModelLoadError(f"{path} cannot run on a batch of its inputs' shapes: {reason(e)}") from e
 
 
 def _as_parameters(module: torch.nn.Module, names: Sequence[str]) -> None:
