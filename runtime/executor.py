@@ -306,14 +306,29 @@ class Program:
         if profile:
             self._run_profiled()
         else:
-            for launch in self.launches:
-                launch.run()
+            self._run_launches(len(self.launches))
         return list(self._results)
+
+    def _run_launches(self, stop: int) -> None:
+        launches = self.launches if stop == len(self.launches) else self.launches[:stop]
+        index = 0
+        try:
+            for index, launch in enumerate(launches):
+                launch.run()
+        except (RuntimeError, IndexError, ValueError) as error:  # a library call rejecting its data
+            raise self._failed(index, error) from error
+
+    def _failed(self, index: int, error: Exception) -> ProgramError:
+        """A launch's failure (an embedding index past its table, bag offsets out of order), in one line naming
+        its kernel and layer."""
+        launch = self.launches[index]
+        lines = str(error).strip().splitlines()
+        message = lines[0].split("  (Could this error message be improved?")[0] if lines else type(error).__name__
+        return ProgramError(f"kernel @{launch.kernel.sym_name.data} ({launch.location}) failed on its data: {message}")
 
     def run_launches(self, stop: int) -> None:
         """Run launches 0..stop-1 on the inputs of the last `run`: what launch `stop` reads is then in place."""
-        for launch in self.launches[:stop]:
-            launch.run()
+        self._run_launches(stop)
 
     def _run_profiled(self) -> None:
         # Only clock reads between launches: building the timings in the loop took more time than a small launch,
@@ -321,9 +336,13 @@ class Program:
         clock = time.perf_counter_ns
         stamps = [0] * (len(self.launches) + 1)
         stamps[0] = clock()
-        for index, launch in enumerate(self.launches, 1):
-            launch.run()
-            stamps[index] = clock()
+        index = 0
+        try:
+            for index, launch in enumerate(self.launches):
+                launch.run()
+                stamps[index + 1] = clock()
+        except (RuntimeError, IndexError, ValueError) as error:
+            raise self._failed(index, error) from error
         timings: list[KernelTiming] = []
         for index, launch in enumerate(self.launches):
             kernel_func = launch.kernel

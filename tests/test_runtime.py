@@ -4,6 +4,7 @@ Its outputs against ONNX's recorded outputs, onnxruntime and torch eager are che
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ import gnomon
 from gnomon import models
 from gnomon.bundled import model_path
 from gnomon.dialects import rt
+from gnomon.errors import GnomonError
 from gnomon.executable import Executable, InputError, lower
 from gnomon.passes.kernel_to_rt import rt_functions, verify_plan
 from gnomon.passes.kernel_to_rt.memory_plan import MemoryPlanError
@@ -169,3 +171,23 @@ def test_library_temporaries_reuse_freed_memory_instead_of_faulting_in_pages_eac
     for _ in range(20):
         executable.run(inputs)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 20
+
+
+class Lookup(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.nn.Embedding(10, 4)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.table(ids)
+
+
+def test_data_a_kernel_rejects_is_one_error_naming_the_kernel_and_layer() -> None:
+    """An index past its table: the library call's own check, as one GnomonError naming where, not a traceback;
+    the program runs again on good data."""
+    executable = gnomon.compile(Lookup(), (torch.tensor([1, 2, 3]),))
+    with pytest.raises(
+        GnomonError, match=re.escape("kernel @embedding_0 (table) failed on its data: index out of range in self")
+    ):
+        executable.run([np.array([1, 2, 30])])
+    np.testing.assert_array_equal(executable.run([np.array([0, 9, 2])])[0].shape, (3, 4))
