@@ -168,9 +168,8 @@ def test_load_imports_the_training_step_of_a_module() -> None:
 
 @pytest.fixture(scope="module")
 def dlrm_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A DLRM that returns its loss, exported, and a batch of real inputs for it: gnomon's random batch (integers
-    0 or 1) breaks its embedding bags' offsets, which must rise from 0."""
-    model = gnomon_dlrm()
+    """A DLRM that returns its loss, exported, and a batch of real inputs for it."""
+    model = with_loss(DLRM(13, tables=3, rows=1000, dim=16, pooling=4), "bce_with_logits").train()
     folder = tmp_path_factory.mktemp("models")
     path, batch_path = folder / "dlrm.pt2", folder / "batch.npz"
     batch = (*model.model.example_inputs(8), torch.rand(8, 1))  # pyright: ignore[reportCallIssue]
@@ -181,22 +180,41 @@ def dlrm_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return path, batch_path
 
 
-def gnomon_dlrm() -> torch.nn.Module:
-    return with_loss(DLRM(13, tables=3, rows=1000, dim=16, pooling=4), "bce_with_logits").train()
-
-
-def test_cli_trains_a_model_that_rejects_random_data_on_real_inputs(
+def test_cli_trains_an_embedding_bag_model_on_its_random_batch_or_on_real_inputs(
     dlrm_file: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The model's output is probed on fake tensors, so a model whose data checks reject the random batch still
-    compiles, and trains on the batch `--inputs` gives; `gnomon memory` reports gnomon's step and says why
-    PyTorch's peak is missing."""
+    """The random batch's integers are valid for the lookups they feed (table rows, rising bag offsets), so a
+    DLRM file trains and `gnomon memory` measures PyTorch's peak without a batch given; `--inputs` gives one."""
     path, batch_path = dlrm_file
-    assert cli.main(["run", "--train", str(path), "--inputs", str(batch_path), "--steps", "2", "--json"]) == 0
-    losses = json.loads(capsys.readouterr().out)["losses"]
-    assert len(losses) == 2
-    assert all(np.isfinite(losses))
+    for extra in ([], ["--inputs", str(batch_path)]):
+        assert cli.main(["run", "--train", str(path), *extra, "--steps", "2", "--json"]) == 0
+        losses = json.loads(capsys.readouterr().out)["losses"]
+        assert len(losses) == 2
+        assert all(np.isfinite(losses))
+    assert cli.main(["memory", str(path), "--train", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pytorch_peak_bytes"] > 0
+
+
+class Gather(torch.nn.Module):
+    """Reads a one-row parameter at integer positions: gnomon's random integers (0 or 1) go past it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.row = torch.nn.Parameter(torch.randn(1, 4))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.row[ids].square().mean()
+
+
+def test_data_a_model_rejects_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The model's output is probed on fake tensors, so it compiles; running it on the random batch is one error
+    naming the kernel and layer, and `gnomon memory` reports gnomon's step with one warning line for PyTorch's."""
+    path = tmp_path / "gather.pt2"
+    torch.export.save(torch.export.export(Gather(), (torch.tensor([0, 0, 0, 0, 0, 0]),)), path)
+    assert cli.main(["run", "--train", str(path), "--steps", "1"]) == 2
+    error = capsys.readouterr().err
+    assert re.search(r"error: kernel @\w+ \(.*\) failed on its data: index out of range in self", error)
     assert cli.main(["memory", str(path), "--train", "--json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["pytorch_peak_bytes"] is None
-    assert "PyTorch's peak not measured: dlrm.pt2 fails eagerly on a random batch" in captured.err
+    assert "PyTorch's peak not measured: gather.pt2 fails eagerly on a random batch" in captured.err

@@ -261,8 +261,13 @@ def training_model_from_file(
     generator = torch.Generator().manual_seed(seed)
     placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
     values = [placeholders[name].meta["val"] for name in input_names_of(program)]
-    shapes = [_batched_shape(path, name, value, batch_size) for name, value in zip(input_names_of(program), values)]
-    batch = tuple(_random_like(shape, value.dtype, generator) for shape, value in zip(shapes, values, strict=True))
+    names = input_names_of(program)
+    shapes = [_batched_shape(path, name, value, batch_size) for name, value in zip(names, values)]
+    lookups = _lookup_roles(program)
+    batch = tuple(
+        _random_like(shape, value.dtype, generator, lookups.get(name))
+        for name, shape, value in zip(names, shapes, values, strict=True)
+    )
     module = program.module()
     _as_parameters(module, trained)
     output = _output_of(path, module, batch)
@@ -317,11 +322,42 @@ def _batched_shape(path: Path, name: str, value: Any, batch_size: int | None) ->
     return (batch_size, *(int(d) for d in shape[1:]))
 
 
-def _random_like(shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator) -> torch.Tensor:
-    """Standard normal floats, or integers in {0, 1} (valid indices into any table), of a shape."""
+_VIEWS = {"aten.select.int", "aten.slice.Tensor", "aten.view.default", "aten.reshape.default",
+          "aten.flatten.using_ints", "aten.squeeze.dim", "aten.unsqueeze.default", "aten.contiguous.default",
+          "aten.clone.default", "aten._to_copy.default", "aten.to.dtype"}  # fmt: skip
+"""Ops through which an input still reaches a lookup as the same values (a table's row of a batched index input)."""
+
+
+def _lookup_roles(program: ExportedProgram) -> dict[str, tuple[str, int]]:
+    """The integer inputs that reach an embedding (bag) lookup, through views: ("indices", the smallest table's
+    rows) or ("offsets", 0): their random values must be valid for the lookup, not merely integers."""
+    roles: dict[str, tuple[str, int]] = {}
+    for node in program.graph.nodes:
+        target = str(node.target)
+        if node.op != "call_function" or not target.startswith(("aten.embedding", "aten._embedding_bag")):
+            continue
+        rows = int(node.args[0].meta["val"].shape[0])
+        operands = [("indices", node.args[1])] + ([("offsets", node.args[2])] if "bag" in target else [])
+        for role, value in operands:
+            while isinstance(value, torch.fx.Node) and str(value.target) in _VIEWS:
+                value = value.args[0]
+            if isinstance(value, torch.fx.Node) and value.op == "placeholder":
+                seen = roles.get(value.name, (role, rows))
+                roles[value.name] = (role, min(rows, seen[1]))
+    return roles
+
+
+def _random_like(
+    shape: tuple[int, ...], dtype: torch.dtype, generator: torch.Generator, lookup: tuple[str, int] | None = None
+) -> torch.Tensor:
+    """Standard normal floats; integers valid for the lookup they feed (rows of the table, or bag offsets 0, 1, 2...
+    along the last dim: one lookup in each bag but the last, which takes the rest), else 0 or 1."""
     if dtype.is_floating_point:
         return torch.randn(shape, generator=generator, dtype=dtype)
-    return torch.randint(0, 2, shape, generator=generator, dtype=dtype)
+    if lookup is not None and lookup[0] == "offsets":
+        return torch.zeros(shape, dtype=dtype) if not shape else torch.arange(shape[-1], dtype=dtype).expand(shape)
+    high = lookup[1] if lookup is not None else 2
+    return torch.randint(0, high, shape, generator=generator, dtype=dtype)
 
 
 def _target(loss: str, output: torch.Tensor, generator: torch.Generator) -> torch.Tensor:

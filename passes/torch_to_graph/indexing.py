@@ -268,18 +268,38 @@ def index_tensors(a: AtenArgs, name: str) -> dict[int, SSAValue]:
 
 
 def linear_index(a: AtenArgs, indices: list[SSAValue], sizes: list[int]) -> SSAValue:
-    """sum(wrap(index_k) * stride_k) over the indexed dims, row-major; wrap maps -1 to size - 1."""
+    """sum(wrap(index_k) * stride_k) over the indexed dims, row-major; wrap maps -1 to size - 1. An index outside
+    [-size, size) makes the whole sum the element count, past the end of the flattened tensor, so the gather
+    reading it fails as torch's indexing does (a modulo would have read another element, silently)."""
+    total = math.prod(sizes)
     linear: SSAValue | None = None
     stride = 1
     for index, size in reversed(list(zip(indices, sizes, strict=True))):
         index = a.cast(index, i64)
-        index = _index_binary(a, ew.RemOp, index, a.scalar_tensor(size, i64))
-        if stride != 1:
-            index = _index_binary(a, ew.MulOp, index, a.scalar_tensor(stride, i64))
-        linear = index if linear is None else _index_binary(a, ew.AddOp, index, linear)
+        length, zero = a.scalar_tensor(size, i64), a.scalar_tensor(0, i64)
+        wrapped = _index_where(
+            a, _index_compare(a, ew.LtOp, index, zero), _index_binary(a, ew.AddOp, index, length), index
+        )
+        below, beyond = _index_compare(a, ew.LtOp, wrapped, zero), _index_compare(a, ew.GeOp, wrapped, length)
+        outside = _index_compare(a, ew.OrOp, below, beyond)
+        term = _index_binary(a, ew.MulOp, wrapped, a.scalar_tensor(stride, i64)) if stride != 1 else wrapped
+        term = _index_where(a, outside, a.scalar_tensor(total, i64), term)
+        linear = term if linear is None else _index_binary(a, ew.AddOp, term, linear)
         stride *= size
     assert linear is not None
     return linear
+
+
+def _index_compare(a: AtenArgs, op_class: type[ew.BinaryOp], lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+    """A comparison (or a logical op) of index tensors: a boolean result."""
+    shape = broadcast_shapes([tensor_type(lhs).get_shape(), tensor_type(rhs).get_shape()], "index arithmetic")
+    return a.value(op_class.build(operands=[lhs, rhs], result_types=[TensorType(i1, shape)]))
+
+
+def _index_where(a: AtenArgs, condition: SSAValue, yes: SSAValue, no: SSAValue) -> SSAValue:
+    shapes = [tensor_type(v).get_shape() for v in (condition, yes, no)]
+    shape = broadcast_shapes(shapes, "index arithmetic")
+    return a.value(ew.WhereOp.build(operands=[condition, yes, no], result_types=[TensorType(i64, shape)]))
 
 
 def _index_binary(a: AtenArgs, op_class: type[ew.BinaryOp], lhs: SSAValue, rhs: SSAValue) -> SSAValue:
