@@ -171,13 +171,17 @@ def _joint(program: ExportedProgram, source: str, module_name: Callable[[str], s
     # torch's only entry point to the joint graph (probed on torch 2.13; pinned with torch).
     from torch.export.experimental import _export_forward_backward  # pyright: ignore[reportPrivateUsage]
 
-    _freeze_unused_parameters(program)
+    program = onednn_lstm_layers(program)
+    frozen = _freeze_unused_parameters(program)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            joint = _export_forward_backward(onednn_lstm_layers(program), joint_loss_index=0)
+            joint = _export_forward_backward(program, joint_loss_index=0)
     except Exception as e:  # an op without a derivative, or autograd refusing the graph
         raise ModelLoadError(f"torch cannot differentiate {source}: {reason(e)}") from e
+    finally:
+        for node, value in frozen:  # the program may be the caller's
+            node.meta["val"] = value
     signature, graph = joint.graph_signature, joint.graph
     size_workspaces(graph)
     for target in ASSERTS:
@@ -224,15 +228,19 @@ def _joint(program: ExportedProgram, source: str, module_name: Callable[[str], s
     return _Joint(joint, trained, updated)
 
 
-def _freeze_unused_parameters(program: ExportedProgram) -> None:
+def _freeze_unused_parameters(program: ExportedProgram) -> list[tuple[torch.fx.Node, Any]]:
     """Parameters the forward pass never reads (an unused layer) get no gradient, and torch's joint-graph export
     refuses a parameter without one: they are traced as not requiring one, so they stay frozen and are neither
-    trained nor returned, as eager's optimizers skip a parameter whose gradient is None."""
+    trained nor returned, as eager's optimizers skip a parameter whose gradient is None. Returns each changed
+    placeholder with its traced value, to put back."""
     placeholders = {node.name: node for node in program.graph.find_nodes(op="placeholder")}
+    changed: list[tuple[torch.fx.Node, Any]] = []
     for spec in program.graph_signature.input_specs:
         node = placeholders.get(spec.arg.name) if isinstance(spec.arg, TensorArgument) else None
         if spec.kind == InputKind.PARAMETER and node is not None and not node.users:
+            changed.append((node, node.meta["val"]))
             node.meta["val"] = node.meta["val"].detach()
+    return changed
 
 
 def training_model_from_file(
