@@ -158,6 +158,21 @@ def _numpy(batch: tuple[torch.Tensor, ...]) -> list[np.ndarray]:
     return [x.numpy() for x in batch]
 
 
+def _track_torch(step: Any, reference: nn.Module, optimizers: list[torch.optim.Optimizer],
+                 batch: tuple[torch.Tensor, ...], steps: int) -> None:  # fmt: skip
+    """`steps` steps of gnomon's and of torch's (zero_grad, the loss, backward, each optimizer's step) on the
+    batch: the losses within 1e-5 of torch's."""
+    for _ in range(steps):
+        got = step.step(*_numpy(batch))
+        for optimizer in optimizers:
+            optimizer.zero_grad()
+        expected = reference(*batch)
+        expected.backward()
+        for optimizer in optimizers:
+            optimizer.step()
+        assert got == pytest.approx(expected.item(), rel=1e-5)
+
+
 # ---- gradients ----
 
 
@@ -658,14 +673,7 @@ def test_plain_sgd_updates_released_embedding_tables_sparsely(momentum: float) -
     optimizer = gnomon.SGD(lr=0.1, momentum=momentum)
     step = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), loss), batch, train=optimizer, keep_gradients=False)
     reference = gnomon.with_loss(copy.deepcopy(model), loss).train()
-    torch_sgd = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=momentum)
-    for _ in range(3):
-        got = step.step(*_numpy(batch))
-        torch_sgd.zero_grad()
-        expected = reference(*batch)
-        expected.backward()
-        torch_sgd.step()
-        assert got == pytest.approx(expected.item(), rel=1e-5)
+    _track_torch(step, reference, [torch.optim.SGD(reference.parameters(), lr=0.1, momentum=momentum)], batch, 3)
     for name, value in reference.model.state_dict().items():
         np.testing.assert_allclose(step.state_dict()[name], value.detach().numpy(), rtol=1e-4, atol=1e-6)
     program = step.executable.program
@@ -694,15 +702,7 @@ def test_sparse_adam_updates_tables_as_torch_sparse_adam(keep_gradients: bool) -
     assert tables
     optimizers = [torch.optim.SparseAdam(tables, lr=1e-2), torch.optim.Adam(dense, lr=1e-2, foreach=True)]
     before = {n: p.detach().clone() for n, p in reference.named_parameters()}
-    for _ in range(4):
-        got = step.step(*_numpy(batch))
-        for optimizer in optimizers:
-            optimizer.zero_grad()
-        expected = reference(*batch)
-        expected.backward()
-        for optimizer in optimizers:
-            optimizer.step()
-        assert got == pytest.approx(expected.item(), rel=1e-5)
+    _track_torch(step, reference, optimizers, batch, 4)
     state = step.state_dict()
     for name, value in reference.model.state_dict().items():
         np.testing.assert_allclose(state[name], value.detach().numpy(), rtol=1e-4, atol=1e-6)
@@ -737,14 +737,7 @@ def test_parameters_the_forward_pass_never_reads_stay_frozen() -> None:
     model, batch = UnusedLayer(), (torch.randn(4, 6), torch.randint(0, 3, (4,)))
     step = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), "cross_entropy"), batch, train=gnomon.Adam(1e-2))
     reference = gnomon.with_loss(copy.deepcopy(model), "cross_entropy").train()
-    optimizer = torch.optim.Adam(reference.parameters(), lr=1e-2, foreach=True)
-    for _ in range(3):
-        got = step.step(*_numpy(batch))
-        optimizer.zero_grad()
-        expected = reference(*batch)
-        expected.backward()
-        optimizer.step()
-        assert got == pytest.approx(expected.item(), rel=1e-5)
+    _track_torch(step, reference, [torch.optim.Adam(reference.parameters(), lr=1e-2, foreach=True)], batch, 3)
     assert sorted(step.gradients()) == ["used.bias", "used.weight"]
     for name, value in step.state_dict().items():
         np.testing.assert_allclose(value, reference.model.state_dict()[name].numpy(), rtol=1e-5, atol=1e-7)

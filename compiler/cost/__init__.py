@@ -69,7 +69,8 @@ from gnomon.cost.eager import eager_op_cost, eager_report
 from gnomon.cost.graph import cost_report, graph_ops, roofline_report
 from gnomon.cost.program import kernel_cost, program_report
 from gnomon.cost.report import TARGETS, OpRecord, Report
-from gnomon.cost.roofline import Bound, CostModelError, GemmShape, OpWork, Roofline, op_work, roofline
+from gnomon.cost.roofline import Bound, GemmShape, OpWork, Roofline, op_work, roofline
+from gnomon.cost.values import CostModelError
 
 __all__ = [
     "TARGETS",

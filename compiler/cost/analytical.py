@@ -64,6 +64,7 @@ from xdsl.ir import Operation, SSAValue
 from gnomon.cost.convs import packs_weight
 from gnomon.cost.devices import Device
 from gnomon.cost.efficiency import Efficiency, efficiency
+from gnomon.cost.gemm_model import KernelTime, Traffic, gemm_kernel
 from gnomon.cost.pools import MAX_POOL_INSTRUCTIONS, ONEDNN_POOL_COPIES, POOL_OUTPUT_FLOOR, library_pool
 from gnomon.cost.rates import (
     DROPOUT_INSTRUCTIONS,
@@ -74,19 +75,8 @@ from gnomon.cost.rates import (
     sustained,
     weights_bandwidth,
 )
-from gnomon.cost.roofline import (
-    VIEW_OPS,
-    Bound,
-    CostModelError,
-    GemmShape,
-    OpWork,
-    element_bytes,
-    embedding_rows,
-    gemm_shapes,
-    nbytes,
-    op_work,
-    static_shape,
-)
+from gnomon.cost.roofline import VIEW_OPS, Bound, OpWork, embedding_rows, gemm_shapes, op_work
+from gnomon.cost.values import CostModelError, element_bytes, nbytes, static_shape
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import DropoutOp, DropoutTrainOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
@@ -154,18 +144,6 @@ class OpCost:
         return "compute" if self.compute_s > self.memory_s else "memory"
 
 
-@dataclass(frozen=True)
-class _Kernel:
-    model: str
-    compute_s: float
-    memory_s: float
-    """The compulsory bytes at the bandwidth of the level they come from."""
-    reuse_s: float = 0.0
-    """What re-reading operand blocks that miss a cache level adds to `memory_s`."""
-    weights_s: float = 0.0
-    """Streaming its weights from DRAM, the least `memory_s` can be (0 when they are in cache, or packed)."""
-
-
 def op_cost(
     op: GraphOperation,
     device: Device,
@@ -217,14 +195,14 @@ def group_cost(
         weights_s += kernel.weights_s
     moved = _boundary_bytes(ops, works)
     if all(isinstance(op, VIEW_OPS) for op in ops):
-        return _cost(flops, moved, compute_roof, _Kernel("view", 0.0, 0.0), device)
+        return _cost(flops, moved, compute_roof, KernelTime("view", 0.0, 0.0), device)
     bandwidth = sustained(device, eff, resident_index(device, moved))
     if any(isinstance(op, TransposeOp) for op in ops) and not any(isinstance(op, GEMM_OPS) for op in ops):
         bandwidth *= eff.transpose  # a GEMM reads a transposed operand as a strided view, at its own pace
     call_s = eff.library_call_s if library else 0.0
     # The members' weights cross the group's boundary: from DRAM, they take at least their streaming time.
     memory_s = max(moved / bandwidth, weights_s)
-    kernel = _on_cores(_Kernel("fused", compute_s, memory_s, reuse_s), device, cores)
+    kernel = _on_cores(KernelTime("fused", compute_s, memory_s, reuse_s), device, cores)
     return _cost(flops, moved, compute_roof, kernel, device, call_s)
 
 
@@ -255,7 +233,7 @@ def _boundary_bytes(ops: Sequence[GraphOperation], works: Sequence[OpWork]) -> i
     return sum(reads.values()) + sum(writes.values())
 
 
-def _on_cores(kernel: _Kernel, device: Device, cores: int | None) -> _Kernel:
+def _on_cores(kernel: KernelTime, device: Device, cores: int | None) -> KernelTime:
     """`kernel` on `cores` of the device's cores: their share of its compute and of its bandwidth (a core's own
     caches, and its share of the shared ones)."""
     if cores is None or cores >= device.cores:
@@ -266,7 +244,9 @@ def _on_cores(kernel: _Kernel, device: Device, cores: int | None) -> _Kernel:
     )
 
 
-def _cost(flops: int, moved: int, compute_roof: float, kernel: _Kernel, device: Device, call_s: float = 0.0) -> OpCost:
+def _cost(
+    flops: int, moved: int, compute_roof: float, kernel: KernelTime, device: Device, call_s: float = 0.0
+) -> OpCost:
     memory_roof = moved / device.dram.bandwidth_bytes_per_s
     return OpCost(
         flops=flops,
@@ -310,7 +290,7 @@ def _kernel(
     conv_as_gemm: bool = False,
     weights_in_dram: bool = False,
     generated: bool = False,
-) -> _Kernel:
+) -> KernelTime:
     if generated and isinstance(op, ConvOp):
         # gnomon's register-blocked loops over packed weights, which stay in cache (`kernel_to_linalg.conv`).
         fraction = eff.generated_depthwise if _is_depthwise(op) else eff.generated_conv
@@ -340,10 +320,10 @@ with weights in DRAM takes about twice as long at two rows as at one."""
 
 def _family_kernel(
     op: GraphOperation, work: OpWork, device: Device, eff: Efficiency, conv_as_gemm: bool, weights_in_dram: bool
-) -> _Kernel:
+) -> KernelTime:
     match op:
         case ConstantOp() | DropoutOp() | ReshapeOp():
-            return _Kernel("view", 0.0, 0.0)
+            return KernelTime("view", 0.0, 0.0)
         case ConvOp() if _is_depthwise(op):
             # On the vector units whatever the dtype: matrix units would have nothing to reuse.
             vector_peak = device.peak("fp64" if work.peak_key == "fp64" else "fp32")
@@ -352,10 +332,10 @@ def _family_kernel(
             return replace(kernel, compute_s=kernel.compute_s + _conv_call_s(op, device, eff))
         case MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp() | ConvWeightGradOp():
             a, b = op.operands[0], op.operands[1]
-            traffic = _Traffic(nbytes(a), nbytes(b), work.bytes - nbytes(a) - nbytes(b), element_bytes(a))
+            traffic = Traffic(nbytes(a), nbytes(b), work.bytes - nbytes(a) - nbytes(b), element_bytes(a))
             if isinstance(op, MatmulOp | LinearOp) or conv_as_gemm:
-                return _gemm("gemm", gemm_shapes(op), traffic, work, device, eff)
-            kernel = _gemm("conv", gemm_shapes(op), traffic, work, device, eff)
+                return gemm_kernel("gemm", gemm_shapes(op), traffic, work, device, eff)
+            kernel = gemm_kernel("conv", gemm_shapes(op), traffic, work, device, eff)
             return replace(kernel, compute_s=kernel.compute_s + _conv_call_s(op, device, eff))
         case AttentionOp():
             return _attention(op, work, device, eff)
@@ -372,7 +352,7 @@ def _family_kernel(
                 passes = ONEDNN_POOL_COPIES if library_pool(op) == "onednn" else 1
                 bandwidth = sustained(device, eff, resident_index(device, work.bytes))
                 compute_s = work.flops / (device.peak(work.peak_key) * eff.vector)
-                return _Kernel("pool", compute_s, passes * work.bytes / bandwidth)
+                return KernelTime("pool", compute_s, passes * work.bytes / bandwidth)
             if isinstance(op, MaxPoolOp | AvgPoolOp) and not volumetric and device.kind == "cpu":
                 floor = math.prod(static_shape(op.results[0])) * POOL_OUTPUT_FLOOR[type(op)]
                 kernel = replace(kernel, compute_s=max(work.flops, floor) / rate)
@@ -397,14 +377,16 @@ def _family_kernel(
             # suite's kernels of the family set (`norm_train`, `pool_grad`, `index_add`).
             kernel = _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)
             rate = TRAINING_RATES[type(op)](eff)
-            return _Kernel("stream", kernel.compute_s / rate, kernel.memory_s / rate)
+            return KernelTime("stream", kernel.compute_s / rate, kernel.memory_s / rate)
         case DropoutTrainOp():
             kernel = _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)
             instructions = DROPOUT_INSTRUCTIONS[device.kind] * math.prod(static_shape(op.result))
             return replace(kernel, compute_s=instructions / (device.peak(work.peak_key) * eff.vector))
         case TransposeOp():
             bandwidth = sustained(device, eff, resident_index(device, work.bytes)) * eff.transpose
-            return _Kernel("transpose", work.flops / (device.peak(work.peak_key) * eff.vector), work.bytes / bandwidth)
+            return KernelTime(
+                "transpose", work.flops / (device.peak(work.peak_key) * eff.vector), work.bytes / bandwidth
+            )
         case _:
             kernel = _stream("stream", work, device, eff, device.peak(work.peak_key) * eff.vector)
             if type(op) not in VECTOR_INSTRUCTIONS:
@@ -446,107 +428,17 @@ def _is_depthwise(op: ConvOp) -> bool:
     return groups > 1 and static_shape(op.weight)[1] == 1
 
 
-def _stream(model: str, work: OpWork, device: Device, eff: Efficiency, flop_rate: float) -> _Kernel:
+def _stream(model: str, work: OpWork, device: Device, eff: Efficiency, flop_rate: float) -> KernelTime:
     """A kernel that streams its bytes once, from the level that holds them, computing at `flop_rate`."""
     bandwidth = sustained(device, eff, resident_index(device, work.bytes))
-    return _Kernel(model, work.flops / flop_rate, work.bytes / bandwidth)
+    return KernelTime(model, work.flops / flop_rate, work.bytes / bandwidth)
 
 
-@dataclass(frozen=True)
-class _Traffic:
-    """A GEMM's operands as stored: the A side (m x k), the B side (k x n), and the rest (result, bias)."""
-
-    a_bytes: int
-    b_bytes: int
-    c_bytes: int
-    element_bytes: int
-
-    @property
-    def total(self) -> int:
-        return self.a_bytes + self.b_bytes + self.c_bytes
-
-
-def _tile_edges(largest: int, smallest: int) -> list[int]:
-    """The tile edges a library chooses from: the largest, halved down to the smallest."""
-    edges = [largest]
-    while edges[-1] // 2 >= smallest:
-        edges.append(edges[-1] // 2)
-    return edges
-
-
-def _gemm_compute_s(
-    shape: GemmShape, tile: tuple[int, int], peak: float, fraction: float, device: Device, eff: Efficiency
-) -> float:
-    """Tiles run in waves over the cores, each core at `fraction` of its peak; a partial wave, a padded tile and
-    each tile's K overhead all cost time."""
-    tile_m, tile_n = tile
-    tiles = shape.batch * math.ceil(shape.m / tile_m) * math.ceil(shape.n / tile_n)
-    waves = math.ceil(tiles / device.cores)
-    return waves * 2 * tile_m * tile_n * (shape.k + eff.gemm_k_overhead) / (peak / device.cores * fraction)
-
-
-def _gemm_memory_s(
-    shape: GemmShape, tile: tuple[int, int], traffic: _Traffic, device: Device, eff: Efficiency
-) -> tuple[float, float]:
-    """(compulsory, re-read) time of the blocked-GEMM traffic model.
-
-    The data starts in the innermost level that holds it between kernels. Each level inside that one receives A
-    once per block of B's columns and B once per block of A's rows, from the level outside it and at that level's
-    bandwidth; the slowest level sets the time. A GPU stages each output tile's operands in its SM's shared memory,
-    so there the blocks are the tile; a CPU's caches hold square blocks that fill a third of the level each (and
-    a problem that fits a level is read into it once).
-    """
-    resident = resident_index(device, traffic.total)
-    compulsory = traffic.total / device.memory[resident].bandwidth_bytes_per_s
-    slowest = compulsory
-    for index, level in enumerate(device.memory[:resident]):
-        if device.kind == "gpu" and level.per_core:
-            block_m, block_n = tile
-        elif traffic.total / shape.batch <= level.capacity_bytes:
-            block_m, block_n = shape.m, shape.n
-        else:
-            block_m = block_n = max(1, math.isqrt(level.capacity_bytes // (3 * traffic.element_bytes)))
-        moved = (
-            traffic.a_bytes * math.ceil(shape.n / min(shape.n, block_n))
-            + traffic.b_bytes * math.ceil(shape.m / min(shape.m, block_m))
-            + traffic.c_bytes
-        )
-        slowest = max(slowest, moved / device.memory[index + 1].bandwidth_bytes_per_s)
-    factor = sustained(device, eff, resident) / device.memory[resident].bandwidth_bytes_per_s
-    return compulsory / factor, (slowest - compulsory) / factor
-
-
-def _gemm(
-    model: str, shapes: Sequence[GemmShape], traffic: _Traffic, work: OpWork, device: Device, eff: Efficiency
-) -> _Kernel:
-    """Like a library's heuristic, take the tile that finishes first: big tiles re-read less, but smaller ones
-    keep more cores busy on a small problem."""
-    peak = device.peak(work.peak_key)
-    best: _Kernel | None = None
-    for tile_m in _tile_edges(eff.gemm_tile_m, eff.gemm_min_tile):
-        for tile_n in _tile_edges(eff.gemm_tile_n, eff.gemm_min_tile):
-            tile = (tile_m, tile_n)
-            fraction = eff.conv if model == "conv" else eff.gemm
-            compute_s = sum(_gemm_compute_s(shape, tile, peak, fraction, device, eff) for shape in shapes)
-            memory_s, reuse_s = _gemm_memory_s(shapes[0], tile, traffic, device, eff)
-            kernel = _Kernel(model, compute_s, memory_s, reuse_s)
-            if best is None or _rank(kernel) < _rank(best):
-                best = kernel
-    assert best is not None  # there is at least one tile edge per dim
-    return best
-
-
-def _rank(kernel: _Kernel) -> tuple[float, float]:
-    """Faster first; of equally fast tiles, the one that moves less."""
-    traffic_s = kernel.memory_s + kernel.reuse_s
-    return max(kernel.compute_s, traffic_s), traffic_s
-
-
-def _attention(op: AttentionOp, work: OpWork, device: Device, eff: Efficiency) -> _Kernel:
+def _attention(op: AttentionOp, work: OpWork, device: Device, eff: Efficiency) -> KernelTime:
     """Flash-style: scores stay on chip; K and V stream past each block of queries, as B streams past A."""
     query = nbytes(op.query)
-    traffic = _Traffic(query, work.bytes - query - nbytes(op.result), nbytes(op.result), element_bytes(op.query))
-    kernel = _gemm("attention", gemm_shapes(op), traffic, work, device, eff)
+    traffic = Traffic(query, work.bytes - query - nbytes(op.result), nbytes(op.result), element_bytes(op.query))
+    kernel = gemm_kernel("attention", gemm_shapes(op), traffic, work, device, eff)
     if not op.is_causal.value.data:
         return kernel
     # A causal mask skips the query-key blocks above the diagonal: (b + 1) / 2b of b x b blocks remain.
@@ -564,17 +456,17 @@ RECURRENT_CELL_INSTRUCTIONS: dict[type[GraphOperation], int] = {
 """Vector instructions per hidden unit per step of a recurrent op's gate arithmetic."""
 
 
-def _recurrent(op: Recurrent | LstmTrainOp, work: OpWork, device: Device, eff: Efficiency) -> _Kernel:
+def _recurrent(op: Recurrent | LstmTrainOp, work: OpWork, device: Device, eff: Efficiency) -> KernelTime:
     """The input projection as one GEMM, then the steps in sequence: a GEMM and the gate arithmetic each."""
     projection, recurrence = gemm_shapes(op)
     size = element_bytes(op.input)
     gates = projection.m * projection.n * size
-    projected = _gemm(
-        "recurrent", (projection,), _Traffic(nbytes(op.input), nbytes(op.weight_ih), gates, size), work, device, eff
+    projected = gemm_kernel(
+        "recurrent", (projection,), Traffic(nbytes(op.input), nbytes(op.weight_ih), gates, size), work, device, eff
     )
     state = recurrence.m * recurrence.k * size
-    step_traffic = _Traffic(state, nbytes(op.weight_hh), recurrence.m * recurrence.n * size, size)
-    step = _gemm("recurrent", (replace(recurrence, batch=1),), step_traffic, work, device, eff)
+    step_traffic = Traffic(state, nbytes(op.weight_hh), recurrence.m * recurrence.n * size, size)
+    step = gemm_kernel("recurrent", (replace(recurrence, batch=1),), step_traffic, work, device, eff)
     cell = RECURRENT_CELL_INSTRUCTIONS[type(op)] * recurrence.m * recurrence.k
     cell_s = cell / (device.peak(work.peak_key) * eff.vector)
     steps = recurrence.batch
@@ -582,7 +474,7 @@ def _recurrent(op: Recurrent | LstmTrainOp, work: OpWork, device: Device, eff: E
     memory_s = projected.memory_s + steps * step.memory_s
     if isinstance(op, LstmTrainOp):  # every step's gates and states written for the backward pass
         memory_s += _workspace_s(op, device, eff)
-    return _Kernel("recurrent", compute_s, memory_s, projected.reuse_s + steps * step.reuse_s)
+    return KernelTime("recurrent", compute_s, memory_s, projected.reuse_s + steps * step.reuse_s)
 
 
 def _workspace_s(op: LstmTrainOp | LstmGradOp, device: Device, eff: Efficiency) -> float:
@@ -590,7 +482,7 @@ def _workspace_s(op: LstmTrainOp | LstmGradOp, device: Device, eff: Efficiency) 
     return workspace / sustained(device, eff, resident_index(device, workspace))
 
 
-def _recurrent_grad(op: LstmGradOp, work: OpWork, device: Device, eff: Efficiency) -> _Kernel:
+def _recurrent_grad(op: LstmGradOp, work: OpWork, device: Device, eff: Efficiency) -> KernelTime:
     """Backward through time: the steps in reverse, each its gate gradients and a small GEMM by the recurrent
     weights; then the input's and both weights' gradients, each one GEMM over every step at once."""
     to_input, to_weight_ih, step_shape, to_weight_hh = gemm_shapes(op)
@@ -598,22 +490,24 @@ def _recurrent_grad(op: LstmGradOp, work: OpWork, device: Device, eff: Efficienc
     gates = to_input.m * to_input.k * size  # every step's gate gradients
     states = to_weight_hh.k * to_weight_hh.n * size  # every step's hidden state
     products = [
-        _gemm(
-            "recurrent", (to_input,), _Traffic(gates, nbytes(op.weight_ih), nbytes(op.input), size), work, device, eff
+        gemm_kernel(
+            "recurrent", (to_input,), Traffic(gates, nbytes(op.weight_ih), nbytes(op.input), size), work, device, eff
         ),
-        _gemm(
+        gemm_kernel(
             "recurrent",
             (to_weight_ih,),
-            _Traffic(gates, nbytes(op.input), nbytes(op.weight_ih), size),
+            Traffic(gates, nbytes(op.input), nbytes(op.weight_ih), size),
             work,
             device,
             eff,
         ),
-        _gemm("recurrent", (to_weight_hh,), _Traffic(gates, states, nbytes(op.weight_hh), size), work, device, eff),
+        gemm_kernel(
+            "recurrent", (to_weight_hh,), Traffic(gates, states, nbytes(op.weight_hh), size), work, device, eff
+        ),
     ]
     state = step_shape.m * step_shape.k * size
-    step_traffic = _Traffic(step_shape.m * step_shape.n * size, nbytes(op.weight_hh), state, size)
-    step = _gemm("recurrent", (replace(step_shape, batch=1),), step_traffic, work, device, eff)
+    step_traffic = Traffic(step_shape.m * step_shape.n * size, nbytes(op.weight_hh), state, size)
+    step = gemm_kernel("recurrent", (replace(step_shape, batch=1),), step_traffic, work, device, eff)
     cell_s = RECURRENT_CELL_INSTRUCTIONS[LstmGradOp] * state / size / (device.peak(work.peak_key) * eff.vector)
     steps = step_shape.batch
     compute_s = sum(p.compute_s for p in products) + steps * (step.compute_s + cell_s + device.launch_overhead_s)
@@ -623,12 +517,12 @@ def _recurrent_grad(op: LstmGradOp, work: OpWork, device: Device, eff: Efficienc
         + nbytes(op.workspace) / sustained(device, eff, resident_index(device, nbytes(op.workspace)))
     )
     reuse_s = sum(p.reuse_s for p in products) + steps * step.reuse_s
-    return _Kernel("recurrent", compute_s, memory_s, reuse_s)
+    return KernelTime("recurrent", compute_s, memory_s, reuse_s)
 
 
 def _embedding(
     op: EmbeddingOp | EmbeddingBagOp, work: OpWork, device: Device, eff: Efficiency, table_in_dram: bool
-) -> _Kernel:
+) -> KernelTime:
     """Distinct rows from the table's level, in whole granules; repeats, indices and result from cache."""
     lookups, distinct = embedding_rows(op)
     row_bytes = static_shape(op.table)[1] * element_bytes(op.table)
@@ -639,4 +533,4 @@ def _embedding(
     table_bandwidth = weights_bandwidth(device, eff) if table_in_dram else sustained(device, eff, table_level)
     memory_s = fetched / table_bandwidth + ((lookups - distinct) * row_bytes + rest) / sustained(device, eff, hot_level)
     compute_s = work.flops / (device.peak(work.peak_key) * eff.vector) + lookups * eff.lookup_s
-    return _Kernel("embedding", compute_s, memory_s)
+    return KernelTime("embedding", compute_s, memory_s)

@@ -13,7 +13,8 @@ from xdsl.dialects.builtin import TensorType, f32
 
 from gnomon.cost.analytical import OpCost, boundary_bytes, efficiency
 from gnomon.cost.devices import Device
-from gnomon.cost.roofline import nbytes, op_work
+from gnomon.cost.roofline import op_work
+from gnomon.cost.values import nbytes
 from gnomon.dialects import kernel
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import AcoshOp, AcosOp, AsinhOp, AsinOp, AtanhOp, AtanOp, PowOp, SinhOp

@@ -29,9 +29,10 @@ from gnomon.cost.calls import (
 from gnomon.cost.critical_path import Task
 from gnomon.cost.devices import Device
 from gnomon.cost.report import Report
-from gnomon.cost.roofline import VIEW_OPS, nbytes, storage
+from gnomon.cost.roofline import VIEW_OPS
 from gnomon.cost.steps import Step, build_report, count_parameters, program_function, weights_in_dram
 from gnomon.cost.threads import library_threads
+from gnomon.cost.values import nbytes, storage
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.locations import location_name

@@ -30,8 +30,8 @@ from gnomon.cost.analytical import written_in_place
 from gnomon.cost.devices import Device
 from gnomon.cost.eager import eager_steps
 from gnomon.cost.report import Report
-from gnomon.cost.roofline import nbytes
 from gnomon.cost.steps import Step, build_report, program_function
+from gnomon.cost.values import nbytes
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.locations import location_name

@@ -35,84 +35,42 @@ from typing import Literal
 
 import numpy as np
 from xdsl.dialects.builtin import (
-    BFloat16Type,
     DenseIntOrFPElementsAttr,
-    Float16Type,
-    Float64Type,
-    IntegerType,
     TensorType,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import SSAValue
 
 from gnomon.cost.devices import Device
-from gnomon.dialects.graph.base import DYN, GraphOperation, broadcast_shapes, ints, normalize_axis, shape_str
+from gnomon.cost.flops import (
+    ELEMENTWISE_FLOPS,
+    GELU_FLOPS,
+    grid_sample_flops,
+    norm_flops,
+    pool_flops,
+    reduction_flops,
+    softmax_flops,
+)
+from gnomon.cost.values import (
+    CostModelError,
+    describe,
+    element_bytes,
+    element_type,
+    elements,
+    nbytes,
+    peak_key,
+    static_shape,
+    storage,
+    vector_key,
+)
+from gnomon.dialects.graph.base import DYN, GraphOperation, broadcast_shapes, ints, shape_str
 from gnomon.dialects.graph.constant_values import dense_to_numpy, resource_to_numpy
-from gnomon.dialects.graph.constant_values import element_bytes as element_size
 from gnomon.dialects.graph.elementwise import (
-    AbsOp,
-    AcoshOp,
-    AcosOp,
-    AddOp,
-    AndOp,
-    AsinhOp,
-    AsinOp,
-    AtanhOp,
-    AtanOp,
     BinaryOp,
     BitcastOp,
-    BitwiseAndOp,
-    BitwiseNotOp,
-    BitwiseOrOp,
-    BitwiseXorOp,
     CastOp,
-    CeilOp,
-    ClipOp,
-    CosOp,
-    DivOp,
     DropoutOp,
     DropoutTrainOp,
-    EluOp,
-    EqOp,
-    ErfOp,
-    ExpOp,
-    FloorOp,
-    FmodOp,
     GeluOp,
-    GeOp,
-    GtOp,
-    HardSigmoidOp,
-    HardSwishOp,
-    LeakyReluOp,
-    LeOp,
-    LogOp,
-    LtOp,
-    MaxOp,
-    MinOp,
-    MulOp,
-    NegOp,
-    NeOp,
-    NotOp,
-    OrOp,
-    PowOp,
-    PreluOp,
-    ReciprocalOp,
-    ReluOp,
-    RemOp,
-    RoundOp,
-    RsqrtOp,
-    SeluOp,
-    ShiftLeftOp,
-    ShiftRightOp,
-    SigmoidOp,
-    SignOp,
-    SiluOp,
-    SinhOp,
-    SinOp,
-    SoftplusOp,
-    SoftsignOp,
-    SqrtOp,
-    SubOp,
-    TanhOp,
     UnaryOp,
     WhereOp,
 )  # fmt: skip
@@ -127,7 +85,6 @@ from gnomon.dialects.graph.grad import (
 )
 from gnomon.dialects.graph.linalg import DetOp, LinearOp, MatmulOp
 from gnomon.dialects.graph.nn import (
-    AdaptiveAvgPoolOp,
     AdaptivePoolOp,
     AffineNormOp,
     AttentionOp,
@@ -136,11 +93,7 @@ from gnomon.dialects.graph.nn import (
     BatchNormTrainOp,
     ConvOp,
     ConvTransposeOp,
-    GlobalAvgPoolOp,
     GlobalPoolOp,
-    GroupNormOp,
-    InstanceNormOp,
-    LayerNormOp,
     LogSoftmaxOp,
     LrnOp,
     MaxPoolOp,
@@ -148,7 +101,7 @@ from gnomon.dialects.graph.nn import (
 )  # fmt: skip
 from gnomon.dialects.graph.recurrent import GruOp, LstmOp, RnnOp
 from gnomon.dialects.graph.recurrent_train import LstmGradOp, LstmTrainOp
-from gnomon.dialects.graph.reduce import ArgReduceOp, ReduceMeanOp, ReduceOp, ScanOp, TopKOp
+from gnomon.dialects.graph.reduce import ArgReduceOp, ReduceOp, ScanOp, TopKOp
 from gnomon.dialects.graph.sampling import GridSampleOp
 from gnomon.dialects.graph.tensor import (
     ConcatOp,
@@ -165,48 +118,11 @@ from gnomon.dialects.graph.tensor import (
     TileOp,
     TransposeOp,
 )  # fmt: skip
-from gnomon.errors import GnomonError
-from gnomon.locations import location_name
 
 Bound = Literal["compute", "memory"]
 
 VIEW_OPS: tuple[type[GraphOperation], ...] = (ConstantOp, DropoutOp, ReshapeOp)
 """Ops that move no data and launch no kernel."""
-
-_ONE_FLOP: tuple[type[GraphOperation], ...] = (
-    AbsOp, AcosOp, AcoshOp, AddOp, AndOp, AsinOp, AsinhOp, AtanOp, AtanhOp, CeilOp, CosOp, DivOp, EqOp, ErfOp, ExpOp,
-    FloorOp, FmodOp, GeOp, GtOp, LeOp, LogOp, LtOp, MaxOp, MinOp, MulOp, NeOp, NegOp, NotOp, OrOp, PowOp,
-    ReciprocalOp, ReluOp, RemOp, RoundOp, RsqrtOp, SignOp, SinOp, SinhOp, SqrtOp, SubOp, TanhOp, WhereOp,
-    BitwiseAndOp, BitwiseNotOp, BitwiseOrOp, BitwiseXorOp,
-)  # fmt: skip
-
-ELEMENTWISE_FLOPS: dict[type[GraphOperation], int] = {
-    **dict.fromkeys(_ONE_FLOP, 1),
-    CastOp: 0,  # a conversion, no arithmetic
-    ClipOp: 2,  # max, min
-    LeakyReluOp: 2,  # mul, select
-    PreluOp: 2,  # mul, select
-    SoftsignOp: 3,  # abs, add, div
-    SigmoidOp: 4,  # neg, exp, add, div
-    HardSigmoidOp: 4,  # mul, add, max, min
-    EluOp: 4,  # exp, sub, mul, select
-    SiluOp: 5,  # sigmoid's 4, mul
-    SeluOp: 5,  # elu's 4, mul
-    HardSwishOp: 5,  # add, max, min, mul, div
-    SoftplusOp: 6,  # mul, exp, add, log, div, select above the threshold
-    ShiftLeftOp: 3,  # range check, shift, select
-    ShiftRightOp: 3,  # range check, select of the count, shift
-}
-"""FLOPs per result element of each elementwise op (gelu depends on its approximation: `GELU_FLOPS`)."""
-
-GELU_FLOPS: dict[str, int] = {
-    "none": 5,  # x * 0.5 * (1 + erf(x / sqrt 2)): mul, erf, add, mul, mul
-    "tanh": 9,  # 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))): 2 muls for x^3, mul, add, mul, tanh, add, 2 muls
-}
-
-
-class CostModelError(GnomonError):
-    """An op the cost model cannot price: it has dynamic shapes, or no model exists for it."""
 
 
 @dataclass(frozen=True)
@@ -279,74 +195,6 @@ def roofline_of(work: OpWork, device: Device) -> Roofline:
 # ---- shapes, sizes and dtypes ----
 
 
-def describe(op: Operation) -> str:
-    """The op as messages name it: its name, and its source location when it has one."""
-    location = location_name(op.location)
-    return op.name if location == "?" else f"{op.name} at {location}"
-
-
-def static_shape(value: SSAValue) -> tuple[int, ...]:
-    """The value's shape (`op_work` reports a dynamic one naming the op; this is for callers that skip it)."""
-    if not isinstance(value.type, TensorType):
-        raise CostModelError(f"cost model: {value.type} is not a ranked tensor")
-    shape = value.type.get_shape()
-    if DYN in shape:
-        raise CostModelError(f"cost model: {value.type} has a dynamic shape; the cost model needs static shapes")
-    return shape
-
-
-def element_type(value: SSAValue) -> Attribute:
-    if not isinstance(value.type, TensorType):
-        raise CostModelError(f"cost model: {value.type} is not a ranked tensor")
-    return value.type.get_element_type()
-
-
-def element_bytes(value: SSAValue) -> int:
-    dtype = element_type(value)
-    size = element_size(dtype)
-    if size is None:
-        raise CostModelError(f"cost model: no size known for element type {dtype}")
-    return size
-
-
-def elements(value: SSAValue) -> int:
-    return math.prod(static_shape(value))
-
-
-def nbytes(value: SSAValue) -> int:
-    return elements(value) * element_bytes(value)
-
-
-def peak_key(dtype: Attribute) -> str:
-    """The `Device.peak_flops` key matrix products of this element type run at.
-
-    Integers wider than 8 bits have no matrix units; they run at about the fp32 rate.
-    """
-    match dtype:
-        case Float64Type():
-            return "fp64"
-        case Float16Type():
-            return "fp16"
-        case BFloat16Type():
-            return "bf16"
-        case IntegerType() if dtype.width.data == 8:
-            return "int8"
-        case _:
-            return "fp32"
-
-
-def _vector_key(op: GraphOperation) -> str:
-    values = [*op.operands, *op.results]
-    return "fp64" if any(isinstance(element_type(v), Float64Type) for v in values) else "fp32"
-
-
-def storage(value: SSAValue) -> SSAValue:
-    """The value whose storage `value` views: through reshapes and dropouts, to what they view."""
-    while isinstance(owner := value.owner, ReshapeOp | DropoutOp):
-        value = owner.input
-    return value
-
-
 # ---- per-family work ----
 
 
@@ -368,33 +216,33 @@ def op_work(op: GraphOperation) -> OpWork:
             flops = sum(shape.flops for shape in gemm_shapes(op))
             return _whole(op, flops, peak_key(element_type(op.operands[0])))
         case DropoutTrainOp():  # a draw and a compare per element, and the kept ones' scaling
-            return _whole(op, 3 * elements(op.result), _vector_key(op))
+            return _whole(op, 3 * elements(op.result), vector_key(op))
         case UnaryOp() | BinaryOp() | WhereOp() | CastOp():
             per_element = GELU_FLOPS[op.approximate.data] if isinstance(op, GeluOp) else ELEMENTWISE_FLOPS[type(op)]
-            return _whole(op, per_element * elements(op.results[0]), _vector_key(op))
+            return _whole(op, per_element * elements(op.results[0]), vector_key(op))
         case ReduceOp() | ArgReduceOp():
-            return _whole(op, _reduction_flops(op), _vector_key(op))
+            return _whole(op, reduction_flops(op), vector_key(op))
         case ScanOp():  # one add or multiply per element
-            return _whole(op, elements(op.results[0]), _vector_key(op))
+            return _whole(op, elements(op.results[0]), vector_key(op))
         case DetOp():  # an LU factorization per matrix (n^3/3 multiply-adds), then the diagonal's product
             n = static_shape(op.input)[-1]
-            return _whole(op, elements(op.result) * (2 * n**3 // 3 + n), _vector_key(op))
+            return _whole(op, elements(op.result) * (2 * n**3 // 3 + n), vector_key(op))
         case TopKOp():  # a sort along the axis: n log2 n comparisons
             n = static_shape(op.input)[op.topk_axis()]
-            return _whole(op, round(elements(op.input) * math.log2(max(n, 2))), _vector_key(op))
+            return _whole(op, round(elements(op.input) * math.log2(max(n, 2))), vector_key(op))
         case SoftmaxOp() | LogSoftmaxOp():
-            return _whole(op, _softmax_flops(op), _vector_key(op))
+            return _whole(op, softmax_flops(op), vector_key(op))
         case BatchNormOp() | BatchNormTrainOp() | AffineNormOp() | LrnOp():
-            return _whole(op, _norm_flops(op), _vector_key(op))
+            return _whole(op, norm_flops(op), vector_key(op))
         case MaxPoolOp() | AvgPoolOp() | GlobalPoolOp() | AdaptivePoolOp():
-            return _whole(op, _pool_flops(op), _vector_key(op))
+            return _whole(op, pool_flops(op), vector_key(op))
         case GridSampleOp():
-            return _whole(op, _grid_sample_flops(op), _vector_key(op))
+            return _whole(op, grid_sample_flops(op), vector_key(op))
         case MaxPoolGradOp() | AvgPoolGradOp():  # (the window maxima found again, then) an add per window cell
             taps = math.prod(ints(op.kernel))
-            return _whole(op, elements(op.grad_output) * taps, _vector_key(op))
+            return _whole(op, elements(op.grad_output) * taps, vector_key(op))
         case EmbeddingBagGradOp():  # one add per looked-up element, into a zeroed table
-            return _whole(op, elements(op.indices) * static_shape(op.grad_output)[1], _vector_key(op))
+            return _whole(op, elements(op.indices) * static_shape(op.grad_output)[1], vector_key(op))
         case EmbeddingBagUpdateOp():
             return _bag_update_work(op)
         case EmbeddingBagAdamUpdateOp():
@@ -404,7 +252,7 @@ def op_work(op: GraphOperation) -> OpWork:
         case SliceOp() | GatherOp() | GatherElementsOp():
             return _partial_read(op)
         case ScatterElementsOp():  # the input copied whole into the result, then one reduction per update
-            return _whole(op, 0 if op.reduction.data == "none" else elements(op.updates), _vector_key(op))
+            return _whole(op, 0 if op.reduction.data == "none" else elements(op.updates), vector_key(op))
         case TransposeOp() | ConcatOp() | SplitOp() | PadOp() | ExpandOp() | TileOp() | BitcastOp() | SliceScatterOp():
             return _whole(op, 0, "fp32")
         case _:
@@ -482,92 +330,6 @@ def gemm_shapes(
             )
 
 
-def _reduction_flops(op: ReduceOp | ArgReduceOp) -> int:
-    """n - 1 operations per result to reduce n values; a mean's division makes it n."""
-    x = static_shape(op.input)
-    if isinstance(op, ReduceOp):
-        n = math.prod(x[a] for a in op.reduced_axes())
-    else:
-        n = x[normalize_axis(op.axis.value.data, len(x), op.name)]
-    outputs = elements(op.results[0])
-    return outputs * n if isinstance(op, ReduceMeanOp) else outputs * max(n - 1, 0)
-
-
-def _rows(total: int, n: int) -> int:
-    return total // n if n else 0
-
-
-def _softmax_flops(op: SoftmaxOp | LogSoftmaxOp) -> int:
-    """Per row of n: softmax is max (n - 1), sub (n), exp (n), sum (n - 1), div (n): 5n - 2;
-    log-softmax is max, sub, exp, sum, one log, sub: 4n - 1."""
-    x = static_shape(op.input)
-    n = x[normalize_axis(op.axis.value.data, len(x), op.name)]
-    rows = _rows(math.prod(x), n)
-    return rows * (5 * n - 2 if isinstance(op, SoftmaxOp) else 4 * n - 1)
-
-
-def _norm_flops(op: BatchNormOp | BatchNormTrainOp | AffineNormOp | LrnOp) -> int:
-    """Statistics over rows of n: mean n, variance 3n (sub, square, sum and a division), rstd 2 (add epsilon,
-    rsqrt); normalizing 1 per element (times rstd); an affine pair 2 per element (mul, add)."""
-    x = static_shape(op.input)
-    total = math.prod(x)
-    match op:
-        case BatchNormOp():
-            # Per channel a factor scale * rsqrt(var + eps) and a shift bias - mean * factor (5); then x * f + s.
-            return 2 * total + 5 * x[1]
-        case BatchNormTrainOp():
-            # Batch statistics per channel (4n + 2), then the inference form's factor (3) and its 2 per element.
-            return 6 * total + 5 * x[1]
-        case LrnOp():
-            # Per element: `size` squares and size - 1 adds, then times alpha / size, plus bias, pow, div.
-            return (2 * op.size.value.data + 3) * total
-        case LayerNormOp():
-            n = math.prod(x[normalize_axis(op.axis.value.data, len(x), op.name) :])
-        case InstanceNormOp():
-            n = math.prod(x[2:])
-        case GroupNormOp():
-            n = x[1] // op.num_groups.value.data * math.prod(x[2:])
-        case _:
-            raise CostModelError(f"cost model: no model for {describe(op)}")
-    affine = 2 * total if op.affine else 0
-    return _rows(total, n) * (5 * n + 2) + affine
-
-
-def _pool_flops(op: MaxPoolOp | AvgPoolOp | GlobalPoolOp | AdaptivePoolOp) -> int:
-    """A window of w values: max takes w - 1 compares, average w - 1 adds and a division (w)."""
-    x, outputs = static_shape(op.input), elements(op.results[0])
-    match op:
-        case MaxPoolOp() | AvgPoolOp():
-            window_elements = outputs * math.prod(ints(op.kernel))
-        case GlobalPoolOp():
-            window_elements = math.prod(x)
-        case AdaptivePoolOp():
-            # PyTorch's windows along a dim of `size` into `out`: [floor(i size / out), ceil((i + 1) size / out)).
-            per_dim = [
-                sum(-(-(i + 1) * size // out) - i * size // out for i in range(out))
-                for size, out in zip(x[2:], ints(op.output_size), strict=True)
-            ]
-            window_elements = x[0] * x[1] * math.prod(per_dim)
-    averages = isinstance(op, AvgPoolOp | GlobalAvgPoolOp | AdaptiveAvgPoolOp)
-    return window_elements if averages else window_elements - outputs
-
-
-GRID_SAMPLE_TAPS = {"nearest": 1, "linear": 2, "cubic": 4}
-"""The input elements a grid sample's interpolation weighs along each spatial dim."""
-
-GRID_SAMPLE_WEIGHT_FLOPS = {"nearest": 1, "linear": 3, "cubic": 36}
-"""Per point and dim, the taps' weights: a rounding; a floor, the fraction and 1 - it; four cubics of about 9."""
-
-
-def _grid_sample_flops(op: GridSampleOp) -> int:
-    """Per point and dim, the coordinate's denormalization (3) and the taps' weights; per output element, a
-    multiply and an add for each tap of the dims' outer product."""
-    grid, mode = static_shape(op.grid), op.mode.data
-    dims = grid[-1]
-    coordinates = math.prod(grid[:-1]) * dims * (3 + GRID_SAMPLE_WEIGHT_FLOPS[mode])
-    return coordinates + elements(op.result) * 2 * GRID_SAMPLE_TAPS[mode] ** dims
-
-
 def constant_indices(value: SSAValue) -> np.ndarray | None:
     """The values of an index tensor that is a constant (possibly reshaped), or None."""
     owner = storage(value).owner
@@ -597,7 +359,7 @@ def _embedding_work(op: EmbeddingOp | EmbeddingBagOp) -> OpWork:
     reads[storage(op.table)] = distinct * dim * element_bytes(op.table)
     writes: dict[SSAValue, int] = {op.result: nbytes(op.result)}
     if isinstance(op, EmbeddingOp):
-        return OpWork(0, reads, writes, _vector_key(op))
+        return OpWork(0, reads, writes, vector_key(op))
     # Pooling a bag of b rows takes b - 1 adds (or compares) per column; weights add a multiply per lookup,
     # a mean a division per column of each bag.
     bags = static_shape(op.result)[0]
@@ -606,7 +368,7 @@ def _embedding_work(op: EmbeddingOp | EmbeddingBagOp) -> OpWork:
         flops += lookups * dim
     if op.mode.data == "mean":
         flops += bags * dim
-    return OpWork(flops, reads, writes, _vector_key(op))
+    return OpWork(flops, reads, writes, vector_key(op))
 
 
 def _bag_update_work(op: EmbeddingBagUpdateOp) -> OpWork:
@@ -616,7 +378,7 @@ def _bag_update_work(op: EmbeddingBagUpdateOp) -> OpWork:
     reads = {storage(v): nbytes(v) for v in op.operands if v is not op.table}
     reads[storage(op.table)] = touched
     flops = 2 * elements(op.indices) * static_shape(op.table)[1]
-    return OpWork(flops, reads, {op.result: touched}, _vector_key(op))
+    return OpWork(flops, reads, {op.result: touched}, vector_key(op))
 
 
 def _bag_adam_work(op: EmbeddingBagAdamUpdateOp) -> OpWork:
@@ -630,7 +392,7 @@ def _bag_adam_work(op: EmbeddingBagAdamUpdateOp) -> OpWork:
     reads = {storage(v): nbytes(v) for v in op.operands[3:]}  # after the table and its moments
     reads.update({storage(v): touched for v in (op.table, op.exp_avg, op.exp_avg_sq)})
     flops = 2 * lookups * dim + 10 * distinct * dim
-    return OpWork(flops, reads, {r: touched for r in op.results}, _vector_key(op))
+    return OpWork(flops, reads, {r: touched for r in op.results}, vector_key(op))
 
 
 def _partial_read(op: SliceOp | GatherOp | GatherElementsOp) -> OpWork:

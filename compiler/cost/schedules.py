@@ -24,7 +24,7 @@ from math import ceil
 
 from gnomon.cost.devices import Device
 from gnomon.cost.program import kernel_cost
-from gnomon.cost.roofline import static_shape
+from gnomon.cost.values import static_shape
 from gnomon.dialects import kernel
 from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.linalg import MatmulOp

@@ -16,7 +16,7 @@ from gnomon.cost.analytical import OpCost
 from gnomon.cost.critical_path import Task, schedule
 from gnomon.cost.devices import Device
 from gnomon.cost.report import AnalysisError, OpRecord, Report
-from gnomon.cost.roofline import CostModelError, nbytes
+from gnomon.cost.values import CostModelError, nbytes
 from gnomon.dialects import rt
 from gnomon.dialects.graph.constant_values import element_bytes
 from gnomon.dialects.graph.tensor import ConstantOp

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import MemRefType, TensorType
 
 from gnomon.cost.devices import Device
-from gnomon.cost.roofline import static_shape
+from gnomon.cost.values import static_shape
 from gnomon.dialects import kernel
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.nn import AdaptivePoolOp, AvgPoolOp, MaxPoolOp

@@ -150,28 +150,18 @@ class _RowNests:
         self.row_loops = row_loops
 
     def with_columns(self, columns: tuple[int, ...], accesses: Sequence[Access]) -> Loops:
-        """The row loops, then loops over `columns` (dims numbered after the row dims): neighbouring column dims
-        share one loop where every access walks them in step, as `plan_loops` coalesces. An operand broadcast
-        along some of them (a per-column scale of 10 against 10 x 10 columns) keeps its dims' loops apart: one
-        flat index cannot address it."""
+        """The row loops, then loops over `columns` (dims numbered after the row dims), coalesced as `plan_loops`
+        coalesces: only where every access walks them in step. An operand broadcast along some of them (a
+        per-column scale of 10 against 10 x 10 columns) keeps their loops apart: one flat index cannot address
+        it."""
         first = len(self.rows)
-        dims = [first + k for k, extent in enumerate(columns) if extent != 1]
-        walked = [[t for t in access if t in dims] for access in accesses]
-
-        def in_step(a: int, b: int) -> bool:
-            return all((a in w) == (b in w) and (a not in w or w.index(b) == w.index(a) + 1) for w in walked)
-
-        groups: list[list[int]] = []
-        for d in dims:
-            if groups and in_step(groups[-1][-1], d):
-                groups[-1].append(d)
-            else:
-                groups.append([d])
+        shape = (*self.rows, *columns)
+        column_loops = plan_loops(shape, range(first, len(shape)), [0] * len(shape), accesses, keep_first=False)
         loops = self.row_loops
         return Loops(
-            (*loops.dims, *(tuple(g) for g in groups)),
-            (*loops.extents, *(prod(columns[d - first] for d in g) for g in groups)),
-            (*loops.tiles, *(0 for _ in groups)),
+            (*loops.dims, *column_loops.dims),
+            (*loops.extents, *column_loops.extents),
+            (*loops.tiles, *column_loops.tiles),
         )
 
     def fill(self, target: SSAValue, value: float, access: Access) -> None:

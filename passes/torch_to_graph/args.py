@@ -37,7 +37,7 @@ from gnomon.dialects.graph.constant_values import (
 )
 from gnomon.dialects.graph.elementwise import CastOp
 from gnomon.dialects.graph.integer_folding import fold_integer_op
-from gnomon.dialects.graph.tensor import ConstantOp
+from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
 from gnomon.dialects.torch import (
     ConstantBoolOp,
     ConstantFloatOp,
@@ -160,6 +160,15 @@ class AtenArgs:
     def tensor_as(self, name: str, element_type: Attribute) -> SSAValue:
         """The tensor operand converted to `element_type` (torch promotes mixed dtypes implicitly)."""
         return self.cast(self.tensor(name), element_type)
+
+    def reshape(self, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+        """`value` with `shape` (its own element type): itself where it has that shape already."""
+        value_type = tensor_type(value)
+        if tuple(value_type.get_shape()) == tuple(shape):
+            return value
+        return self.value(
+            ReshapeOp.build(operands=[value], result_types=[TensorType(value_type.get_element_type(), shape)])
+        )
 
     def cast(self, value: SSAValue, element_type: Attribute) -> SSAValue:
         value_type = tensor_type(value)

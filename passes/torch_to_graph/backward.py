@@ -135,14 +135,19 @@ def convolution_backward(a: AtenArgs) -> list[SSAValue]:
             ConvWeightGradOp.build(operands=[x, dy], properties=props, result_types=[a.result_type(1)])
         )
     if mask[2]:
-        axes = [0, *range(2, 2 + spatial)]
-        results[2] = a.value(
-            ReduceSumOp.build(
-                operands=[dy], properties={"axes": i64_array(axes), "keepdims": bool_attr(False)},
-                result_types=[a.result_type(2)],
-            )
-        )  # fmt: skip
+        results[2] = _bias_gradient(a, dy, spatial)
     return results
+
+
+def _bias_gradient(a: AtenArgs, dy: SSAValue, spatial: int) -> SSAValue:
+    """A convolution's bias gradient, plain or transposed: the result's gradient summed over batch and space."""
+    axes = [0, *range(2, 2 + spatial)]
+    return a.value(
+        ReduceSumOp.build(
+            operands=[dy], properties={"axes": i64_array(axes), "keepdims": bool_attr(False)},
+            result_types=[a.result_type(2)],
+        )
+    )  # fmt: skip
 
 
 def _transposed_convolution_backward(a: AtenArgs) -> list[SSAValue]:
@@ -166,13 +171,7 @@ def _transposed_convolution_backward(a: AtenArgs) -> list[SSAValue]:
             ConvWeightGradOp.build(operands=[dy, x], properties={**kernel, **window}, result_types=[a.result_type(1)])
         )
     if mask[2]:
-        axes = [0, *range(2, 2 + spatial)]
-        results[2] = a.value(
-            ReduceSumOp.build(
-                operands=[dy], properties={"axes": i64_array(axes), "keepdims": bool_attr(False)},
-                result_types=[a.result_type(2)],
-            )
-        )  # fmt: skip
+        results[2] = _bias_gradient(a, dy, spatial)
     return results
 
 

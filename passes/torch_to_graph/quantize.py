@@ -55,7 +55,7 @@ from gnomon.dialects.graph.elementwise import (
 from gnomon.dialects.graph.linalg import MatmulOp
 from gnomon.dialects.graph.nn import ConvOp
 from gnomon.dialects.graph.reduce import ReduceMaxOp, ReduceMinOp
-from gnomon.dialects.graph.tensor import ExpandOp, ReshapeOp, SliceOp
+from gnomon.dialects.graph.tensor import ExpandOp, SliceOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
 from gnomon.passes.torch_to_graph.registry import converts
 
@@ -68,13 +68,6 @@ def _apply(a: AtenArgs, op_class: type[BinaryOp], lhs: SSAValue, rhs: SSAValue) 
     shape = broadcast_shapes([tensor_type(lhs).get_shape(), tensor_type(rhs).get_shape()], op_class.name)
     element = IntegerType(1) if issubclass(op_class, CompareOp) else tensor_type(lhs).get_element_type()
     return a.value(op_class.build(operands=[lhs, rhs], result_types=[TensorType(element, shape)]))
-
-
-def _reshape(a: AtenArgs, x: SSAValue, shape: Sequence[int]) -> SSAValue:
-    x_type = tensor_type(x)
-    if tuple(x_type.get_shape()) == tuple(shape):
-        return x
-    return a.value(ReshapeOp.build(operands=[x], result_types=[TensorType(x_type.get_element_type(), shape)]))
 
 
 def _integer_range(element: Attribute) -> tuple[int, int]:
@@ -93,12 +86,12 @@ def _along(a: AtenArgs, value: SSAValue, shape: Sequence[int], axis: int, block_
     block of that many indices along `axis` (the last block may be shorter)."""
     value_shape = tensor_type(value).get_shape()
     if multiply_dims(value_shape) == 1:
-        return _reshape(a, value, [])
+        return a.reshape(value, [])
     axis = normalize_axis(axis, len(shape), "quantization axis")
     if block_size <= 0:
         if len(value_shape) != 1:
             raise NotConvertible(f"a per-axis scale or zero point of shape {list(value_shape)} (expected a vector)")
-        return _reshape(a, value, [value_shape[0] if i == axis else 1 for i in range(len(shape))])
+        return a.reshape(value, [value_shape[0] if i == axis else 1 for i in range(len(shape))])
     if DYN in shape:
         raise NotConvertible("blocked quantization of a tensor with dynamic dims")
     if len(value_shape) != len(shape) or DYN in value_shape:
@@ -106,10 +99,9 @@ def _along(a: AtenArgs, value: SSAValue, shape: Sequence[int], axis: int, block_
             f"a blocked scale or zero point of shape {list(value_shape)} for a tensor of {list(shape)}"
         )
     element, blocks = tensor_type(value).get_element_type(), value_shape[axis]
-    unit = _reshape(a, value, [*value_shape[: axis + 1], 1, *value_shape[axis + 1 :]])
+    unit = a.reshape(value, [*value_shape[: axis + 1], 1, *value_shape[axis + 1 :]])
     repeated = TensorType(element, [*value_shape[: axis + 1], block_size, *value_shape[axis + 1 :]])
-    spread = _reshape(
-        a,
+    spread = a.reshape(
         a.value(ExpandOp.build(operands=[unit], result_types=[repeated])),
         [*value_shape[:axis], blocks * block_size, *value_shape[axis + 1 :]],
     )
@@ -275,7 +267,7 @@ def _per_output_channel(a: AtenArgs, value: SSAValue, rank: int, axis: int) -> S
     shape = tensor_type(value).get_shape()
     if len(shape) != 1:
         return value
-    return _reshape(a, value, [shape[0] if i == axis else 1 for i in range(rank)])
+    return a.reshape(value, [shape[0] if i == axis else 1 for i in range(rank)])
 
 
 def _centered_f64(a: AtenArgs, name: str, zero_point_name: str, weight: bool) -> SSAValue:

@@ -22,7 +22,7 @@ from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import DYN, bool_attr, f64_attr, i64_array, i64_attr, str_attr
 from gnomon.dialects.graph.linalg import LinearOp
 from gnomon.dialects.graph.recurrent import GruOp, LstmOp, RnnOp
-from gnomon.dialects.graph.tensor import ConcatOp, GatherOp, ReshapeOp, SplitOp, TransposeOp
+from gnomon.dialects.graph.tensor import ConcatOp, GatherOp, SplitOp, TransposeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, fold_tensor, tensor_type
 from gnomon.passes.torch_to_graph.registry import converts
 
@@ -37,12 +37,6 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
 
 def _dtype(value: SSAValue) -> Attribute:
     return tensor_type(value).get_element_type()
-
-
-def _reshape(a: AtenArgs, x: SSAValue, shape: Sequence[int]) -> SSAValue:
-    if _shape(x) == tuple(shape):
-        return x
-    return a.value(ReshapeOp.build(operands=[x], result_types=[TensorType(_dtype(x), shape)]))
 
 
 def _transpose(a: AtenArgs, x: SSAValue, permutation: Sequence[int]) -> SSAValue:
@@ -80,7 +74,7 @@ def _gather(a: AtenArgs, x: SSAValue, indices: int | Sequence[int], axis: int) -
 
 def _stack(a: AtenArgs, states: Sequence[SSAValue]) -> SSAValue:
     """(batch, hidden) states stacked into (len(states), batch, hidden)."""
-    return _concat(a, [_reshape(a, s, [1, *_shape(s)]) for s in states], 0)
+    return _concat(a, [a.reshape(s, [1, *_shape(s)]) for s in states], 0)
 
 
 def _layer(
@@ -310,7 +304,7 @@ def _direction(a: AtenArgs, value: SSAValue, direction: int, axis: int = 0) -> S
     """One direction's part of an operand with a directions axis."""
     shape = _shape(value)
     if shape[axis] == 1:
-        return _reshape(a, value, [d for i, d in enumerate(shape) if i != axis])
+        return a.reshape(value, [d for i, d in enumerate(shape) if i != axis])
     return _gather(a, value, direction, axis)
 
 
@@ -371,7 +365,7 @@ def _onnx(a: AtenArgs, op_type: RecurrentType, kind: dict[str, Attribute]) -> li
         if op_type is RnnOp:
             properties["nonlinearity"] = str_attr(nonlinearities[d])
         results.append(_layer(a, op_type, x, weights, states, properties, peepholes))
-    y = _concat(a, [_reshape(a, ys[0], [steps, 1, batch, hidden]) for ys in results], 1)
+    y = _concat(a, [a.reshape(ys[0], [steps, 1, batch, hidden]) for ys in results], 1)
     finals = [_stack(a, [ys[k] for ys in results]) for k in range(1, len(results[0]))]
     if layout:
         y, finals = _transpose(a, y, [2, 0, 1, 3]), [_transpose(a, f, [1, 0, 2]) for f in finals]

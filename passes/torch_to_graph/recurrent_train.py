@@ -7,26 +7,15 @@ backward `graph.lstm_grad` (see `gnomon.dialects.graph.recurrent_train`). The ke
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph.base import bool_attr
 from gnomon.dialects.graph.recurrent_train import LstmGradOp, LstmTrainOp
-from gnomon.dialects.graph.tensor import ReshapeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
 from gnomon.passes.torch_to_graph.registry import converts
 
 _LSTM_MODE = 2
 """ideep's rnn_kind::LSTM."""
-
-
-def _reshape(a: AtenArgs, x: SSAValue, shape: Sequence[int]) -> SSAValue:
-    x_type = tensor_type(x)
-    if x_type.get_shape() == tuple(shape):
-        return x
-    return a.value(ReshapeOp.build(operands=[x], result_types=[TensorType(x_type.get_element_type(), shape)]))
 
 
 def _one_layer(a: AtenArgs) -> None:
@@ -41,7 +30,7 @@ def _one_layer(a: AtenArgs) -> None:
 
 def _state(a: AtenArgs, name: str) -> SSAValue:
     state = a.tensor(name)
-    return _reshape(a, state, tensor_type(state).get_shape()[1:])
+    return a.reshape(state, tensor_type(state).get_shape()[1:])
 
 
 @converts(
@@ -62,7 +51,7 @@ def mkldnn_rnn_layer(a: AtenArgs) -> list[SSAValue]:
     layer.verify_()  # a malformed call's shapes: refused with the verifier's reason
     y, h_n, c_n, workspace = a.emit(layer).results
     single = a.result_type(1).get_shape()
-    return [y, _reshape(a, h_n, single), _reshape(a, c_n, single), workspace]
+    return [y, a.reshape(h_n, single), a.reshape(c_n, single), workspace]
 
 
 @converts(
@@ -81,7 +70,7 @@ def mkldnn_rnn_layer_backward(a: AtenArgs) -> list[SSAValue]:
         given = a.optional_tensor(name)
         if given is None:
             return a.splat(0.0, tensor_type(like))
-        return _reshape(a, given, tensor_type(like).get_shape())
+        return a.reshape(given, tensor_type(like).get_shape())
 
     weights = [a.tensor(n) for n in ("weight1", "weight2", "weight3", "weight4")]
     grads = [gradient("grad_output", y), gradient("grad_hy", h_n), gradient("grad_cy", c_n)]
@@ -93,4 +82,4 @@ def mkldnn_rnn_layer_backward(a: AtenArgs) -> list[SSAValue]:
     backward.verify_()
     dx, dw_ih, dw_hh, db, dh0, dc0 = a.emit(backward).results
     single = a.result_type(5).get_shape()
-    return [dx, dw_ih, dw_hh, db, db, _reshape(a, dh0, single), _reshape(a, dc0, single)]
+    return [dx, dw_ih, dw_hh, db, db, a.reshape(dh0, single), a.reshape(dc0, single)]

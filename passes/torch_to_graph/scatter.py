@@ -18,7 +18,6 @@ from gnomon.dialects.graph.tensor import (
     ConstantOp,
     ExpandOp,
     PadOp,
-    ReshapeOp,
     ScatterElementsOp,
     SliceOp,
     SliceScatterOp,
@@ -49,13 +48,6 @@ def _corner(a: AtenArgs, x: SSAValue, shape: Sequence[int]) -> SSAValue:
     return a.value(
         SliceOp.build(operands=[x], properties=props, result_types=[TensorType(x_type.get_element_type(), shape)])
     )
-
-
-def _reshape(a: AtenArgs, x: SSAValue, shape: Sequence[int]) -> SSAValue:
-    x_type = tensor_type(x)
-    if tuple(x_type.get_shape()) == tuple(shape):
-        return x
-    return a.value(ReshapeOp.build(operands=[x], result_types=[TensorType(x_type.get_element_type(), shape)]))
 
 
 def _expand(a: AtenArgs, x: SSAValue, shape: Sequence[int]) -> SSAValue:
@@ -184,10 +176,10 @@ def index_put(a: AtenArgs) -> SSAValue:
     rows = [before, math.prod(picked), after]
     # The values broadcast to what x[i, j] would return, flattened as the input is.
     values = _expand(a, a.cast(a.tensor("values"), element), [*shape[:first], *picked, *shape[last + 1 :]])
-    where = _expand(a, _reshape(a, linear, [1, rows[1], 1]), rows)
-    flat = _reshape(a, x, [before, math.prod(shape[first : last + 1]), after])
+    where = _expand(a, a.reshape(linear, [1, rows[1], 1]), rows)
+    flat = a.reshape(x, [before, math.prod(shape[first : last + 1]), after])
     reduction = "add" if a.bool("accumulate") else "none"
-    out = _reshape(a, scatter(a, flat, 1, where, _reshape(a, values, rows), reduction), shape)
+    out = a.reshape(scatter(a, flat, 1, where, a.reshape(values, rows), reduction), shape)
     if not moved:
         return out
     inverse = [permutation.index(d) for d in range(len(shape))]
@@ -216,7 +208,7 @@ def index_add(a: AtenArgs) -> SSAValue:
         scale = a.scalar_tensor(alpha, element)
         source = a.value(ew.MulOp.build(operands=[source, scale], result_types=[tensor_type(source)]))
     column = [source_shape[dim] if d == dim else 1 for d in range(rank)]
-    where = _expand(a, _reshape(a, index, column), source_shape)
+    where = _expand(a, a.reshape(index, column), source_shape)
     return scatter(a, x, dim, where, source, "add")
 
 
@@ -252,7 +244,7 @@ def select_scatter(a: AtenArgs) -> SSAValue:
     dim, index = a.int("dim") % len(shape), a.int("index") % shape[a.int("dim") % len(shape)]
     src = a.tensor("src")
     unit = [*tensor_type(src).get_shape()[:dim], 1, *tensor_type(src).get_shape()[dim:]]
-    return _slice_scatter(a, _reshape(a, src, unit), dim, index, index + 1, 1)
+    return _slice_scatter(a, a.reshape(src, unit), dim, index, index + 1, 1)
 
 
 def _slice_scatter(a: AtenArgs, src: SSAValue, dim: int, start: int | None, end: int | None, step: int) -> SSAValue:
@@ -294,9 +286,9 @@ def _unpool(a: AtenArgs, x: SSAValue, indices: SSAValue, spatial: Sequence[int],
     rows = math.prod(lead) if per_plane else 1
     element = tensor_type(x).get_element_type()
     zeros = a.splat(0, TensorType(element, [rows, math.prod(out_shape) // rows]))
-    values = _reshape(a, x, [rows, math.prod(shape) // rows])
-    where = _reshape(a, indices, [rows, math.prod(shape) // rows])
-    return _reshape(a, scatter(a, zeros, 1, where, values, "none"), out_shape)
+    values = a.reshape(x, [rows, math.prod(shape) // rows])
+    where = a.reshape(indices, [rows, math.prod(shape) // rows])
+    return a.reshape(scatter(a, zeros, 1, where, values, "none"), out_shape)
 
 
 @converts("torch.aten.max_unpool2d", args="self indices output_size")
@@ -370,10 +362,10 @@ def _col2im(
     flat = np.asarray(np.ravel_multi_index(tuple(coordinates), padded))
     lead = [*shape[:-2], shape[-2] // kernel]
     element = tensor_type(x).get_element_type()
-    columns = _reshape(a, x, [*lead, kernel * count])
+    columns = a.reshape(x, [*lead, kernel * count])
     where = _expand(a, a.constant(flat.reshape([1] * len(lead) + [kernel * count]), i64), [*lead, kernel * count])
     zeros = a.splat(0, TensorType(element, [*lead, math.prod(padded)]))
-    summed = _reshape(a, scatter(a, zeros, len(lead), where, columns, "add"), [*lead, *padded])
+    summed = a.reshape(scatter(a, zeros, len(lead), where, columns, "add"), [*lead, *padded])
     if not any(pads):
         return summed
     props = {
