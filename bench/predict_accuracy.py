@@ -60,7 +60,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 from op_families import shape_class
-from training_cases import StepRunner, training_cases
+from training_cases import TRAINING_SET, TRAINING_VALIDATION, StepRunner, TrainingEntry, training_cases
 from xdsl.dialects.builtin import ModuleOp
 
 import gnomon
@@ -91,10 +91,16 @@ class Case:
     batch: int
     executable: Executable | StepRunner
     inputs: list[np.ndarray]
-    eager: Callable[[], Any]
+    eager: Callable[[], Any] | None
+    """PyTorch eager's run, timed in this process; None where `eager_timer` times it elsewhere."""
     eager_prediction: Callable[[Device], Report]
     """The `torch-eager` prediction with a device: the imported graph op by op (inference), or the training step's
     graph as eager trains (`gnomon.cost.eager_training`)."""
+    eager_timer: Callable[[int, float], list[float]] | None = None
+    """Where `eager` is None: eager's medians (`runs`, `budget_s`) measured in a process of its own (a training
+    step: `training_cases.EagerProcess`)."""
+    eager_profile: Callable[[], tuple[int, float]] | None = None
+    """Where `eager` is None: its `aten_profile`, taken there."""
 
 
 def _eager_of(graph: ModuleOp, name: str) -> Callable[[Device], Report]:
@@ -213,7 +219,7 @@ def validation_cases(wanted: set[str] | None) -> list[Case]:
     return cases
 
 
-def _runs_for(call: Callable[[], Any], runs: int, budget_s: float) -> int:
+def runs_for(call: Callable[[], Any], runs: int, budget_s: float) -> int:
     """`runs`, or fewer for a slow model (at least 3), so that one measurement takes about `budget_s`."""
     start = time.perf_counter()
     call()
@@ -226,7 +232,7 @@ MEDIANS = 3
 serving loop sees them: a median is robust to a slow call, the smallest median to a slow stretch."""
 
 
-def _medians(call: Callable[[], Any], runs: int) -> list[float]:
+def timed_medians(call: Callable[[], Any], runs: int) -> list[float]:
     """`MEDIANS` medians of `runs` calls each, back to back."""
     medians: list[float] = []
     for _ in range(MEDIANS):
@@ -292,7 +298,7 @@ class Sample:
 def sample(case: Case, runs: int, budget_s: float, device: Device) -> Sample:
     executable, inputs = case.executable, case.inputs
     executable.run(inputs)
-    count = _runs_for(lambda: executable.run(inputs), runs, budget_s)
+    count = runs_for(lambda: executable.run(inputs), runs, budget_s)
     medians: list[list[float]] = []
     for _ in range(MEDIANS):
         profiles: list[list[float]] = []
@@ -303,24 +309,28 @@ def sample(case: Case, runs: int, budget_s: float, device: Device) -> Sample:
     per_launch = [list(column) for column in zip(*medians, strict=True)]
     time.sleep(0.2)  # torch's OpenMP workers spin after a call: let them sleep before the next system runs
     executable.run(inputs)
-    gnomon = _medians(lambda: executable.run(inputs), count)
+    gnomon = timed_medians(lambda: executable.run(inputs), count)
     time.sleep(0.2)
-    case.eager()
-    eager = _medians(case.eager, _runs_for(case.eager, runs, budget_s))
+    if case.eager is None:
+        assert case.eager_timer is not None, "a case without eager in this process times it elsewhere"
+        eager = case.eager_timer(runs, budget_s)
+    else:
+        case.eager()
+        eager = timed_medians(case.eager, runs_for(case.eager, runs, budget_s))
     return Sample([min(m) for m in per_launch], min(gnomon), min(eager), device, gnomon, eager, per_launch)
 
 
-def aten_profile(case: Case) -> tuple[int, float]:
+def aten_profile(eager: Callable[[], Any]) -> tuple[int, float]:
     """PyTorch eager's top-level ATen ops in one call (torch.profiler, after a warm-up): how many, and their CPU
     time together (dispatch, checks and kernels), the smallest of three profiled calls. What eager spends outside
     them is Python's: module calls and the forward's own code."""
     from torch.profiler import ProfilerActivity, profile
 
-    case.eager()
+    eager()
     best: tuple[int, float] | None = None
     for _ in range(3):
         with profile(activities=[ProfilerActivity.CPU]) as profiled:
-            case.eager()
+            eager()
         top = [e for e in profiled.events() if e.name.startswith("aten::") and not _inside_aten(e)]
         figures = (len(top), sum(e.cpu_time_total for e in top) * 1e-6)
         best = figures if best is None or figures[1] < best[1] else best
@@ -335,6 +345,13 @@ def _inside_aten(event: Any) -> bool:
             return True
         parent = parent.cpu_parent
     return False
+
+
+def _eager_profile(case: Case) -> tuple[int, float]:
+    if case.eager is not None:
+        return aten_profile(case.eager)
+    assert case.eager_profile is not None, "a case timed elsewhere is profiled there"
+    return case.eager_profile()
 
 
 def result(case: Case, samples: Sequence[Sample]) -> Result:
@@ -361,7 +378,7 @@ def result(case: Case, samples: Sequence[Sample]) -> Result:
         (statistics.median(r.predicted_e2e_s for r in predicted), statistics.median(s.gnomon_s for s in samples)),
         (statistics.median(eager), statistics.median(s.eager_s for s in samples)),
         eager_ops,
-        aten_profile(case),
+        _eager_profile(case),
         (_spread([s.gnomon_s for s in samples], [s.gnomon_spread for s in samples]),
          _spread([s.eager_s for s in samples], [s.eager_spread for s in samples])),
         _repeats(samples),
@@ -549,10 +566,16 @@ def main() -> None:
     sets: dict[str, list[Case]] = {}
     if args.train:
         optimizer = SGD(lr=0.01, momentum=0.9) if args.optimizer == "sgd" else Adam()
-        sets[f"TRAINING steps ({optimizer}), which the cost model is never tuned on"] = [
-            Case(c.name, c.family, c.batch, c.runner, c.inputs, c.eager, c.eager_prediction)
-            for c in training_cases(wanted, optimizer)
-        ]
+        chosen: list[tuple[str, dict[str, TrainingEntry]]] = []
+        if args.validate or args.both:
+            chosen.append(("TRAINING VALIDATION steps: never refined against", TRAINING_VALIDATION))
+        if not args.validate or args.both:
+            chosen.append(("TRAINING steps: the suite the training prediction was refined against", TRAINING_SET))
+        for title, entries in chosen:
+            sets[f"{title} ({optimizer})"] = [
+                Case(c.name, c.family, c.batch, c.runner, c.inputs, None, c.eager_prediction, c.timer, c.profile)
+                for c in training_cases(wanted, optimizer, entries)
+            ]
     elif args.validate or args.both:
         sets["VALIDATION set (bench/validation_set.py): models the cost model is never tuned on"] = validation_cases(
             wanted

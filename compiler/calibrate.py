@@ -7,6 +7,8 @@ It measures (`gnomon.runtime.calibration`), in under a minute (`quick` shrinks e
 - the streaming bandwidth of each memory level: cache sizes from sysfs, DRAM's from `/proc/meminfo`;
 - the runtime's launch overhead of a tiny kernel, PyTorch eager's per-op dispatch overhead, and the wait of a
   generated kernel split over threads after a library kernel (reported, not modelled);
+- the page faults of fresh memory per 4 KiB page (`page_fault_s`: eager's results above glibc's mmap threshold),
+  and eager's host costs in a training step (autograd, the optimizers' Python);
 - a suite of kernels profiled through the runtime, for the analytical models' efficiency factors
   (`gnomon.cost.analytical.Efficiency`), the library calls' fixed costs among them, and tiny calls of the library
   functions models call most, each function's own warm call (`Device.call_warm_s`);
@@ -145,6 +147,7 @@ def _measured_device(m: Measurements, rounds: Rounds, log: Callable[[str], None]
         launch_overhead_s=m.measured["launch_overhead_s"],
         dispatch_overhead_s=m.measured["dispatch_overhead_s"],
         module_call_s=m.measured["module_call_s"],
+        efficiency={"page_fault_s": m.measured["page_fault_s"]},
         eager_training={
             key.removeprefix("eager_training."): value
             for key, value in m.measured.items()

@@ -18,10 +18,10 @@ import ctypes
 import ctypes.util
 import os
 
+from gnomon.cost.eager import MMAP_THRESHOLD
+
 __all__ = ["MMAP_THRESHOLD", "keep_freed_memory"]
 
-MMAP_THRESHOLD = 32 << 20
-"""glibc's largest mmap threshold on 64-bit hosts: an allocation up to 32 MiB comes from the heap."""
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _tuned: bool | None = None
 

@@ -182,8 +182,9 @@ def test_a_quick_calibration_writes_a_calibrated_device(tmp_path: Path, fit: boo
     assert set(device.eager_training) == set(DEFAULTS)  # eager training's host costs, each measured
     assert device.eager_training["autograd_node_s"] > 0
     assert [level.name for level in device.memory] == [name for name, _, _ in cache_levels()] + ["dram"]
-    # Measured, not fitted: a thin call's misses (unless no probe's traffic left L1 here).
-    assert set(device.efficiency) - {"thin_call_cold_s"} == (set(FITTED) if fit else set())
+    # Measured, not fitted: a thin call's misses (unless no probe's traffic left L1 here), fresh pages' faults.
+    assert device.efficiency["page_fault_s"] > 0
+    assert set(device.efficiency) - {"thin_call_cold_s", "page_fault_s"} == (set(FITTED) if fit else set())
     assert "gnomon calibrate on" in device.source
 
 

@@ -647,3 +647,72 @@ def test_a_training_kernel_is_priced_at_its_familys_fitted_rate() -> None:
     slower = replace(device, efficiency={**device.efficiency, "norm_train": 0.25})
     faster = replace(device, efficiency={**device.efficiency, "norm_train": 0.5})
     assert op_cost(op, slower).kernel_s == pytest.approx(2 * op_cost(op, faster).kernel_s)
+
+
+def test_a_cpu_blas_pays_for_copying_its_operands_into_panels_most_at_few_rows() -> None:
+    """A CPU BLAS copies B (k x n) into its panels once a call and reuses them for every row: at 16 rows the copy
+    costs as much as `gemm_pack_rows` more rows would, per FLOP far more than at 512 rows. cuBLAS copies nothing."""
+
+    def linear(rows: int) -> GraphOperation:
+        x, y = f"tensor<{rows}x1024xf32>", f"tensor<{rows}x1024xf32>"
+        return only(parse(f"""
+        func.func @f(%x: {x}, %w: tensor<1024x1024xf32>) -> {y} {{
+          %0 = graph.linear %x, %w : ({x}, tensor<1024x1024xf32>) -> {y}
+          func.return %0 : {y}
+        }}"""), "graph.linear")  # fmt: skip
+
+    cpu = load_device("generic-cpu")
+    unpacked = replace(cpu, efficiency={**cpu.efficiency, "gemm_pack_rows": 0.0, "gemm_pack_columns": 0.0})
+    few, many = linear(16), linear(512)
+    eff = efficiency(cpu)
+    packing_s = 2 * 1024 * (eff.gemm_pack_rows * 1024 + eff.gemm_pack_columns * 16) / (cpu.peak("fp32") * eff.gemm)
+    assert op_cost(few, cpu).compute_s == pytest.approx(op_cost(few, unpacked).compute_s + packing_s)
+    per_row = [op_cost(op, cpu).compute_s / rows for op, rows in ((few, 16), (many, 512))]
+    assert per_row[0] > 1.5 * per_row[1]
+    gpu = load_device("a100")
+    assert efficiency(gpu).gemm_pack_rows == 0
+    assert efficiency(gpu).gemm_pack_columns == 0
+
+
+def test_eager_results_beyond_the_mmap_threshold_fault_their_pages_in() -> None:
+    """An eager CPU op's result above glibc's mmap threshold is fresh memory each run: its kernel pays
+    `page_fault_s` per 4 KiB page; one below reuses freed memory, and a GPU's caching allocator reuses blocks."""
+    from gnomon.cost.eager import MMAP_THRESHOLD, PAGE_BYTES, eager_op_cost
+
+    def relu(elements: int) -> GraphOperation:
+        t = f"tensor<{elements}xf32>"
+        return only(parse(f"""
+        func.func @f(%x: {t}) -> {t} {{
+          %0 = graph.relu %x : ({t}) -> {t}
+          func.return %0 : {t}
+        }}"""), "graph.relu")  # fmt: skip
+
+    cpu, gpu = load_device("generic-cpu"), load_device("a100")
+    large, small = relu(2 * MMAP_THRESHOLD // 4), relu(MMAP_THRESHOLD // 4)
+    pages = 2 * MMAP_THRESHOLD // PAGE_BYTES
+    assert eager_op_cost(large, cpu).first_touch_s == pytest.approx(pages * efficiency(cpu).page_fault_s)
+    assert eager_op_cost(large, cpu).kernel_s == pytest.approx(
+        op_cost(large, cpu).kernel_s + pages * efficiency(cpu).page_fault_s
+    )
+    assert eager_op_cost(small, cpu).first_touch_s == 0
+    assert eager_op_cost(large, gpu).first_touch_s == 0
+
+
+def test_eager_reads_a_transposed_operand_of_a_matrix_product_as_a_view() -> None:
+    """`mm(grad.t(), x)`: eager's transpose is a strided view the BLAS reads as it is, so it runs no kernel; one
+    that an elementwise op reads is copied, as the runtime copies it."""
+    from gnomon.cost.eager import eager_op_cost
+
+    module = parse("""
+    func.func @f(%g: tensor<64x256xf32>, %x: tensor<64x128xf32>) -> (tensor<256x128xf32>, tensor<256x64xf32>) {
+      %t = graph.transpose %g {permutation = array<i64: 1, 0>} : (tensor<64x256xf32>) -> tensor<256x64xf32>
+      %w = graph.matmul %t, %x : (tensor<256x64xf32>, tensor<64x128xf32>) -> tensor<256x128xf32>
+      %u = graph.transpose %g {permutation = array<i64: 1, 0>} : (tensor<64x256xf32>) -> tensor<256x64xf32>
+      %r = graph.relu %u : (tensor<256x64xf32>) -> tensor<256x64xf32>
+      func.return %w, %r : tensor<256x128xf32>, tensor<256x64xf32>
+    }""")
+    cpu = load_device("generic-cpu")
+    read_by_matmul, read_by_relu = [op for op in graph_ops(module) if op.name == "graph.transpose"]
+    assert eager_op_cost(read_by_matmul, cpu).model == "view"
+    assert eager_op_cost(read_by_matmul, cpu).kernel_s == 0
+    assert eager_op_cost(read_by_relu, cpu).kernel_s > 0

@@ -596,9 +596,9 @@ def test_a_training_step_is_predicted_as_compiled() -> None:
 def test_eager_training_is_priced_op_by_op_with_autograd_and_the_optimizer(optimizer: gnomon.Optimizer) -> None:
     """The torch-eager target of a training step: the forward ops as inference prices them plus autograd's
     recording, the engine's nodes at the first backward op, and zero_grad with the optimizer's foreach step (its
-    fixed and per-parameter host costs) at the first update, whose kernels are the update's unfused ops."""
+    fixed and per-parameter host costs) at the first of torch's foreach ops, each a pass over every parameter."""
     from gnomon.cost.devices import load_device
-    from gnomon.cost.eager_training import DEFAULTS, optimizer_key
+    from gnomon.cost.eager_training import DEFAULTS, foreach_ops, optimizer_key
 
     model, batch, loss = _case("mlp")
     device = load_device("generic-cpu")
@@ -610,7 +610,10 @@ def test_eager_training_is_priced_op_by_op_with_autograd_and_the_optimizer(optim
     key = optimizer_key(optimizer)
     assert updates[0].overhead_s == pytest.approx(DEFAULTS[f"{key}_step_s"] + trained * DEFAULTS[f"{key}_param_s"])
     assert all(r.overhead_s == 0 for r in updates[1:])
-    assert sum(r.kernel_s for r in updates) > 0
+    assert [r.name for r in updates] == [call.name for call in foreach_ops(optimizer)]
+    parameter_bytes = 4 * report.parameters
+    assert [r.bytes for r in updates] == [(call.reads + 1) * parameter_bytes for call in foreach_ops(optimizer)]
+    assert all(r.kernel_s > 0 for r in updates)
     engine_s = DEFAULTS["autograd_node_s"] * trained  # at least the AccumulateGrad nodes
     engine = [r for r in report.records if r.overhead_s > engine_s and not r.location.startswith("optimizer")]
     assert len(engine) == 1  # every node's cost at the first backward op
@@ -746,3 +749,26 @@ def test_parameters_the_forward_pass_never_reads_stay_frozen() -> None:
 def test_sparse_adam_takes_no_weight_decay() -> None:
     with pytest.raises(GnomonError, match=re.escape("Adam: sparse table updates (torch.optim.SparseAdam's) take no")):
         gnomon.Adam(sparse=True, weight_decay=1e-2)
+
+
+def test_eager_optimizers_are_torchs_foreach_calls() -> None:
+    """torch 2.13's `_multi_tensor_sgd` and `_multi_tensor_adam` after the first step: SGD with momentum scales
+    the buffers, adds the gradients and updates in place; Nesterov adds the buffers to the gradients too; a
+    coupled weight decay adds the parameters into a new gradient; Adam makes one new tensor (the denominator's
+    square root), AdamW scales the parameters in place instead of the coupled decay's new gradient."""
+    from gnomon.cost.eager_training import foreach_ops
+
+    def calls(optimizer: gnomon.Optimizer) -> list[tuple[str, int, bool]]:
+        return [(call.name, call.reads, call.fresh) for call in foreach_ops(optimizer)]
+
+    assert calls(gnomon.SGD()) == [("_foreach_add_", 2, False)]
+    assert calls(gnomon.SGD(momentum=0.9)) == [("_foreach_mul_", 1, False), ("_foreach_add_", 2, False),
+                                               ("_foreach_add_", 2, False)]  # fmt: skip
+    assert len(foreach_ops(gnomon.SGD(momentum=0.9, nesterov=True))) == 4
+    assert calls(gnomon.SGD(weight_decay=1e-4))[0] == ("_foreach_add", 2, True)
+    adam = calls(gnomon.Adam())
+    assert [name for name, _, fresh in adam if fresh] == ["_foreach_sqrt"]
+    assert len(adam) == 7
+    assert adam[-1] == ("_foreach_addcdiv_", 3, False)
+    assert calls(gnomon.Adam(weight_decay=0.1))[0] == ("_foreach_add", 2, True)
+    assert calls(gnomon.AdamW())[0] == ("_foreach_mul_", 1, False)

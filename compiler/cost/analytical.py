@@ -7,7 +7,9 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
 - GEMM-like ops (matmul, linear, conv as an implicit GEMM, attention as two GEMMs in one fused kernel). The output is
   cut into tiles of at most `gemm_tile_m` x `gemm_tile_n`; tiles run in waves over the cores (SMs), and a partial
   last wave costs a whole one (wave quantization), as does a partly empty tile; each tile also pays `gemm_k_overhead`
-  extra K steps to fill its pipeline and store its result (small-problem inefficiency). Traffic follows a blocked-GEMM
+  extra K steps to fill its pipeline and store its result (small-problem inefficiency); a CPU BLAS also copies each
+  operand into its blocked panels once a call (`gemm_pack_rows`, `gemm_pack_columns`), which a product of few rows or
+  columns reuses least. Traffic follows a blocked-GEMM
   model over the memory hierarchy: each level inside the one the data lives in receives A once per block of B's
   columns and B once per block of A's rows. On a GPU the blocks in shared memory are the tiles, so of the tile sizes
   (halved down to `gemm_min_tile`) the model takes, as a library's heuristic does, the one that finishes first: big
@@ -122,6 +124,9 @@ class OpCost:
     """The runtime's overhead to launch its kernel; 0 for a view."""
     model: str
     """Which model priced it: gemm, conv, depthwise-conv, attention, recurrent, embedding, stream, view or fused."""
+    first_touch_s: float = 0.0
+    """Page faults on its results' first touch, where they are fresh memory (`gnomon.cost.eager.fresh_pages_s`):
+    the kernel takes them before its stores, not overlapped with its loads or FMAs."""
 
     @property
     def intensity(self) -> float:
@@ -131,7 +136,7 @@ class OpCost:
     @property
     def kernel_s(self) -> float:
         """The kernel's run time on the device, without its launch."""
-        return max(self.compute_s, self.memory_s)
+        return max(self.compute_s, self.memory_s) + self.first_touch_s
 
     @property
     def predicted_s(self) -> float:
@@ -214,6 +219,19 @@ def written_in_place(cost: OpCost, written: int, device: Device) -> OpCost:
     if written <= 0 or cost.bytes <= 0 or resident_index(device, cost.bytes) != len(device.memory) - 1:
         return cost
     return replace(cost, memory_s=cost.memory_s * cost.bytes / (cost.bytes + written))
+
+
+def pass_cost(read: int, written: int, flops: int, device: Device, *, in_place: bool) -> OpCost:
+    """An elementwise fp32 kernel that no graph op stands for (one tensor's kernel of an eager optimizer's foreach
+    op): it streams `read` bytes in and `written` out, over bytes it read if `in_place`, at elementwise code's
+    rate."""
+    eff = efficiency(device)
+    moved = read + written
+    bandwidth = sustained(device, eff, resident_index(device, moved))
+    peak = device.peak("fp32")
+    kernel = KernelTime("stream", flops / (peak * eff.vector), moved / bandwidth)
+    cost = _cost(flops, moved, flops / peak, kernel, device)
+    return written_in_place(cost, written, device) if in_place else cost
 
 
 def boundary_bytes(ops: Sequence[GraphOperation]) -> int:

@@ -99,10 +99,24 @@ class Efficiency:
     runtime's loop, ctypes, the kernel's few KB of code) or a copy into ATen's copy kernel. Their paths are far
     shorter than a library call's, so their misses cost a fraction of `library_call_s`
     (`gnomon.cost.calls.cold_call_s`)."""
+    page_fault_s: float = 0.0
+    """Seconds a kernel takes per 4 KiB page of a result in fresh memory, faulted in (and zeroed by the kernel of
+    the OS) on its first touch: PyTorch eager's CPU tensors above glibc's mmap threshold are fresh mappings every
+    time (`gnomon.cost.eager.fresh_pages_s`). 0 on a GPU, whose caching allocator keeps its freed blocks."""
+    gemm_pack_rows: float = 0.0
+    """What a CPU BLAS's copy of B (k x n) into its blocked panels costs a call, in rows of A it could have multiplied
+    in that time: the panels are reused by every row, so a product of few rows pays the most for them. torch.mm by
+    1024 x 1024 weights here: 0.52 of the peak at 16 rows, 0.80 at 64, 0.94 at 256, as if 16 rows were added."""
+    gemm_pack_columns: float = 0.0
+    """The same for A's copy (m x k), in columns of B: 0.75 of the peak at 16 columns, 0.96 at 64 (about 4)."""
+    conv_k_overhead: float = 8.0
+    """`gemm_k_overhead` of a convolution library's direct kernels, apart from the BLAS's: fitted together, the
+    convolutions' set both, and a BLAS product of 32-deep rows was priced 3x too slow."""
 
 
 GPU_EFFICIENCY = Efficiency(
     gemm=0.8, conv=0.8, conv_call_s=0.0, gemm_tile_m=256, gemm_tile_n=128, gemm_min_tile=32, gemm_k_overhead=32,
+    conv_k_overhead=32,
     gemm_pack=1.0,
     vector=0.5, depthwise=0.3, pool=0.3, pool3d=0.3, stream=0.85, stream_dram=0.85, transpose=0.5, library_call_s=0.0,
     access_bytes=32, lookup_s=0.0, channels_last_call_s=0.0, weights_dram=0.85,
@@ -114,7 +128,7 @@ CPU_EFFICIENCY = Efficiency(
     gemm_pack=0.2,
     vector=0.5, depthwise=0.3, pool=0.1, pool3d=0.05, stream=0.7, stream_dram=0.7, transpose=0.3, library_call_s=5e-6,
     access_bytes=64, lookup_s=20e-9, libm_call_s=5e-9, library_call_warm_s=2e-6, pool_wake_s=3e-6,
-    thin_call_cold_s=2e-6, weights_dram=0.7,
+    thin_call_cold_s=2e-6, weights_dram=0.7, page_fault_s=1e-6, gemm_pack_rows=16.0, gemm_pack_columns=4.0,
 )  # fmt: skip
 """Typical of an AVX2 BLAS (a 6 x 16 fp32 register block): starting values for calibration, not measurements."""
 

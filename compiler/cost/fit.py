@@ -48,9 +48,10 @@ __all__ = [
 ]
 
 FITTED = (
-    "gemm", "conv", "conv_call_s", "gemm_k_overhead", "gemm_pack", "vector", "depthwise", "pool", "pool3d", "stream",
-    "stream_dram", "transpose", "library_call_s", "lookup_s", "libm_call_s", "library_call_warm_s", "pool_wake_s",
-    "reorder", "channels_last_call_s", "norm_train", "pool_grad", "index_add", "weights_dram",
+    "gemm", "conv", "conv_call_s", "gemm_k_overhead", "conv_k_overhead", "gemm_pack", "gemm_pack_rows",
+    "gemm_pack_columns", "vector", "depthwise", "pool", "pool3d", "stream", "stream_dram", "transpose",
+    "library_call_s", "lookup_s", "libm_call_s", "library_call_warm_s", "pool_wake_s", "reorder",
+    "channels_last_call_s", "norm_train", "pool_grad", "index_add", "weights_dram",
 )  # fmt: skip
 """The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
 DRAM_QUANTILE = 0.2
@@ -60,7 +61,10 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "conv": (0.02, 1.0),
     "conv_call_s": (1e-7, 1e-3),
     "gemm_k_overhead": (1, 1024),  # a device file's factors are positive
+    "conv_k_overhead": (1, 1024),
     "gemm_pack": (0.01, 2.0),
+    "gemm_pack_rows": (0.25, 256.0),
+    "gemm_pack_columns": (0.25, 256.0),
     "vector": (0.005, 1.0),
     "depthwise": (0.005, 1.0),
     "pool": (0.002, 1.0),
@@ -183,7 +187,7 @@ def fit_efficiency(device: Device, measured: Sequence[Measured], sweeps: int = 3
         for name in FITTED:
             low, high = BOUNDS[name]
             candidates = {min(high, max(low, values[name] * step**k)) for k in range(-12, 13)}
-            if name == "gemm_k_overhead":
+            if name in ("gemm_k_overhead", "conv_k_overhead"):
                 candidates = {float(round(c)) for c in candidates}
             ends = [
                 _log_errors(_fitted_device(device, values | {name: value}), measured, calls, everything)

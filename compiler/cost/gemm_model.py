@@ -56,14 +56,23 @@ def _tile_edges(largest: int, smallest: int) -> list[int]:
 
 
 def _gemm_compute_s(
-    shape: GemmShape, tile: tuple[int, int], peak: float, fraction: float, device: Device, eff: Efficiency
+    model: str, shape: GemmShape, tile: tuple[int, int], peak: float, device: Device, eff: Efficiency
 ) -> float:
-    """Tiles run in waves over the cores, each core at `fraction` of its peak; a partial wave, a padded tile and
-    each tile's K overhead all cost time."""
+    """Tiles run in waves over the cores, each core at its fraction of the peak (`gemm`, `conv`); a partial wave, a
+    padded tile and each tile's K overhead all cost time. A CPU BLAS also copies B's panels, and A's, into its
+    blocked layout once a call: as much time as `gemm_pack_rows` more rows of A (`gemm_pack_columns` more columns
+    of B) would take, which a product of few rows (columns) feels most."""
+    conv = model == "conv"
+    fraction = eff.conv if conv else eff.gemm
+    k_overhead = eff.conv_k_overhead if conv else eff.gemm_k_overhead
     tile_m, tile_n = tile
     tiles = shape.batch * math.ceil(shape.m / tile_m) * math.ceil(shape.n / tile_n)
     waves = math.ceil(tiles / device.cores)
-    return waves * 2 * tile_m * tile_n * (shape.k + eff.gemm_k_overhead) / (peak / device.cores * fraction)
+    tiled_s = waves * 2 * tile_m * tile_n * (shape.k + k_overhead) / (peak / device.cores * fraction)
+    if model != "gemm" or device.kind != "cpu":
+        return tiled_s
+    packed = eff.gemm_pack_rows * shape.n + eff.gemm_pack_columns * shape.m
+    return tiled_s + 2 * shape.batch * shape.k * packed / (peak * fraction)
 
 
 def _gemm_memory_s(
@@ -107,8 +116,7 @@ def gemm_kernel(
     for tile_m in _tile_edges(eff.gemm_tile_m, eff.gemm_min_tile):
         for tile_n in _tile_edges(eff.gemm_tile_n, eff.gemm_min_tile):
             tile = (tile_m, tile_n)
-            fraction = eff.conv if model == "conv" else eff.gemm
-            compute_s = sum(_gemm_compute_s(shape, tile, peak, fraction, device, eff) for shape in shapes)
+            compute_s = sum(_gemm_compute_s(model, shape, tile, peak, device, eff) for shape in shapes)
             memory_s, reuse_s = _gemm_memory_s(shapes[0], tile, traffic, device, eff)
             kernel = KernelTime(model, compute_s, memory_s, reuse_s)
             if best is None or _rank(kernel) < _rank(best):

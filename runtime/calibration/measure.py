@@ -18,6 +18,7 @@ from gnomon.runtime.calibration.overheads import (
     eager_training_overheads,
     launch_overhead,
     module_call_overhead,
+    page_fault_overhead,
     pool_handoff,
     thin_call_probe,
 )
@@ -143,6 +144,8 @@ def _overheads(m: Measurements, rounds: Rounds, log: Log, lower: Lower) -> None:
     log(f"  PyTorch eager dispatch overhead (tiny ops): {dispatch * 1e6:.2f} us per op")
     module_call = m.measured["module_call_s"] = module_call_overhead(40 if m.quick else 200, 20 if m.quick else 50)
     log(f"  PyTorch eager nn.Module call overhead: {module_call * 1e6:.2f} us per call")
+    fault = m.measured["page_fault_s"] = page_fault_overhead(3 if m.quick else 10)
+    log(f"  page faults on fresh memory (a new 64 MiB tensor filled): {fault * 1e6:.2f} us per 4 KiB page")
     training = eager_training_overheads(40 if m.quick else 400, 10 if m.quick else 30)
     m.measured.update({f"eager_training.{key}": value for key, value in training.items()})
     us = {key: value * 1e6 for key, value in training.items()}

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, TensorType, f32
 
+from gnomon.cost.eager import MMAP_THRESHOLD, PAGE_BYTES
 from gnomon.cost.fit import Measured
 from gnomon.cost.threads import PART_WORK
 from gnomon.dialects.graph.elementwise import AddOp, ReluOp
@@ -26,6 +27,7 @@ __all__ = [
     "eager_training_overheads",
     "launch_overhead",
     "module_call_overhead",
+    "page_fault_overhead",
     "pool_handoff",
     "thin_call_probe",
     "tiny_chain",
@@ -217,3 +219,17 @@ def eager_training_overheads(ops: int, trials: int) -> dict[str, float]:
         figures[f"{name}_param_s"] = max(per_parameter, 0.0)
         figures[f"{name}_step_s"] = max(seconds[4] - 4 * per_parameter, 0.0)
     return figures
+
+
+def page_fault_overhead(trials: int) -> float:
+    """Seconds per 4 KiB page a kernel takes on first touching fresh memory (`Efficiency.page_fault_s`): filling a
+    new tensor above glibc's mmap threshold (a fresh mapping each time, as eager's large results are) against
+    filling one already mapped, on torch's threads, per page."""
+    import torch
+
+    size = 2 * MMAP_THRESHOLD
+    mapped = torch.empty(size // 4)
+    mapped.fill_(1.0)
+    fresh_s = min(median_time(lambda: torch.empty(size // 4).fill_(1.0), trials) for _ in range(3))
+    mapped_s = min(median_time(lambda: mapped.fill_(1.0), trials) for _ in range(3))
+    return max(fresh_s - mapped_s, 0.0) / (size // PAGE_BYTES)

@@ -198,6 +198,8 @@ def _library_kernels() -> list[Kernel]:
         _linear("linear_large", 256, 1024, 1024),
         _linear("linear_tall", 1024, 256, 256),  # a transformer's projection: small weights, many rows
         _linear("linear_wide", 64, 2048, 512),
+        _linear("linear_narrow", 1024, 16, 1024),  # a classifier head: A's packing counts
+        _linear("linear_shallow", 2048, 512, 13),  # DLRM's dense features: the K overhead counts
         _linear("linear_small", 16, 256, 256),
         _linear("linear_vector", 1, 4096, 4096),  # batch 1: a matrix-vector product, bound by its weights' traffic
         _linear("linear_vector_small", 1, 2048, 1536),
