@@ -170,7 +170,9 @@ def test_library_temporaries_reuse_freed_memory_instead_of_faulting_in_pages_eac
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(20):
         executable.run(inputs)
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 20
+    # Without the thresholds: 736 faults a call. In the whole suite's process a stray few remain (25 in 20 calls
+    # once: other tests' heap pages), so the bound is a few a call, far below a fresh mapping's hundreds.
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 20 * 5
 
 
 class Lookup(torch.nn.Module):
