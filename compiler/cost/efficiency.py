@@ -92,8 +92,8 @@ class Efficiency:
     """Fraction of a streaming kernel's rate a pooling gradient attains (gnomon's runtime finds a max pool's
     window maxima again, then scatters each window's gradient into a zeroed input)."""
     index_add: float = 0.5
-    """Fraction of a streaming kernel's rate an embedding table's dense gradient attains (ATen's: the table
-    zeroed, then each looked-up row's gradient added into it, row by row)."""
+    """Fraction of a streaming kernel's rate at which an embedding table's rows are added into, row by row: its
+    dense gradient's adds (after the table is zeroed at a stream's rate) and the sparse updates."""
     thin_call_cold_s: float = 0.0
     """What a thin call adds when its code path is no longer in any cache level: a generated kernel's launch (the
     runtime's loop, ctypes, the kernel's few KB of code) or a copy into ATen's copy kernel. Their paths are far

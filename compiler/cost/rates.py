@@ -19,7 +19,6 @@ from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.grad import (
     AvgPoolGradOp,
     EmbeddingBagAdamUpdateOp,
-    EmbeddingBagGradOp,
     EmbeddingBagUpdateOp,
     MaxPoolGradOp,
 )
@@ -64,7 +63,6 @@ TRAINING_RATES: dict[type[GraphOperation], Callable[[Efficiency], float]] = {
     BatchNormTrainOp: lambda eff: eff.norm_train,
     MaxPoolGradOp: lambda eff: eff.pool_grad,
     AvgPoolGradOp: lambda eff: eff.pool_grad,
-    EmbeddingBagGradOp: lambda eff: eff.index_add,
     EmbeddingBagUpdateOp: lambda eff: eff.index_add,
     EmbeddingBagAdamUpdateOp: lambda eff: eff.index_add,
 }

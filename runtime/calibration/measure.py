@@ -145,7 +145,7 @@ def _overheads(m: Measurements, rounds: Rounds, log: Log, lower: Lower) -> None:
     module_call = m.measured["module_call_s"] = module_call_overhead(40 if m.quick else 200, 20 if m.quick else 50)
     log(f"  PyTorch eager nn.Module call overhead: {module_call * 1e6:.2f} us per call")
     fault = m.measured["page_fault_s"] = page_fault_overhead(3 if m.quick else 10)
-    log(f"  page faults on fresh memory (a new 64 MiB tensor filled): {fault * 1e6:.2f} us per 4 KiB page")
+    log(f"  page faults on fresh memory (a new 64 MiB mapping filled): {fault * 1e6:.2f} us per 4 KiB page")
     training = eager_training_overheads(40 if m.quick else 400, 10 if m.quick else 30)
     m.measured.update({f"eager_training.{key}": value for key, value in training.items()})
     us = {key: value * 1e6 for key, value in training.items()}

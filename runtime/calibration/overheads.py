@@ -223,13 +223,22 @@ def eager_training_overheads(ops: int, trials: int) -> dict[str, float]:
 
 def page_fault_overhead(trials: int) -> float:
     """Seconds per 4 KiB page a kernel takes on first touching fresh memory (`Efficiency.page_fault_s`): filling a
-    new tensor above glibc's mmap threshold (a fresh mapping each time, as eager's large results are) against
-    filling one already mapped, on torch's threads, per page."""
+    new anonymous mapping (as glibc maps an allocation above its mmap threshold) and unmapping it, against filling
+    one already mapped, on torch's threads, per page. Mapped here, not through malloc: malloc serves a large block
+    from freed heap memory when the process has some (a calibration after other work measured 0)."""
+    import mmap
+
     import torch
 
     size = 2 * MMAP_THRESHOLD
+
+    def fresh() -> None:
+        memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        torch.frombuffer(memory, dtype=torch.float32).fill_(1.0)  # the tensor dies here, before the unmap
+        memory.close()
+
     mapped = torch.empty(size // 4)
     mapped.fill_(1.0)
-    fresh_s = min(median_time(lambda: torch.empty(size // 4).fill_(1.0), trials) for _ in range(3))
+    fresh_s = min(median_time(fresh, trials) for _ in range(3))
     mapped_s = min(median_time(lambda: mapped.fill_(1.0), trials) for _ in range(3))
     return max(fresh_s - mapped_s, 0.0) / (size // PAGE_BYTES)
