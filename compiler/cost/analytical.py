@@ -386,11 +386,7 @@ def _family_kernel(
         case EmbeddingBagGradOp():
             return _bag_grad(op, work, device, eff)
         case (
-            BatchNormTrainOp()
-            | MaxPoolGradOp()
-            | AvgPoolGradOp()
-            | EmbeddingBagUpdateOp()
-            | EmbeddingBagAdamUpdateOp()
+            BatchNormTrainOp() | MaxPoolGradOp() | AvgPoolGradOp() | EmbeddingBagUpdateOp() | EmbeddingBagAdamUpdateOp()
         ):
             # A training step's library kernels, each a few passes over its tensors at a rate the calibration
             # suite's kernels of the family set (`norm_train`, `pool_grad`, `index_add`).
