@@ -19,7 +19,7 @@ import torch
 from predict_accuracy import aten_profile, runs_for, timed_medians
 from training_cases import eager_step
 
-import gnomon
+from gnomon.optimizers import optimizer_from_spec
 from gnomon.runtime.malloc import keep_freed_memory
 
 
@@ -27,11 +27,7 @@ def main() -> None:
     name, size, spec, threads = sys.argv[1:5]
     torch.set_num_threads(int(threads))
     keep_freed_memory()
-    fields = json.loads(spec)
-    kind = fields.pop("type")
-    if "betas" in fields:
-        fields["betas"] = tuple(fields["betas"])
-    step = eager_step(name, int(size), getattr(gnomon, kind)(**fields))
+    step = eager_step(name, int(size), optimizer_from_spec(spec))
     step()  # the optimizer's state is made in the first step
     for line in sys.stdin:
         request = line.split()

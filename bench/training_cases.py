@@ -18,7 +18,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from gnomon.cost.devices import Device
 from gnomon.cost.eager_training import eager_training_report
 from gnomon.cost.report import Report
 from gnomon.models import DLRM, MLP, LSTMClassifier, ResNet18, SmallCNN, TransformerBlock
-from gnomon.optimizers import Optimizer
+from gnomon.optimizers import Optimizer, optimizer_spec
 from gnomon.pytorch_memory import eager_training_step
 from gnomon.training import TrainingExecutable, training_graph
 
@@ -112,7 +112,7 @@ class EagerProcess:
     not what its users see (a DLRM's 64 MiB embedding gradients: 58 ms a step here, 118 ms in its own process)."""
 
     def __init__(self, name: str, size: int, optimizer: Optimizer):
-        spec = json.dumps({"type": type(optimizer).__name__, **asdict(optimizer)})
+        spec = optimizer_spec(optimizer)
         worker = Path(__file__).with_name("eager_step_worker.py")
         command = [sys.executable, str(worker), name, str(size), spec, str(torch.get_num_threads())]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

@@ -152,6 +152,10 @@ def _cmd_compile(args: argparse.Namespace) -> None:
     _check_paths(args.model, {"-o": args.output})
     input_shapes = _input_shapes(args.input_shape)
     device = fusion_device(args.device)  # a wrong name fails here, before the import's seconds
+    if args.train:
+        _compile_training(args, input_shapes)
+        return
+    _check_no_training_flags(args)
     decisions: list[FusionDecision] = []
     layouts: list[LayoutDecision] = []
     executable = compile_model(
@@ -169,6 +173,31 @@ def _cmd_compile(args: argparse.Namespace) -> None:
         print(explain(decisions, device.provenance))
 
 
+def _compile_training(args: argparse.Namespace, input_shapes: dict[str, list[int]] | None) -> None:
+    from gnomon.optimizers import optimizer_label
+    from gnomon.training_command import compile_training_file, optimizer_from_flags
+    from gnomon.training_file import save_training_step
+
+    if args.explain:
+        raise GnomonError("--explain prints an inference program's choices; a training step's are not reported yet")
+    if args.device != "auto":
+        raise GnomonError("--device chooses an inference program's fusions; a training step fuses for this machine")
+    optimizer = optimizer_from_flags(args.optimizer, args.lr, args.momentum)
+    step, batch, _ = compile_training_file(
+        args.model, input_shapes=input_shapes, loss=args.loss, optimizer=optimizer, seed=0,
+        keep_gradients=not args.release_gradients,
+    )  # fmt: skip
+    save_training_step(step, batch, args.output)
+    print(f"wrote the training step of {args.model.name} ({optimizer_label(optimizer)}) to {args.output}")
+
+
+def _check_no_training_flags(args: argparse.Namespace) -> None:
+    if args.loss or args.optimizer != "sgd" or args.lr is not None or args.momentum or args.release_gradients:
+        raise GnomonError(
+            "--loss, --optimizer, --lr, --momentum and --release-gradients are a training step's: add --train"
+        )
+
+
 def _cmd_run(args: argparse.Namespace) -> None:
     from gnomon.run_report import run_command
 
@@ -180,6 +209,16 @@ def _cmd_run(args: argparse.Namespace) -> None:
             raise GnomonError(
                 "--train runs training steps on the native backend: no --backend, --save-outputs, --trace"
             )
+        if args.model.suffix == ".mlir":  # a compiled step: its loss, optimizer and shapes are in it
+            try:
+                _check_no_training_flags(args)
+                if args.input_shape or args.seed:
+                    raise GnomonError("--input-shape, --seed")
+            except GnomonError:
+                raise GnomonError(
+                    f"{args.model} is a compiled training step: its loss, optimizer, shapes and batch were fixed "
+                    "by `gnomon compile --train` (compile it again to change them, or give --inputs)"
+                ) from None
         train_command(
             args.model,
             input_shapes=_input_shapes(args.input_shape),
@@ -347,6 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     compiler = verbs.add_parser("compile", help="import, rewrite and lower a model to a program `gnomon run` executes")
     _add_model_arguments(compiler)
+    _add_training_arguments(compiler)
     compiler.add_argument("-o", "--output", type=Path, required=True, help="the program file to write (.mlir)")
     compiler.add_argument(
         "--device",

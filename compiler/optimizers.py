@@ -17,8 +17,9 @@ gradients returned: lazy Adam is another update, not a faster form of Adam's.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 from xdsl.dialects import func
@@ -46,7 +47,17 @@ from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
 from gnomon.errors import GnomonError
 from gnomon.locations import name_location
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "append_optimizer", "optimizer_label", "optimizer_of"]
+__all__ = [
+    "SGD",
+    "Adam",
+    "AdamW",
+    "Optimizer",
+    "append_optimizer",
+    "optimizer_from_spec",
+    "optimizer_label",
+    "optimizer_of",
+    "optimizer_spec",
+]
 
 STEP = "step"
 """The optimizer state's step count, one float32 scalar for all parameters (torch keeps one per parameter, always
@@ -130,6 +141,23 @@ def optimizer_label(optimizer: Optimizer) -> str:
         if f.name == "lr" or (f.name != "decoupled" and getattr(optimizer, f.name) != getattr(defaults, f.name))
     ]
     return f"{name}({', '.join(changed)})"
+
+
+def optimizer_spec(optimizer: Optimizer) -> str:
+    """The optimizer as JSON (its type and every setting), which `optimizer_from_spec` reads back."""
+    return json.dumps({"type": type(optimizer).__name__, **asdict(optimizer)})
+
+
+def optimizer_from_spec(spec: str) -> Optimizer:
+    """The optimizer `optimizer_spec` wrote; a GnomonError for text it did not write."""
+    try:
+        fields = json.loads(spec)
+        kind = {"SGD": SGD, "Adam": Adam}[fields.pop("type")]
+        if "betas" in fields:
+            fields["betas"] = tuple(fields["betas"])
+        return kind(**fields)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise GnomonError(f"not an optimizer gnomon wrote: {spec!r}") from e
 
 
 def _check_nonnegative(name: str, **values: float) -> None:

@@ -58,6 +58,11 @@ class TrainingExecutable:
         self._gradients: list[np.ndarray] = []
 
     @property
+    def state_names(self) -> list[str]:
+        """The state's names: the parameters, buffers, the optimizer's slots and its step count."""
+        return list(self._state)
+
+    @property
     def input_shapes(self) -> list[tuple[int, ...]]:
         return self.executable.input_shapes[self._state_count :]
 

@@ -1,8 +1,10 @@
 """`gnomon run --train`: a model file's training step, run on a batch (`gnomon memory --train` compiles it here too).
 
 The file is a `torch.export` (`.pt2`) or TorchScript (`.pt`, `.pth`) model that returns its loss, or any such
-model given `--loss`, trained against a random target (`gnomon.frontends.torch_training`). The batch is random
-and seeded, or read from an `.npz` keyed by the step's input names (the model's inputs, and `target`).
+model given `--loss`, trained against a random target (`gnomon.frontends.torch_training`); or a step `gnomon
+compile --train` wrote (`gnomon.training_file`), with its state and batch. The batch is random and seeded (a
+compiled step's: the one it was compiled on), or read from an `.npz` keyed by the step's input names (the model's
+inputs, and `target`).
 """
 
 from __future__ import annotations
@@ -79,9 +81,15 @@ def train_command(
         raise GnomonError(f"--steps {steps}: run at least one step")
     if save_state is not None:
         check_writable(save_state, "--save-state")
-    step, batch, _ = compile_training_file(
-        model, input_shapes=input_shapes, loss=loss, optimizer=optimizer, seed=seed, keep_gradients=keep_gradients
-    )
+    if model.suffix == ".mlir":  # `gnomon compile --train`'s file: the step, its state and its batch
+        from gnomon.training_file import load_training_step
+
+        step, batch = load_training_step(model)
+        optimizer = step.optimizer
+    else:
+        step, batch, _ = compile_training_file(
+            model, input_shapes=input_shapes, loss=loss, optimizer=optimizer, seed=seed, keep_gradients=keep_gradients
+        )
     if inputs is not None:
         batch = read_inputs(step, inputs)
     if restore is not None:

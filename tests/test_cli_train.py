@@ -218,3 +218,58 @@ def test_data_a_model_rejects_is_one_line(tmp_path: Path, capsys: pytest.Capture
     captured = capsys.readouterr()
     assert json.loads(captured.out)["pytorch_peak_bytes"] is None
     assert "PyTorch's peak not measured: gather.pt2 fails eagerly on a random batch" in captured.err
+
+
+@pytest.fixture(scope="module")
+def cnn_step(cnn_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`gnomon compile --train` of the CNN file: SGD with momentum, cross-entropy."""
+    path = tmp_path_factory.mktemp("steps") / "step.mlir"
+    args = ["compile", "--train", str(cnn_file), "--loss", "cross_entropy", "--lr", "0.1", "--momentum", "0.9"]
+    assert cli.main([*args, "-o", str(path)]) == 0
+    return path
+
+
+def test_a_compiled_training_step_trains_as_its_model_file_does(
+    cnn_file: Path, cnn_step: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The compiled file holds the step, its optimizer, its state at the first step and the seeded batch: three
+    steps from it give the model file's three losses; its state saves and resumes; its layers keep their names."""
+    capsys.readouterr()
+    common = ["--loss", "cross_entropy", "--lr", "0.1", "--momentum", "0.9", "--steps", "3", "--json"]
+    assert cli.main(["run", "--train", str(cnn_file), *common]) == 0
+    expected = json.loads(capsys.readouterr().out)["losses"]
+    assert cli.main(["run", "--train", str(cnn_step), "--steps", "3", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["losses"] == pytest.approx(expected, rel=1e-6)
+    assert report["optimizer"] == "SGD(lr=0.1, momentum=0.9)"
+    assert "?" not in {row["layer"] for row in report["memory"]["at_peak_by_layer"]}
+    state = tmp_path / "state.npz"
+    assert cli.main(["run", "--train", str(cnn_step), "--steps", "2", "--save-state", str(state), "--json"]) == 0
+    capsys.readouterr()
+    assert cli.main(["run", "--train", str(cnn_step), "--restore", str(state), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["losses"] == pytest.approx(expected[2:], rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "{step}"], "step.mlir is a compiled training step: run it with `gnomon run --train`"),
+        (["run", "--train", "{step}", "--lr", "0.5"], "its loss, optimizer, shapes and batch were fixed by `gnomon"),
+        (["run", "--train", "{step}", "--seed", "3"], "compile it again to change them, or give --inputs"),
+        (["compile", "--train", "{cnn}", "--loss", "mse", "-o", "{out}", "--explain"], "--explain prints an infer"),
+        (
+            ["compile", "{cnn}", "--loss", "mse", "-o", "{out}"],
+            "--release-gradients are a training step's: add --train",
+        ),
+    ],
+)
+def test_compiled_training_step_errors_are_one_line(
+    args: list[str], message: str, cnn_file: Path, cnn_step: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    filled = [a.format(cnn=cnn_file, step=cnn_step, out=tmp_path / "out.mlir") for a in args]
+    assert cli.main(filled) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("gnomon: error: ")
+    assert len(error.splitlines()) == 1
+    assert message in error

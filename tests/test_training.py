@@ -772,3 +772,14 @@ def test_eager_optimizers_are_torchs_foreach_calls() -> None:
     assert adam[-1] == ("_foreach_addcdiv_", 3, False)
     assert calls(gnomon.Adam(weight_decay=0.1))[0] == ("_foreach_add", 2, True)
     assert calls(gnomon.AdamW())[0] == ("_foreach_mul_", 1, False)
+
+
+def test_an_optimizer_reads_back_from_its_spec() -> None:
+    """What a compiled training step's file records of its optimizer: every setting, AdamW's decoupled decay and
+    Adam's betas among them; text it did not write is refused."""
+    from gnomon.optimizers import optimizer_from_spec, optimizer_spec
+
+    for optimizer in (gnomon.SGD(lr=0.1, momentum=0.9, nesterov=True), gnomon.Adam(betas=(0.8, 0.9)), gnomon.AdamW()):
+        assert optimizer_from_spec(optimizer_spec(optimizer)) == optimizer
+    with pytest.raises(GnomonError, match="not an optimizer gnomon wrote"):
+        optimizer_from_spec('{"type": "RMSprop"}')
