@@ -191,8 +191,13 @@ def _compile_training(args: argparse.Namespace, input_shapes: dict[str, list[int
     print(f"wrote the training step of {args.model.name} ({optimizer_label(optimizer)}) to {args.output}")
 
 
+def _training_flags_given(args: argparse.Namespace) -> bool:
+    """Whether any of --loss, --optimizer, --lr, --momentum, --release-gradients differs from its default."""
+    return bool(args.loss or args.optimizer != "sgd" or args.lr is not None or args.momentum or args.release_gradients)
+
+
 def _check_no_training_flags(args: argparse.Namespace) -> None:
-    if args.loss or args.optimizer != "sgd" or args.lr is not None or args.momentum or args.release_gradients:
+    if _training_flags_given(args):
         raise GnomonError(
             "--loss, --optimizer, --lr, --momentum and --release-gradients are a training step's: add --train"
         )
@@ -209,16 +214,12 @@ def _cmd_run(args: argparse.Namespace) -> None:
             raise GnomonError(
                 "--train runs training steps on the native backend: no --backend, --save-outputs, --trace"
             )
-        if args.model.suffix == ".mlir":  # a compiled step: its loss, optimizer and shapes are in it
-            try:
-                _check_no_training_flags(args)
-                if args.input_shape or args.seed:
-                    raise GnomonError("--input-shape, --seed")
-            except GnomonError:
-                raise GnomonError(
-                    f"{args.model} is a compiled training step: its loss, optimizer, shapes and batch were fixed "
-                    "by `gnomon compile --train` (compile it again to change them, or give --inputs)"
-                ) from None
+        compiled = args.model.suffix == ".mlir"  # a compiled step: its loss, optimizer, shapes and batch are in it
+        if compiled and (_training_flags_given(args) or args.input_shape or args.seed):
+            raise GnomonError(
+                f"{args.model} is a compiled training step: its loss, optimizer, shapes and batch were fixed by "
+                "`gnomon compile --train` (compile it again to change them, or give --inputs)"
+            )
         train_command(
             args.model,
             input_shapes=_input_shapes(args.input_shape),

@@ -197,9 +197,9 @@ def run_command(
             )
         if dump_ir is not None:
             raise GnomonError(f"--dump-ir does not apply to {model}: a compiled program runs no passes")
-        executable = load_compiled(model)
         from gnomon.training_file import is_training_step
 
+        executable = load_compiled(model)
         if is_training_step(executable.module):
             raise GnomonError(f"{model} is a compiled training step: run it with `gnomon run --train`")
     else:

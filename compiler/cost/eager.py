@@ -84,7 +84,8 @@ def eager_op_cost(op: GraphOperation, device: Device, *, weights_in_dram: bool =
     """The kernel of one op as eager runs it, without its dispatch and call: the ATen kernel gnomon's runtime calls
     for it, on as many threads, its results in fresh memory."""
     if _read_transposed(op):
-        return OpCost(0, 0, 0.0, "memory", 0.0, 0.0, 0.0, "view")
+        return OpCost(flops=0, bytes=0, roofline_s=0.0, roofline_bound="memory", compute_s=0.0, memory_s=0.0,
+                      launch_s=0.0, model="view")  # fmt: skip
     cores = library_threads([op], device) if device.kind == "cpu" else None
     cost = op_cost(op, device, weights_in_dram=weights_in_dram, cores=cores)
     cost = with_libm_calls(cost, [op], device, cores, generated=False)
