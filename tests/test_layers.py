@@ -34,6 +34,7 @@ TORCH = ("torch", "torch_mlir")
 
 TORCH_AT_MODULE_LEVEL: dict[str, tuple[str, ...]] = {
     "torch": (
+        "gnomon.frontends.composites",
         "gnomon.frontends.torch",
         "gnomon.frontends.torch_training",
         "gnomon.frontends.training_lstm",

@@ -783,3 +783,29 @@ def test_an_optimizer_reads_back_from_its_spec() -> None:
         assert optimizer_from_spec(optimizer_spec(optimizer)) == optimizer
     with pytest.raises(GnomonError, match="not an optimizer gnomon wrote"):
         optimizer_from_spec('{"type": "RMSprop"}')
+
+
+class _Bilinear(nn.Module):
+    """nn.Bilinear on 2-D and 3-D inputs, with and without a bias."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.pair = nn.Bilinear(8, 6, 4)
+        self.square = nn.Bilinear(3, 3, 2, bias=False)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.pair(x, y), self.square(z, z).reshape(x.shape[0], -1)], -1)
+
+
+def test_bilinear_layers_run_and_train_as_torchs() -> None:
+    """`aten.bilinear` (and its autograd form, `aten._trilinear`) imports as a product and a sum
+    (`gnomon.frontends.composites`): inference matches torch, and three SGD steps track torch's losses."""
+    model = _Bilinear()
+    inputs = (torch.randn(5, 8), torch.randn(5, 6), torch.randn(5, 2, 3))
+    executable = gnomon.compile(copy.deepcopy(model).eval(), inputs)
+    np.testing.assert_allclose(executable(*_numpy(inputs))[0], model(*inputs).detach().numpy(), rtol=1e-5, atol=1e-6)
+    batch = (*inputs, torch.randn(5, 8))
+    step = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), "mse"), batch, train=gnomon.SGD(lr=0.1))
+    reference = gnomon.with_loss(model, "mse")
+    _track_torch(step, reference, [torch.optim.SGD(reference.parameters(), lr=0.1)], batch, steps=3)

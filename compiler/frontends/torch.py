@@ -35,6 +35,7 @@ from torch_mlir.extras.fx_importer import ContextCache, FxImporter
 from torch_mlir.passmanager import PassManager
 
 from gnomon.errors import InputShapeError, ModelLoadError
+from gnomon.frontends.composites import DECOMPOSITIONS
 from gnomon.frontends.imported import ImportedModel
 from gnomon.frontends.isolation import Progress, run_isolated
 from gnomon.frontends.mlir_text import parse_torch_mlir, to_text
@@ -210,7 +211,7 @@ def _import_program(
     dim_names: Mapping[str, str] | None = None,
 ) -> ImportedModel:
     try:
-        program = program.run_decompositions({})
+        program = program.run_decompositions(DECOMPOSITIONS)
     except Exception as e:  # decomposition re-traces the program and can fail like export does
         raise ModelLoadError(f"{source}: torch.export cannot functionalize the program: {reason(e)}") from e
     # Runtime asserts (on TorchScript's size arithmetic, data-dependent sizes, `.to()` metadata)

@@ -22,6 +22,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, InputSpec, OutputKind, OutputSpec, TensorArgument
 
 from gnomon.errors import InputShapeError, ModelLoadError
+from gnomon.frontends.composites import decompose_composites
 from gnomon.frontends.imported import ImportedModel, TrainingState
 from gnomon.frontends.isolation import run_isolated
 from gnomon.frontends.mlir_text import parse_torch_mlir
@@ -171,7 +172,7 @@ def _joint(program: ExportedProgram, source: str, module_name: Callable[[str], s
     # torch's only entry point to the joint graph (probed on torch 2.13; pinned with torch).
     from torch.export.experimental import _export_forward_backward  # pyright: ignore[reportPrivateUsage]
 
-    program = onednn_lstm_layers(program)
+    program = decompose_composites(onednn_lstm_layers(program))
     frozen = _freeze_unused_parameters(program)
     try:
         with warnings.catch_warnings():
