@@ -283,11 +283,12 @@ def _cmd_memory(args: argparse.Namespace) -> None:
     from gnomon.memory_command import memory_command
     from gnomon.training_command import optimizer_from_flags
 
-    if not args.train and (
-        args.loss or args.optimizer != "sgd" or args.lr is not None or args.momentum or args.release_gradients
-    ):
+    if not args.train:
+        _check_no_training_flags(args)
+    if args.model.suffix == ".mlir" and (_training_flags_given(args) or args.input_shape or args.batch):
         raise GnomonError(
-            "--loss, --optimizer, --lr, --momentum and --release-gradients are a training step's: add --train"
+            f"{args.model} is a compiled program: its shapes (and a training step's loss and optimizer) were fixed "
+            "by `gnomon compile` (compile it again to change them)"
         )
     memory_command(
         args.model,

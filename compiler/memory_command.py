@@ -47,7 +47,9 @@ def memory_command(
     if batch is not None and batch < 1:
         raise GnomonError(f"--batch {batch}: a batch holds at least one sample")
     torch_peak: int | None = None
-    if train:
+    if model.suffix == ".mlir":
+        profile, what = _compiled_memory(model, train)
+    elif train:
         from gnomon.pytorch_memory import eager_training_peak
         from gnomon.training_command import compile_training_file
 
@@ -81,6 +83,22 @@ def memory_command(
     print(render_memory(profile, what, torch_peak))
     if plot is not None:
         print(f"\ntimeline written to {plot}")
+
+
+def _compiled_memory(model: Path, train: bool) -> tuple[MemoryProfile, str]:
+    """The memory of a file `gnomon compile` wrote, as compiled (no torch model here: PyTorch's peak is not
+    measured), and what it is of."""
+    from gnomon.executable import load_compiled
+    from gnomon.memory_profile import memory_profile
+    from gnomon.training_file import is_training_step, load_training_step
+
+    if train:
+        step, _ = load_training_step(model)
+        return step.memory(), f"the training step of {model.name} ({optimizer_label(step.optimizer)})"
+    executable = load_compiled(model)
+    if is_training_step(executable.module):
+        raise GnomonError(f"{model} is a compiled training step: add --train")
+    return memory_profile(executable.module), f"inference of {model.name}"
 
 
 def _pytorch_peak(model: Path, measure: Callable[[], int]) -> int | None:

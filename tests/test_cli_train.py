@@ -233,7 +233,8 @@ def test_a_compiled_training_step_trains_as_its_model_file_does(
     cnn_file: Path, cnn_step: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The compiled file holds the step, its optimizer, its state at the first step and the seeded batch: three
-    steps from it give the model file's three losses; its state saves and resumes; its layers keep their names."""
+    steps from it give the model file's three losses; its state saves and resumes; its layers keep their names;
+    `gnomon memory` reports the arena it runs in."""
     capsys.readouterr()
     common = ["--loss", "cross_entropy", "--lr", "0.1", "--momentum", "0.9", "--steps", "3", "--json"]
     assert cli.main(["run", "--train", str(cnn_file), *common]) == 0
@@ -243,6 +244,10 @@ def test_a_compiled_training_step_trains_as_its_model_file_does(
     assert report["losses"] == pytest.approx(expected, rel=1e-6)
     assert report["optimizer"] == "SGD(lr=0.1, momentum=0.9)"
     assert "?" not in {row["layer"] for row in report["memory"]["at_peak_by_layer"]}
+    assert cli.main(["memory", "--train", str(cnn_step), "--json"]) == 0
+    memory = json.loads(capsys.readouterr().out)
+    assert memory["arena_bytes"] == report["memory"]["arena_bytes"]
+    assert memory["pytorch_peak_bytes"] is None  # no torch model in the file
     state = tmp_path / "state.npz"
     assert cli.main(["run", "--train", str(cnn_step), "--steps", "2", "--save-state", str(state), "--json"]) == 0
     capsys.readouterr()
@@ -256,6 +261,8 @@ def test_a_compiled_training_step_trains_as_its_model_file_does(
         (["run", "{step}"], "step.mlir is a compiled training step: run it with `gnomon run --train`"),
         (["run", "--train", "{step}", "--lr", "0.5"], "its loss, optimizer, shapes and batch were fixed by `gnomon"),
         (["run", "--train", "{step}", "--seed", "3"], "compile it again to change them, or give --inputs"),
+        (["memory", "{step}"], "step.mlir is a compiled training step: add --train"),
+        (["memory", "--train", "{step}", "--batch", "2"], "step.mlir is a compiled program: its shapes"),
         (["compile", "--train", "{cnn}", "--loss", "mse", "-o", "{out}", "--explain"], "--explain prints an infer"),
         (
             ["compile", "{cnn}", "--loss", "mse", "-o", "{out}"],
