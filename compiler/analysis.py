@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gnomon.cost.devices import Device, load_device
 from gnomon.cost.eager import eager_report
@@ -19,6 +19,9 @@ from gnomon.cost.program import program_report
 from gnomon.cost.report import TARGETS, AnalysisError, Report
 from gnomon.cost.steps import count_parameters
 from gnomon.errors import GnomonError
+
+if TYPE_CHECKING:
+    from gnomon.training import TrainingExecutable
 
 __all__ = ["analyze", "onnx_batch_shapes"]
 
@@ -45,7 +48,10 @@ def analyze(
     returns its loss (a file's, or given `loss`), as `gnomon.compile(..., train=...)` compiles it (`gnomon`) or as
     PyTorch eager runs it with the same optimizer (`torch-eager`); `keep_gradients` is `gnomon.compile`'s.
     """
-    if train is not None and train is not False:
+    training = train is not None and train is not False
+    if isinstance(model, str | Path) and Path(model).suffix == ".mlir":
+        return _compiled_report(Path(model), device, target, training)
+    if training:
         return _training_report(
             model, example_inputs, input_shapes, loss, device, target, train, verify_each, keep_gradients
         )
@@ -111,9 +117,32 @@ def _training_report(
     step = compile_training(
         model, example_inputs, optimizer, verify_each=verify_each, source=name, keep_gradients=keep_gradients
     )
+    return program_report(step.executable.module, resolved, name, _trained_parameters(step))
+
+
+def _trained_parameters(step: TrainingExecutable) -> tuple[int, int]:
     arrays = step.state_arrays(parameters_only=True)
-    parameters = (sum(a.size for a in arrays), sum(a.nbytes for a in arrays))
-    return program_report(step.executable.module, resolved, name, parameters)
+    return sum(a.size for a in arrays), sum(a.nbytes for a in arrays)
+
+
+def _compiled_report(path: Path, device: str | Device, target: str, training: bool) -> Report:
+    """A file `gnomon compile` wrote (with `training`, a training step), priced as compiled: the `gnomon` target
+    only, as `torch-eager` prices the model's graph, which the file does not hold."""
+    from gnomon.executable import load_compiled
+    from gnomon.training_file import is_training_step, load_training_step
+
+    if target != "gnomon":
+        raise AnalysisError(f"{path} is a compiled program: the {target} target prices a model, so analyze its file")
+    if training:
+        step, _ = load_training_step(path)
+        module, parameters = step.executable.module, _trained_parameters(step)
+    else:
+        module = load_compiled(path).module
+        if is_training_step(module):
+            raise AnalysisError(f"{path} is a compiled training step: add --train")
+        parameters = count_parameters(module)
+    resolved = load_device(device) if isinstance(device, str) else device
+    return program_report(module, resolved, str(path), parameters)
 
 
 def _rebatched(

@@ -335,6 +335,11 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
         train = optimizer_from_flags(args.optimizer, args.lr, args.momentum)
     elif args.optimizer != "sgd" or args.lr is not None or args.momentum or args.release_gradients:
         raise GnomonError("--optimizer, --lr, --momentum and --release-gradients are a training step's: add --train")
+    if model.suffix == ".mlir" and (_training_flags_given(args) or args.input_shape or args.batch):
+        raise GnomonError(
+            f"{model} is a compiled program: its shapes (and a training step's loss and optimizer) were fixed by "
+            "`gnomon compile` (compile it again to change them)"
+        )
     report = analyze(
         model,
         device=args.device,

@@ -234,7 +234,7 @@ def test_a_compiled_training_step_trains_as_its_model_file_does(
 ) -> None:
     """The compiled file holds the step, its optimizer, its state at the first step and the seeded batch: three
     steps from it give the model file's three losses; its state saves and resumes; its layers keep their names;
-    `gnomon memory` reports the arena it runs in."""
+    `gnomon memory` reports the arena it runs in, `gnomon analyze` prices it as compiled."""
     capsys.readouterr()
     common = ["--loss", "cross_entropy", "--lr", "0.1", "--momentum", "0.9", "--steps", "3", "--json"]
     assert cli.main(["run", "--train", str(cnn_file), *common]) == 0
@@ -248,6 +248,10 @@ def test_a_compiled_training_step_trains_as_its_model_file_does(
     memory = json.loads(capsys.readouterr().out)
     assert memory["arena_bytes"] == report["memory"]["arena_bytes"]
     assert memory["pytorch_peak_bytes"] is None  # no torch model in the file
+    assert cli.main(["analyze", "--train", str(cnn_step), "--device", "generic-cpu", "--json"]) == 0
+    predicted = json.loads(capsys.readouterr().out)
+    assert predicted["target"] == "gnomon"
+    assert predicted["totals"]["parameters"] == sum(p.numel() for p in SmallCNN().parameters())
     state = tmp_path / "state.npz"
     assert cli.main(["run", "--train", str(cnn_step), "--steps", "2", "--save-state", str(state), "--json"]) == 0
     capsys.readouterr()
@@ -262,6 +266,8 @@ def test_a_compiled_training_step_trains_as_its_model_file_does(
         (["run", "--train", "{step}", "--lr", "0.5"], "its loss, optimizer, shapes and batch were fixed by `gnomon"),
         (["run", "--train", "{step}", "--seed", "3"], "compile it again to change them, or give --inputs"),
         (["memory", "{step}"], "step.mlir is a compiled training step: add --train"),
+        (["analyze", "{step}"], "step.mlir is a compiled training step: add --train"),
+        (["analyze", "--train", "{step}", "--target", "torch-eager"], "the torch-eager target prices a model"),
         (["memory", "--train", "{step}", "--batch", "2"], "step.mlir is a compiled program: its shapes"),
         (["compile", "--train", "{cnn}", "--loss", "mse", "-o", "{out}", "--explain"], "--explain prints an infer"),
         (
