@@ -538,8 +538,9 @@ def _recurrent_grad(op: LstmGradOp, work: OpWork, device: Device, eff: Efficienc
 def _bag_grad(op: EmbeddingBagGradOp, work: OpWork, device: Device, eff: Efficiency) -> KernelTime:
     """An embedding bag's dense gradient: the table zeroed, a stream of its bytes; then each lookup's row of the
     bags' gradient gathered and added into the table's row (read and written), at the fitted `index_add` fraction
-    of a stream's rate from where the table lives. Only looked-up rows are added into: one pass over a 500k-row
-    table at the adds' rate priced its gradient 1.85x too slow."""
+    of a stream's rate from where the table lives. Only looked-up rows are added into: one pass over the table at
+    the adds' rate priced gnomon's kernel on tables of 2M elements and more 1.40x too slow in the training suite
+    (session 10) and 1.85x on the held-out DLRMs' 200k-row tables (which is where this was noticed)."""
     table = nbytes(op.result)
     zero_s = table / sustained(device, eff, resident_index(device, table))
     row = static_shape(op.grad_output)[1] * element_bytes(op.grad_output)
