@@ -109,7 +109,8 @@ class EagerProcess:
     """PyTorch eager's training step of one case in a process of its own (`bench/eager_step_worker.py`), as a
     training script runs it: whether a large allocation reuses freed heap memory or maps fresh pages that fault in
     on first touch depends on what the process allocated before, so a step measured here, after other models, is
-    not what its users see (a DLRM's 64 MiB embedding gradients: 54-65 ms a step here, 110-127 ms in its own process)."""
+    not what its users see (a DLRM's 64 MiB embedding gradients: 54-65 ms a step here, 110-127 ms in its own
+    process)."""
 
     def __init__(self, name: str, size: int, optimizer: Optimizer):
         spec = optimizer_spec(optimizer)
