@@ -13,11 +13,14 @@ import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from gnomon.errors import GnomonError, GnomonWarning, InputShapeError
 from gnomon.files import check_readable, check_writable, writing
 from gnomon.limits import check_fits
+
+if TYPE_CHECKING:
+    from gnomon.recompute import RecomputeOptions
 
 EXIT_USER_ERROR = 2
 
@@ -233,8 +236,10 @@ def _cmd_run(args: argparse.Namespace) -> None:
             restore=args.restore,
             save_state=args.save_state,
             keep_gradients=not args.release_gradients,
+            recompute=_recompute_options(args),
         )
         return
+    _recompute_options(args)  # --budget without --train is an error
     if args.loss or args.steps != 1 or args.restore or args.save_state or args.release_gradients:
         raise GnomonError(
             "--loss, --steps, --restore, --save-state and --release-gradients train the model: add --train"
@@ -279,6 +284,31 @@ def _add_training_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_recompute_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--budget",
+        help="with --train: recompute forward values so that the step's arena fits this many bytes (256MiB) or this "
+        "share of its arena without recomputation (40%%)",
+    )
+    parser.add_argument(
+        "--solver", choices=("z3", "milp", "greedy", "sqrt", "none"), default="z3", help="--budget's solver"
+    )
+    parser.add_argument("--time-limit", type=float, default=10.0, help="seconds --budget's solver may search")
+
+
+def _recompute_options(args: argparse.Namespace) -> RecomputeOptions | None:
+    """--budget, --solver and --time-limit; the last two need the first."""
+    from gnomon.recompute import RecomputeOptions
+
+    if args.budget is None:
+        if args.solver != "z3" or args.time_limit != 10.0:
+            raise GnomonError("--solver and --time-limit choose how to meet a memory budget: add --budget")
+        return None
+    if not args.train:
+        raise GnomonError("--budget recomputes a training step's forward values: add --train")
+    return RecomputeOptions(args.budget, args.solver, args.time_limit)
+
+
 def _cmd_memory(args: argparse.Namespace) -> None:
     from gnomon.memory_command import memory_command
     from gnomon.training_command import optimizer_from_flags
@@ -298,6 +328,7 @@ def _cmd_memory(args: argparse.Namespace) -> None:
         loss=args.loss,
         optimizer=optimizer_from_flags(args.optimizer, args.lr, args.momentum),
         plot=args.plot,
+        recompute=_recompute_options(args),
         as_json=args.json,
         seed=args.seed,
         keep_gradients=not args.release_gradients,
@@ -429,6 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_pipeline_arguments(runner)
     _add_training_arguments(runner)
+    _add_recompute_arguments(runner)
     runner.add_argument("--steps", type=int, default=1, help="with --train: training steps to run (default 1)")
     runner.add_argument("--restore", type=Path, metavar="FILE", help="with --train: start from a saved training state")
     runner.add_argument(
@@ -441,6 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_model_arguments(memory)
     _add_training_arguments(memory)
+    _add_recompute_arguments(memory)
     memory.add_argument("--batch", type=int, help="the batch size: every input's leading dim")
     memory.add_argument(
         "--plot", type=Path, metavar="FILE", help="draw each tensor's lifetime over the schedule (.png, .svg, .pdf)"

@@ -53,6 +53,7 @@ def lower(
     tuned: bool = True,
     layout: str = "auto",
     rewrites: bool = True,
+    recompute: str | None = None,
 ) -> ModuleOp:
     """Run the inference rewrites and the lowering to rt on a graph module, in place.
 
@@ -61,7 +62,8 @@ def lower(
     the fusion and layout decisions taken; `layout` is `graph-layout`'s option (`nchw` keeps every op's layout as
     given: the calibration suite's kernels are measured as they are written); `tuned=False`
     keeps every generated kernel's default schedule (no `kernel-tuned-schedules`); `rewrites=False` skips the
-    inference rewrites (a training step has had its own)."""
+    inference rewrites (a training step has had its own); `recompute`, a `graph-recompute{...}` spec, runs that
+    pass after `graph-fuse` (a training step under a memory budget)."""
     if rewrites:
         run_pipeline(module, "inference", source, verify_each=verify_each, dump_ir=dump_ir)
 
@@ -77,6 +79,8 @@ def lower(
         spec = spec.replace("graph-fuse", f'graph-fuse{{device="{device}"}}', 1)
     if not tuned:
         spec = spec.replace(",kernel-tuned-schedules", "")
+    if recompute is not None:
+        spec = spec.replace(",graph-to-kernel", f",{recompute},graph-to-kernel", 1)
     return run_pipeline(
         module, "lowering", source, verify_each=verify_each, dump_ir=dump_ir, spec=spec, after_pass=after_pass
     )
@@ -209,13 +213,18 @@ def compile_model(
     tuned: bool = True,
     train: object = None,
     keep_gradients: bool = True,
+    memory_budget: int | float | str | None = None,
+    recompute: str = "z3",
+    recompute_time_limit: float = 10.0,
 ) -> Any:
     """Import, rewrite and lower a model; the reference backend interprets the graph program instead.
 
     `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device`, `decisions`, `layouts` and `tuned` are
     `lower`'s. `train` (True, or `gnomon.SGD(...)`, `gnomon.Adam(...)`, `gnomon.AdamW(...)`) compiles a training
     step of a torch module that returns its loss instead: a `gnomon.training.TrainingExecutable`, which without
-    `keep_gradients` keeps no gradient past its parameter's update."""
+    `keep_gradients` keeps no gradient past its parameter's update, and with `memory_budget` (an int: bytes; a
+    float: a share of the step's arena without recomputation) recomputes forward values to fit it, choosing with
+    the `recompute` solver (z3, milp, greedy, sqrt) in at most `recompute_time_limit` seconds."""
     if train is not None and train is not False:
         from gnomon.training import compile_training
 
@@ -223,10 +232,13 @@ def compile_model(
             raise GnomonError("training runs on the native backend only")
         return compile_training(
             model, example_inputs, train, verify_each=verify_each, dump_ir=dump_ir, device=device, tuned=tuned,
-            keep_gradients=keep_gradients,
+            keep_gradients=keep_gradients, memory_budget=memory_budget, recompute=recompute,
+            recompute_time_limit=recompute_time_limit,
         )  # fmt: skip
     if not keep_gradients:
         raise GnomonError("keep_gradients=False is a training step's option: add train=")
+    if memory_budget is not None:
+        raise GnomonError("memory_budget is a training step's option (it recomputes forward values): add train=")
     if backend not in BACKENDS:
         raise GnomonError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     module = load(model, example_inputs, input_shapes, verify_each=verify_each, dump_ir=dump_ir)

@@ -18,8 +18,9 @@ from gnomon.errors import GnomonError
 from gnomon.files import check_readable, check_writable
 from gnomon.memory_profile import MemoryProfile
 from gnomon.optimizers import Optimizer, optimizer_label
+from gnomon.recompute import RecomputeOptions, RecomputeReport
 
-__all__ = ["memory_command", "memory_json", "render_memory"]
+__all__ = ["memory_command", "memory_json", "render_memory", "render_recompute"]
 
 TOP_LAYERS = 10
 
@@ -36,8 +37,10 @@ def memory_command(
     as_json: bool,
     seed: int,
     keep_gradients: bool = True,
+    recompute: RecomputeOptions | None = None,
 ) -> None:
-    """Compile `model` (its training step with `train`) and print its memory."""
+    """Compile `model` (its training step with `train`, within `recompute`'s budget if given) and print its memory
+    (and the recomputation plan)."""
     check_readable(model)
     if plot is not None:
         from gnomon.memory_plot import check_plot_path
@@ -47,6 +50,10 @@ def memory_command(
     if batch is not None and batch < 1:
         raise GnomonError(f"--batch {batch}: a batch holds at least one sample")
     torch_peak: int | None = None
+    plan: RecomputeReport | None = None
+    before: tuple[MemoryProfile, str] | None = None
+    if recompute is not None and (not train or model.suffix == ".mlir"):
+        raise GnomonError("--budget recomputes a training step's forward values: give a model file and --train")
     if model.suffix == ".mlir":
         profile, what = _compiled_memory(model, train)
     elif train:
@@ -55,9 +62,16 @@ def memory_command(
 
         step, arrays, module = compile_training_file(
             model, input_shapes=input_shapes, batch=batch, loss=loss, optimizer=optimizer, seed=seed,
-            keep_gradients=keep_gradients,
+            keep_gradients=keep_gradients, recompute=recompute,
         )  # fmt: skip
         profile = step.memory()
+        plan = step.recompute
+        if plan is not None and plot is not None:  # the timeline without recomputation, beside the new one
+            plain, _, _ = compile_training_file(
+                model, input_shapes=input_shapes, batch=batch, loss=loss, optimizer=optimizer, seed=seed,
+                keep_gradients=keep_gradients,
+            )  # fmt: skip
+            before = (plain.memory(), "without recomputation")
         torch_peak = _pytorch_peak(model, lambda: eager_training_peak(module, arrays, optimizer))
         what = f"the training step of {model.name} ({optimizer_label(optimizer)})"
     else:
@@ -76,11 +90,16 @@ def memory_command(
     if plot is not None:
         from gnomon.memory_plot import plot_memory
 
-        plot_memory(profile, plot, f"{what}: memory over the schedule")
+        title = f"{what}: memory over the schedule" + (f", within {plan.budget_bytes} bytes" if plan else "")
+        plot_memory(profile, plot, title, before)
     if as_json:
-        print(json.dumps({"model": str(model), **memory_json(profile, torch_peak)}, indent=2))
+        extra = plan.as_json() if plan is not None else {}
+        print(json.dumps({"model": str(model), **memory_json(profile, torch_peak), **extra}, indent=2))
         return
     print(render_memory(profile, what, torch_peak))
+    if plan is not None:
+        print()
+        print(render_recompute(plan))
     if plot is not None:
         print(f"\ntimeline written to {plot}")
 
@@ -183,6 +202,25 @@ def render_memory(profile: MemoryProfile, what: str = "the program", torch_peak:
         rest = sum(size for _, _, size in by_layer[len(shown) :])
         others = f"({len(by_layer) - len(shown)} more)"
         lines.append(f"  {others:<{layer_width}}  {'':<{category_width}}  {_mib(rest):>12}")
+    return "\n".join(lines)
+
+
+def render_recompute(plan: RecomputeReport) -> str:
+    """The recomputation plan: the budget, both arenas, the predicted overhead, and the kernels that run again."""
+    lines = [
+        f"recomputation ({plan.solver}: {plan.status}), budget {_mib(plan.budget_bytes)}",
+        f"  arena {_mib(plan.peak_bytes)}, {_mib(plan.peak_bytes_without_recompute)} without "
+        f"({plan.peak_bytes_without_recompute / max(plan.peak_bytes, 1):.2f}x less); predicted "
+        f"{_mib(plan.predicted_peak_bytes)}",
+    ]
+    share = f" ({plan.predicted_overhead:.1%} of the step's predicted {plan.predicted_step_s * 1e3:.3f} ms)" if (
+        plan.predicted_overhead is not None and plan.predicted_step_s is not None) else ""  # fmt: skip
+    gap = f", gap {plan.gap:.1%}" if plan.gap is not None else ""
+    lines.append(f"  predicted overhead {plan.predicted_overhead_s * 1e3:.3f} ms{share}; solved in "
+                 f"{plan.solve_s:.2f} s{gap}")  # fmt: skip
+    lines.append(f"  {len(plan.recomputed)} kernels run again in the backward pass:")
+    width = max([0, *(len(name) for name, _ in plan.recomputed)])
+    lines += [f"    {name:<{width}}  {seconds * 1e3:8.3f} ms" for name, seconds in plan.recomputed]
     return "\n".join(lines)
 
 

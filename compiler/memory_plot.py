@@ -4,6 +4,7 @@ PyTorch's memory visualizer draws an allocation timeline. matplotlib is imported
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from gnomon.errors import GnomonError
 from gnomon.memory_profile import MemoryProfile
@@ -30,10 +31,13 @@ def check_plot_path(path: Path) -> None:
         raise GnomonError(f"--plot {path}: the plot is written as .png, .svg or .pdf")
 
 
-def plot_memory(profile: MemoryProfile, path: Path, title: str) -> None:
+def plot_memory(
+    profile: MemoryProfile, path: Path, title: str, before: tuple[MemoryProfile, str] | None = None
+) -> None:
     """Bytes over the launches: what lives outside the arena at the bottom, then every arena tensor as its own
     band from the launch that writes it to the last that reads it, stacked in the order they are written and
-    colored by category; the arena's size and peak marked, and a training step's loss. PNG, SVG or PDF by the
+    colored by category; the arena's size and peak marked, and a training step's loss. With `before` (a profile
+    and its title: the step without recomputation), the two side by side on one scale. PNG, SVG or PDF by the
     file's extension."""
     import matplotlib
 
@@ -41,10 +45,20 @@ def plot_memory(profile: MemoryProfile, path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     check_plot_path(path)
+    panels = [(profile, title)] if before is None else [before, (profile, title)]
+    figure, axes = plt.subplots(1, len(panels), figsize=(13 * len(panels), 6), sharey=True, squeeze=False)
+    for column, (shown, name) in enumerate(panels):
+        _draw(axes[0][column], shown, name)
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def _draw(axes: Any, profile: MemoryProfile, title: str) -> None:
     steps = len(profile.layers)
     mib = 2.0**-20
     xs = list(range(steps))
-    figure, axes = plt.subplots(figsize=(13, 6))
     base = [0.0] * steps
     for category, size in profile.outside.items():
         if size:
@@ -83,7 +97,3 @@ def plot_memory(profile: MemoryProfile, path: Path, title: str) -> None:
     axes.set_xlabel("launch (schedule order)")
     axes.set_ylabel("MiB")
     axes.set_title(title)
-    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    figure.tight_layout()
-    figure.savefig(path)
-    plt.close(figure)

@@ -352,3 +352,44 @@ class LSTMClassifier(nn.Module):
     def example_inputs(self, batch: int = 2) -> tuple[torch.Tensor, ...]:
         torch.manual_seed(1)
         return (torch.randn(batch, self.steps, self.features),)
+
+
+class TransformerEncoder(nn.Module):
+    """`layers` pre-norm encoder blocks (`TransformerBlock`) and a final layer norm: [batch, seq, d_model] ->
+    [batch, seq, d_model]."""
+
+    def __init__(self, layers: int = 4, d_model: int = 64, heads: int = 4, seq: int = 16, seed: int = 0) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*(TransformerBlock(d_model, heads, seq, seed + i) for i in range(layers)))
+        self.norm = nn.LayerNorm(d_model)
+        self.d_model, self.seq = d_model, seq
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.blocks(x))
+
+    def example_inputs(self, batch: int = 2) -> tuple[torch.Tensor, ...]:
+        torch.manual_seed(1)
+        return (torch.randn(batch, self.seq, self.d_model),)
+
+
+class LSTMLanguageModel(nn.Module):
+    """A word-level language model in the style of Zaremba et al. (2014): embedding, a stacked LSTM, and a decoder
+    over the vocabulary at every step: token ids [batch, steps] -> logits [batch * steps, vocab] (flattened, for a
+    cross-entropy against the next tokens)."""
+
+    def __init__(self, vocab: int = 1000, hidden: int = 128, layers: int = 2, steps: int = 20, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.embedding = nn.Embedding(vocab, hidden)
+        self.lstm = nn.LSTM(hidden, hidden, layers, batch_first=True)
+        self.decoder = nn.Linear(hidden, vocab)
+        self.vocab, self.steps = vocab, steps
+        self.eval()
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.lstm(self.embedding(tokens))[0]).reshape(-1, self.vocab)
+
+    def example_inputs(self, batch: int = 2) -> tuple[torch.Tensor, ...]:
+        torch.manual_seed(1)
+        return (torch.randint(0, self.vocab, (batch, self.steps)),)

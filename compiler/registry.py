@@ -68,6 +68,12 @@ def _graph_fuse() -> type[ModulePass]:
     return GraphFusePass
 
 
+def _graph_recompute() -> type[ModulePass]:
+    from gnomon.passes.graph_recompute import GraphRecomputePass
+
+    return GraphRecomputePass
+
+
 def _graph_layout() -> type[ModulePass]:
     from gnomon.passes.graph_layout import GraphLayoutPass
 
@@ -131,6 +137,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "graph-fold-constants": _graph_fold_constants,
     "graph-fuse": _graph_fuse,
     "graph-layout": _graph_layout,
+    "graph-recompute": _graph_recompute,
     "graph-roofline": _graph_roofline,
     "graph-shape-inference": _graph_shape_inference,
     "graph-to-kernel": _graph_to_kernel,

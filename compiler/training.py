@@ -23,6 +23,7 @@ from gnomon.memory_profile import MemoryProfile, memory_profile
 from gnomon.optimizers import STEP, Optimizer, append_optimizer, optimizer_of
 from gnomon.passes.graph_fuse import AUTO_DEVICE
 from gnomon.pipeline import run_pipeline, to_graph
+from gnomon.recompute import RecomputeReport, lower_within_budget
 
 __all__ = ["TRAINING_REWRITES", "TrainingExecutable", "compile_training", "training_graph"]
 
@@ -56,6 +57,8 @@ class TrainingExecutable:
             self._state[name][...] = value
         self.input_names = executable.input_names[self._state_count :]
         self._gradients: list[np.ndarray] = []
+        self.recompute: RecomputeReport | None = None
+        """What recomputation did, for a step compiled with a memory budget."""
 
     @property
     def state_names(self) -> list[str]:
@@ -209,15 +212,32 @@ def compile_training(
     tuned: bool = True,
     source: str | None = None,
     keep_gradients: bool = True,
+    memory_budget: int | float | str | None = None,
+    recompute: str = "z3",
+    recompute_time_limit: float = 10.0,
 ) -> TrainingExecutable:
     """A training step of a torch module (or exported program) that returns its loss, with `train`'s optimizer;
     `source` names it in messages (default: its class's name). Without `keep_gradients` the step keeps no gradient
-    past its parameter's update (less memory; `gradients()` then has none to give)."""
+    past its parameter's update (less memory; `gradients()` then has none to give). With `memory_budget` (bytes as
+    an int, a share of the step's planned arena without recomputation as a float) forward values are recomputed in
+    the backward pass so that the arena fits it (`gnomon.recompute`): `recompute` names the solver (z3, milp,
+    greedy, sqrt, none) and `recompute_time_limit` its seconds; `step.recompute` reports the plan."""
     optimizer = optimizer_of(train)
     source = source or type(model).__name__
     module, training = training_graph(
         model, example_inputs, optimizer, verify_each=verify_each, dump_ir=dump_ir, source=source,
         keep_gradients=keep_gradients,
     )  # fmt: skip
-    lower(module, source, verify_each=verify_each, dump_ir=dump_ir, device=device, tuned=tuned, rewrites=False)
-    return TrainingExecutable(Executable(module), optimizer, training.parameters, training.buffers, training.values)
+    report: RecomputeReport | None = None
+    if memory_budget is None:
+        lower(module, source, verify_each=verify_each, dump_ir=dump_ir, device=device, tuned=tuned, rewrites=False)
+    else:
+
+        def lower_with(graph: ModuleOp, recompute: str | None) -> None:
+            lower(graph, source, verify_each=verify_each, dump_ir=dump_ir, device=device, tuned=tuned,
+                  rewrites=False, recompute=recompute)  # fmt: skip
+
+        module, report = lower_within_budget(module, memory_budget, recompute, recompute_time_limit, lower_with, device)
+    step = TrainingExecutable(Executable(module), optimizer, training.parameters, training.buffers, training.values)
+    step.recompute = report
+    return step

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from gnomon.errors import GnomonError
 from gnomon.files import check_readable, check_writable
-from gnomon.memory_command import memory_json, render_memory
+from gnomon.memory_command import memory_json, render_memory, render_recompute
 from gnomon.optimizers import SGD, Adam, AdamW, Optimizer, optimizer_label
+from gnomon.recompute import RecomputeOptions
 from gnomon.training import TrainingExecutable, compile_training
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ def compile_training_file(
     seed: int,
     batch: int | None = None,
     keep_gradients: bool = True,
+    recompute: RecomputeOptions | None = None,
 ) -> tuple[TrainingExecutable, list[Any], torch.nn.Module]:
     """The training step of a model file, its random batch (of `batch` samples, else the file's), and the module
     that returns its loss."""
@@ -54,7 +56,11 @@ def compile_training_file(
     if seed < 0:
         raise GnomonError(f"--seed {seed}: a seed is a non-negative integer")
     module, example = training_model_from_file(model, input_shapes, loss, seed, batch)
-    step = compile_training(module, example, optimizer, source=model.name, keep_gradients=keep_gradients)
+    options: dict[str, Any] = {}
+    if recompute is not None:
+        options = {"memory_budget": recompute.budget, "recompute": recompute.solver,
+                   "recompute_time_limit": recompute.time_limit_s}  # fmt: skip
+    step = compile_training(module, example, optimizer, source=model.name, keep_gradients=keep_gradients, **options)
     return step, [x.numpy() for x in example], module
 
 
@@ -72,6 +78,7 @@ def train_command(
     restore: Path | None = None,
     save_state: Path | None = None,
     keep_gradients: bool = True,
+    recompute: RecomputeOptions | None = None,
 ) -> None:
     """Run `steps` training steps on one batch and print each loss (and the last step's profile), from the state
     `restore` names (else the file's), saving the state after the last step to `save_state`."""
@@ -88,8 +95,9 @@ def train_command(
         optimizer = step.optimizer
     else:
         step, batch, _ = compile_training_file(
-            model, input_shapes=input_shapes, loss=loss, optimizer=optimizer, seed=seed, keep_gradients=keep_gradients
-        )
+            model, input_shapes=input_shapes, loss=loss, optimizer=optimizer, seed=seed, keep_gradients=keep_gradients,
+            recompute=recompute,
+        )  # fmt: skip
     if inputs is not None:
         batch = read_inputs(step, inputs)
     if restore is not None:
@@ -101,6 +109,8 @@ def train_command(
     report: dict[str, Any] = {"model": str(model), "optimizer": optimizer_label(optimizer), "losses": losses}
     report["steps_taken"] = step.steps
     report["memory"] = memory_json(memory)
+    if step.recompute is not None:
+        report["recompute"] = step.recompute.as_json()
     if profile:
         report["profile"] = profile_summary(step.executable)
     if as_json:
@@ -113,6 +123,9 @@ def train_command(
         print(f"training state after step {step.steps} saved to {save_state}")
     print()
     print(render_memory(memory, f"the training step of {model.name}"))
+    if step.recompute is not None:
+        print()
+        print(render_recompute(step.recompute))
     if profile:
         print()
         print(render_profile(report["profile"]))

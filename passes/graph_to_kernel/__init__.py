@@ -309,6 +309,21 @@ def _given_groups(ops: list[Operation], prologues: dict[Operation, list[Operatio
     return groups
 
 
+def kernel_groups(function: func.FuncOp) -> list[Group]:
+    """The kernels `partition` builds from `function`'s graph ops, in program order: the groups `graph-fuse` chose,
+    where it ran, else every legal join."""
+    ops, prologues = kernel_ops(function)
+    if any(fusion_group(op) is not None for op in ops):
+        return _given_groups(ops, prologues)
+    groups: list[Group] = []
+    for op in ops:
+        if groups and _joins(groups[-1], op):
+            groups[-1].ops.append(op)
+            continue
+        groups.append(Group([op], default_kind(op), prologues.get(op, [])))
+    return groups
+
+
 def partition(function: func.FuncOp, threads: int) -> None:
     """Rewrite `function`'s graph ops into kernels, in place: the groups `graph-fuse` chose, where it ran, else
     every legal join."""
@@ -319,17 +334,7 @@ def partition(function: func.FuncOp, threads: int) -> None:
         for constant in [op for op in block.ops if isinstance(op, ConstantOp)]:
             constant.detach()
             block.insert_op_before(constant, first_compute)
-    ops, prologues = kernel_ops(function)
-    if any(fusion_group(op) is not None for op in ops):
-        groups = _given_groups(ops, prologues)
-    else:
-        groups = []
-        for op in ops:
-            if groups and _joins(groups[-1], op):
-                groups[-1].ops.append(op)
-                continue
-            groups.append(Group([op], default_kind(op), prologues.get(op, [])))
-    for index, group in enumerate(groups):
+    for index, group in enumerate(kernel_groups(function)):
         kernel = build_kernel(group, index, threads)
         kernel.location = group.ops[0].location
         last = group.ops[-1]

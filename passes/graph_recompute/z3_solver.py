@@ -1,0 +1,248 @@
+"""The recomputation problem (`formulation`) for Z3's finite-domain solver: Booleans and pseudo-Boolean sums.
+
+Each decided node has `x[c]` (recompute it) and an order encoding of the check point its copy is made at
+(`by[c][i]`: made at point i or before, monotone in i, true at its first backward use exactly when recomputed), so
+that "started by i" is one literal and "a consumer still to start at or after i" two. A node's liveness at a point
+is a Boolean that clauses force true wherever a rule makes it live; each memory constraint is a pseudo-Boolean sum
+of sizes. The cost is minimized by a binary search on `sum(cost[c] for recomputed c) <= k` (integer nanoseconds);
+large problems by windows of decisions (`WINDOW`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gnomon.passes.graph_recompute.formulation import ExactResult, Formulation, live_rule
+
+__all__ = ["WINDOW", "solve_z3"]
+
+NANOSECOND = 1e-9
+"""The cost is integer nanoseconds of recomputation."""
+
+
+def solve_z3(
+    form: Formulation, budget: int, time_limit_s: float, incumbent: frozenset[int] | None = None
+) -> ExactResult:
+    """The cheapest plan within `budget`; `incumbent`, a plan known to fit (a heuristic's), bounds the search from
+    above and is the answer if nothing cheaper is found in time."""
+    import z3
+
+    problem, points = form.problem, form.points
+    started_at = time.perf_counter()
+    if form.tail > budget:
+        return ExactResult(None, {}, "infeasible", None, time.perf_counter() - started_at)
+    opt = z3.SolverFor("QF_FD")  # Booleans and pseudo-Boolean sums: Z3's SAT core with cardinality reasoning
+    decided = set(form.decided)
+    x = {c: z3.Bool(f"x{c}") for c in form.decided}
+    # Order encoding of each copy's check point: by[c][i] = "the copy of c is made at point i or before".
+    by = {c: [z3.Bool(f"by{c}_{i}") for i in range(form.first_use.get(c, len(points) - 1) + 1)] for c in form.decided}
+    for c in form.decided:
+        for i in range(len(by[c]) - 1):
+            opt.add(z3.Implies(by[c][i], by[c][i + 1]))
+        opt.add(by[c][-1] == x[c])
+        for u in form.decided_consumers[c]:
+            for i in range(min(len(by[c]), len(by[u]))):
+                opt.add(z3.Implies(z3.And(x[c], by[u][i]), by[c][i]))
+
+    true, false = z3.BoolVal(True), z3.BoolVal(False)
+    memo: dict[tuple[str, int, int], Any] = {}  # each expression built once: building dominates big solves
+
+    def started(c: int, i: int) -> z3.BoolRef:
+        return by[c][min(i, len(by[c]) - 1)]
+
+    def still_to_start(u: int, i: int) -> z3.BoolRef:
+        if i >= len(by[u]):
+            return false
+        if ("still", u, i) not in memo:
+            memo[("still", u, i)] = x[u] if i == 0 else z3.And(x[u], z3.Not(by[u][i - 1]))
+        return memo[("still", u, i)]
+
+    def kept_or_started(c: int, i: int) -> z3.BoolRef:
+        if c not in decided:
+            return true
+        key = ("kept", c, min(i, len(by[c]) - 1))
+        if key not in memo:
+            memo[key] = z3.Or(z3.Not(x[c]), started(c, i))
+        return memo[key]
+
+    live_of: dict[tuple[int, int], z3.BoolRef] = {}
+
+    def live(c: int, i: int) -> z3.BoolRef:
+        """A Boolean that the constraints force true wherever the node is live at point i."""
+        if (c, i) in live_of:
+            return live_of[(c, i)]
+        rule = live_rule(form, c, i)
+        if rule == "always" or (rule == "before" and c not in decided):
+            value = true
+        elif rule == "consumers" and not form.decided_consumers[c]:
+            value = false
+        elif rule == "before":
+            value = kept_or_started(c, i)  # an expression already: no variable of its own
+        else:
+            value = z3.Bool(f"live{c}_{i}")
+            for u in form.decided_consumers[c]:
+                opt.add(z3.Implies(z3.And(still_to_start(u, i), kept_or_started(c, i)), value))
+        live_of[(c, i)] = value
+        return value
+
+    tracked = form.tracked()
+    sizes = {c: problem.nodes[c].size for c in tracked}
+    for i, step in enumerate(points):
+        _add_memory(opt, [(live(c, i), sizes[c]) for c in tracked], budget - form.fixed[step])
+    for i, (step, base) in enumerate(form.gaps):
+        if step < 0:
+            continue
+        terms = []
+        for c in tracked:
+            left, right = live(c, i), live(c, i + 1)
+            if z3.is_false(left) or z3.is_false(right):
+                continue
+            if z3.is_true(left) and z3.is_true(right):
+                terms.append((z3.BoolVal(True), sizes[c]))
+                continue
+            both = z3.Bool(f"both{c}_{i}")
+            opt.add(z3.Implies(z3.And(left, right), both))
+            terms.append((both, sizes[c]))
+        _add_memory(opt, terms, budget - base)
+    for most, kept in form.forward_groups:
+        terms = []
+        for c in kept:
+            if c in form.first_use and c not in decided:
+                terms.append((z3.BoolVal(True), sizes[c]))
+                continue
+            held = z3.Bool(f"held{c}")
+            if c in form.first_use:
+                opt.add(z3.Implies(z3.Not(x[c]), held))
+            for u in form.decided_consumers[c]:
+                opt.add(z3.Implies(z3.And(x[u], z3.Not(x[c])) if c in decided else x[u], held))
+            terms.append((held, sizes[c]))
+        _add_memory(opt, terms, budget - most)
+    cost = {c: round(problem.nodes[c].recompute_s / NANOSECOND) + 1 for c in form.decided}
+    if incumbent is not None:
+        for c in x:
+            opt.set_initial_value(x[c], c in incumbent)
+    return _minimize_cost(opt, x, by, cost, points, time_limit_s, started_at, incumbent)
+
+
+WINDOW = 24
+"""The decisions one Z3 search first takes at a time on a larger problem: the others are held at the best plan
+found, and windows of consecutive forward nodes (overlapping by half) are searched in turn until a pass finds
+nothing cheaper (a large neighbourhood search); then windows twice as large, and so on while time remains, up to
+the whole problem, whose search proves the optimum. The status names the largest windows searched through."""
+
+
+def _minimize_cost(
+    solver: Any, x: dict[int, Any], by: dict[int, list[Any]], cost: dict[int, int], points: tuple[int, ...],
+    time_limit_s: float, started_at: float, incumbent: frozenset[int] | None,
+) -> ExactResult:  # fmt: skip
+    """The cheapest plan, by binary search on the recomputations' total cost (integer nanoseconds) with Z3's
+    finite-domain solver: each probe adds `sum(cost[c] for recomputed c) <= k` and asks for a plan. Searched whole,
+    the smallest k with a plan is the optimum, and the largest without one a proven bound; searched by windows
+    (`WINDOW`), the result is optimal within each window and the status says so."""
+    import z3
+
+    def remaining_ms() -> int:
+        return max(int((time_limit_s - (time.perf_counter() - started_at)) * 1000), 1)
+
+    terms = [(x[c], cost[c]) for c in x]
+
+    def total(model: Any) -> int:
+        return sum(w for v, w in terms if z3.is_true(model.eval(v, model_completion=True)))
+
+    def chosen(model: Any) -> frozenset[int]:
+        return frozenset(c for c in x if z3.is_true(model.eval(x[c], model_completion=True)))
+
+    def search(high: int) -> tuple[Any, int, bool]:
+        """Binary search below `high` under the solver's current assertions: (the cheapest model found or None,
+        the largest cost proven to have no plan, whether the search finished)."""
+        best, low = None, -1
+        while low + 1 < high:
+            middle = (low + high) // 2
+            solver.push()
+            solver.add(z3.PbLe(terms, middle))
+            solver.set("timeout", remaining_ms())
+            verdict = solver.check()
+            if verdict == z3.sat:
+                best = solver.model()
+                high = total(best)
+            solver.pop()
+            if verdict == z3.unsat:
+                low = middle
+            elif verdict != z3.sat:
+                return best, low, False
+        return best, low, True
+
+    model: Any = None
+    if incumbent is None:
+        solver.set("timeout", remaining_ms())
+        verdict = solver.check()
+        if verdict == z3.unsat:
+            return ExactResult(None, {}, "infeasible", None, time.perf_counter() - started_at)
+        if verdict != z3.sat:
+            return ExactResult(None, {}, "unknown", None, time.perf_counter() - started_at)
+        model = solver.model()
+        incumbent = chosen(model)
+    high = sum(cost[c] for c in incumbent)
+    if len(x) <= WINDOW:
+        found, low, finished = search(high)
+        model = found or model
+        plan = chosen(model) if model is not None else incumbent
+        status = "optimal" if finished else "feasible"
+        return _result(model, plan, by, points, status, max(low + 1, 0) * NANOSECOND, started_at)
+    order = sorted(x)
+    size, finished = WINDOW, True
+    while finished:  # windows of 24 decisions, then 48, 96, ... while time remains, then the whole problem
+        if size >= len(order):
+            found, low, finished = search(high)
+            model = found or model
+            plan = chosen(model) if found is not None else incumbent
+            status = "optimal" if finished else f"windows of {size // 2}"
+            return _result(model, plan, by, points, status, max(low + 1, 0) * NANOSECOND, started_at)
+        windows = [order[i : i + size] for i in range(0, len(order), size // 2)]
+        improved = True
+        while improved and finished:
+            improved = False
+            for window in windows:
+                inside = set(window)
+                solver.push()
+                solver.add(*(x[c] == (c in incumbent) for c in x if c not in inside))
+                found, _, finished = search(high)
+                solver.pop()
+                if found is not None:
+                    model, incumbent, high, improved = found, chosen(found), total(found), True
+                if not finished:
+                    break
+        if finished:
+            size *= 2
+    status = f"windows of {size // 2}" if size > WINDOW else "feasible"
+    return _result(model, incumbent, by, points, status, None, started_at)
+
+
+def _result(
+    model: Any, plan: frozenset[int], by: dict[int, list[Any]], points: tuple[int, ...], status: str,
+    bound_s: float | None, started_at: float,
+) -> ExactResult:  # fmt: skip
+    """The plan, with each copy's check point where a model gives them (else `evaluate` places them)."""
+    import z3
+
+    starts: dict[int, int] = {}
+    if model is not None and plan == frozenset(
+        c for c in by if z3.is_true(model.eval(by[c][-1], model_completion=True))
+    ):
+        for c in plan:
+            starts[c] = points[next(i for i, b in enumerate(by[c]) if z3.is_true(model.eval(b, model_completion=True)))]
+    return ExactResult(plan, starts, status, bound_s, time.perf_counter() - started_at)
+
+
+def _add_memory(opt: object, terms: list[tuple[object, int]], room: int) -> None:
+    """sum(size for live, size in terms if live) <= room, as a pseudo-Boolean constraint."""
+    import z3
+
+    fixed = sum(size for live, size in terms if z3.is_true(live))  # pyright: ignore[reportArgumentType]
+    varying = [(live, size) for live, size in terms if not z3.is_true(live) and not z3.is_false(live)]  # pyright: ignore
+    if not varying:
+        if fixed > room:
+            opt.add(z3.BoolVal(False))  # pyright: ignore[reportAttributeAccessIssue]
+        return
+    opt.add(z3.PbLe(varying, room - fixed))  # pyright: ignore[reportAttributeAccessIssue]
