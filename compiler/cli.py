@@ -298,7 +298,7 @@ def _add_recompute_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _recompute_options(args: argparse.Namespace) -> RecomputeOptions | None:
     """--budget, --solver and --time-limit; the last two need the first."""
-    from gnomon.recompute import RecomputeOptions
+    from gnomon.recompute import RecomputeOptions, check_options
 
     if args.budget is None:
         if args.solver != "z3" or args.time_limit != 10.0:
@@ -306,6 +306,7 @@ def _recompute_options(args: argparse.Namespace) -> RecomputeOptions | None:
         return None
     if not args.train:
         raise GnomonError("--budget recomputes a training step's forward values: add --train")
+    check_options(args.budget, args.solver, args.time_limit)
     return RecomputeOptions(args.budget, args.solver, args.time_limit)
 
 

@@ -22,7 +22,7 @@ from gnomon.dialects import rt
 from gnomon.errors import GnomonError
 from gnomon.passes.graph_recompute import RECOMPUTE_ATTR, SOLVER_NAMES, RecomputeError
 
-__all__ = ["RecomputeOptions", "RecomputeReport", "budget_bytes", "lower_within_budget"]
+__all__ = ["RecomputeOptions", "RecomputeReport", "budget_bytes", "check_options", "lower_within_budget"]
 
 RETRIES = 3
 """How many more times the pass runs when the planned arena comes out over the budget."""
@@ -78,6 +78,15 @@ class RecomputeReport:
             "gap": self.gap,
             "recomputed": [{"kernel": name, "predicted_s": seconds} for name, seconds in self.recomputed],
         }
+
+
+def check_options(budget: int | float | str, solver: str, time_limit_s: float) -> None:
+    """Fail in one line on a budget, solver or time limit `lower_within_budget` cannot take, before any work."""
+    if solver not in SOLVER_NAMES:
+        raise GnomonError(f"unknown recomputation solver {solver!r}; one of {', '.join(SOLVER_NAMES)}")
+    if not time_limit_s > 0:
+        raise GnomonError(f"recomputation time limit {time_limit_s}: must be more than 0 seconds")
+    budget_bytes(budget, 1)
 
 
 def budget_bytes(budget: int | float | str, peak: int) -> int:
@@ -139,10 +148,7 @@ def lower_within_budget(
     from gnomon.cost.program import program_report
     from gnomon.passes.graph_fuse import fusion_device
 
-    if solver not in SOLVER_NAMES:
-        raise GnomonError(f"unknown recomputation solver {solver!r}; one of {', '.join(SOLVER_NAMES)}")
-    if time_limit_s <= 0:
-        raise GnomonError(f"recomputation time limit {time_limit_s}: must be more than 0 seconds")
+    check_options(budget, solver, time_limit_s)
     plain = module.clone()
     lower(plain, 'graph-recompute{solver="none"}')  # changes nothing; says what the pass predicts without a plan
     without = _arena(plain)

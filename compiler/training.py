@@ -23,7 +23,7 @@ from gnomon.memory_profile import MemoryProfile, memory_profile
 from gnomon.optimizers import STEP, Optimizer, append_optimizer, optimizer_of
 from gnomon.passes.graph_fuse import AUTO_DEVICE
 from gnomon.pipeline import run_pipeline, to_graph
-from gnomon.recompute import RecomputeReport, lower_within_budget
+from gnomon.recompute import RecomputeReport, check_options, lower_within_budget
 
 __all__ = ["TRAINING_REWRITES", "TrainingExecutable", "compile_training", "training_graph"]
 
@@ -224,6 +224,8 @@ def compile_training(
     greedy, sqrt, none) and `recompute_time_limit` its seconds; `step.recompute` reports the plan."""
     optimizer = optimizer_of(train)
     source = source or type(model).__name__
+    if memory_budget is not None:
+        check_options(memory_budget, recompute, recompute_time_limit)
     module, training = training_graph(
         model, example_inputs, optimizer, verify_each=verify_each, dump_ir=dump_ir, source=source,
         keep_gradients=keep_gradients,

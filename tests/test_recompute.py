@@ -254,6 +254,8 @@ def test_cli_memory_budget_json(transformer_file: Path, capsys: pytest.CaptureFi
         (["memory", "--train", "{model}", "--loss", "mse", "--solver", "milp"], "--solver and --time-limit choose"),
         (["run", "--train", "{model}", "--loss", "mse", "--budget", "lots"], "memory budget 'lots': expected bytes"),
         (["memory", "--train", "{model}", "--loss", "mse", "--budget", "1KiB"], "the smallest feasible budget found"),
+        (["memory", "--train", "{model}", "--loss", "mse", "--budget", "0%"], "a share of the peak is between 0% and"),
+        (["run", "--train", "{model}", "--budget", "50%", "--time-limit", "0"], "time limit 0.0: must be more than 0"),
     ],
 )
 def test_cli_budget_errors_are_one_line(transformer_file: Path, args: list[str], message: str,
