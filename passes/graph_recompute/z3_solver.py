@@ -98,8 +98,13 @@ def solve_z3(
             left, right = live(c, i), live(c, i + 1)
             if z3.is_false(left) or z3.is_false(right):
                 continue
-            if z3.is_true(left) and z3.is_true(right):
-                terms.append((z3.BoolVal(True), sizes[c]))
+            if z3.is_true(left) or (live_rule(form, c, i) == "before" and live_rule(form, c, i + 1) != "consumers"):
+                # Before its first backward use a node's liveness only grows (kept, or its copy made by then), so
+                # live at both ends is live at the left one; and where the left end is certain, the right one.
+                terms.append((right if z3.is_true(left) else left, sizes[c]))
+                continue
+            if z3.is_true(right):
+                terms.append((left, sizes[c]))
                 continue
             both = z3.Bool(f"both{c}_{i}")
             opt.add(z3.Implies(z3.And(left, right), both))
