@@ -197,7 +197,6 @@ def main() -> None:
     parser.add_argument("--solvers", default="none,sqrt,z3,milp,greedy", help="part 1's solvers")
     parser.add_argument("--milp-nodes", type=int, default=300, help="part 2 runs the MILP up to this many nodes")
     args = parser.parse_args()
-    torch.set_num_threads(torch.get_num_threads())
     if not args.no_models:
         part_one(args.models.split(","), args.repeat, args.time_limit, args.budgets.split(","), args.solvers.split(","))
     if not args.no_scaling:

@@ -66,12 +66,9 @@ def memory_command(
         )  # fmt: skip
         profile = step.memory()
         plan = step.recompute
-        if plan is not None and plot is not None:  # the timeline without recomputation, beside the new one
-            plain, _, _ = compile_training_file(
-                model, input_shapes=input_shapes, batch=batch, loss=loss, optimizer=optimizer, seed=seed,
-                keep_gradients=keep_gradients,
-            )  # fmt: skip
-            before = (plain.memory(), "without recomputation")
+        baseline = step.memory_without_recompute()
+        if baseline is not None:  # the timeline without recomputation, beside the new one
+            before = (baseline, "without recomputation")
         torch_peak = _pytorch_peak(model, lambda: eager_training_peak(module, arrays, optimizer))
         what = f"the training step of {model.name} ({optimizer_label(optimizer)})"
     else:

@@ -12,7 +12,7 @@ is an error.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from xdsl.dialects import func
@@ -58,6 +58,8 @@ class RecomputeReport:
     gap: float | None
     recomputed: tuple[tuple[str, float], ...]
     """The kernels that run again (their first op and layer) and each one's predicted launch, seconds."""
+    baseline: ModuleOp | None = field(default=None, repr=False, compare=False)
+    """The step lowered without recomputation (the arena the budget is a share of), for its memory profile."""
 
     @property
     def predicted_overhead(self) -> float | None:
@@ -177,7 +179,7 @@ def lower_within_budget(
             break
         arena = _arena(attempt)
         if arena <= target or solver in ("none", "sqrt"):  # those two do not look at the budget
-            return attempt, _report(attempt, target, arena, without, step_s)
+            return attempt, _report(attempt, target, arena, plain, step_s)
         smallest = min(smallest, arena)
         asked -= arena - target + target // 200  # a margin: the next plan lays out differently again
         if asked <= 0:
@@ -188,18 +190,19 @@ def lower_within_budget(
     )
 
 
-def _report(module: ModuleOp, target: int, arena: int, without: int, step_s: float) -> RecomputeReport:
+def _report(module: ModuleOp, target: int, arena: int, plain: ModuleOp, step_s: float) -> RecomputeReport:
     plan = _plan_of(module)
     return RecomputeReport(
         solver=str(plan["solver"]),
         status=str(plan["status"]) if arena <= target else "over budget",
         budget_bytes=target,
         peak_bytes=arena,
-        peak_bytes_without_recompute=without,
+        peak_bytes_without_recompute=_arena(plain),
         predicted_peak_bytes=int(plan["peak_bytes"]),
         predicted_overhead_s=float(plan["predicted_overhead_s"]),
         predicted_step_s=step_s,
         solve_s=float(plan["solve_s"]),
         gap=plan.get("gap"),
         recomputed=tuple(plan["recomputed"]),
+        baseline=plain,
     )

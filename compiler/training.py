@@ -148,6 +148,15 @@ class TrainingExecutable:
     def memory(self) -> MemoryProfile:
         """The step's memory: parameters, updated buffers, optimizer state and batch outside the arena; the arena's
         size, its lower bound, and each of its tensors' lifetime, category and layer."""
+        return self._memory_of(self.executable.module)
+
+    def memory_without_recompute(self) -> MemoryProfile | None:
+        """`memory()` of the same step lowered without recomputation, for a step compiled with a memory budget."""
+        if self.recompute is None or self.recompute.baseline is None:
+            return None
+        return self._memory_of(self.recompute.baseline)
+
+    def _memory_of(self, module: ModuleOp) -> MemoryProfile:
         outside = {
             "parameters": sum(self._state[n].nbytes for n in self.parameters),
             "buffers": sum(self._state[n].nbytes for n in self.buffers),
@@ -156,7 +165,7 @@ class TrainingExecutable:
         }
         first_gradient = 1 + self._state_count
         gradients = range(first_gradient, first_gradient + (len(self.parameters) if self.keeps_gradients else 0))
-        return memory_profile(self.executable.module, outside, gradients)
+        return memory_profile(module, outside, gradients)
 
     @property
     def steps(self) -> int:

@@ -45,7 +45,7 @@ from gnomon.passes.graph_recompute.formulation import formulate
 from gnomon.passes.graph_recompute.heuristics import greedy, sqrt_checkpoints
 from gnomon.passes.graph_recompute.milp import solve_milp
 from gnomon.passes.graph_recompute.problem import Evaluation, Problem, evaluate
-from gnomon.passes.graph_recompute.schedule import Schedule, read_schedule
+from gnomon.passes.graph_recompute.schedule import Schedule, read_schedule, view_source
 from gnomon.passes.graph_recompute.z3_solver import solve_z3
 from gnomon.passes.graph_to_kernel import FUSION_ATTR, Group, fusion_group
 
@@ -138,11 +138,10 @@ def solve(
         plan = greedy(problem, budget)
     else:
         form = formulate(problem, min_bytes=budget // MIN_SHARE)
+        start = greedy(problem, budget) if solver == "z3" else None
         left = max(time_limit_s - (time.perf_counter() - started), 0.1 * time_limit_s)  # the limit covers it all
-        if solver == "z3":
-            start = greedy(problem, budget)
+        if start is not None:
             fits = evaluate(problem, start).peak <= budget and start <= set(form.decided)
-            left = max(time_limit_s - (time.perf_counter() - started), 0.1 * time_limit_s)
             result = solve_z3(form, budget, left, start if fits else None)
         else:
             result = solve_milp(form, budget, left)
@@ -209,7 +208,7 @@ def _clone_group(schedule: Schedule, node: int, copies: dict[SSAValue, SSAValue]
         clone = op.clone()
         Rewriter.insert_op(clone, InsertPoint.before(at))
         for index, operand in enumerate(op.operands):
-            source = _source(operand)
+            source = view_source(operand)
             if operand in made:
                 clone.operands[index] = made[operand]
             elif source in copies:
@@ -220,12 +219,6 @@ def _clone_group(schedule: Schedule, node: int, copies: dict[SSAValue, SSAValue]
         clone.attributes[RECOMPUTE_ATTR] = StringAttr("copy")
         made.update(zip(op.results, clone.results, strict=True))
     copies[value] = made[value]
-
-
-def _source(value: SSAValue) -> SSAValue:
-    while isinstance(value.owner, ReshapeOp):
-        value = value.owner.operands[0]
-    return value
 
 
 def _view_like(original: SSAValue, copy: SSAValue, before: Operation) -> SSAValue:
@@ -319,7 +312,7 @@ def recompute(
     given, share = parse_budget(budget)
     budget_bytes = given if given is not None else math.floor(without * (share or 1.0))
     evaluation, status, solve_s, gap = solve(problem, budget_bytes, solver, time_limit_s)
-    if status == "over budget" and solver in ("greedy",):
+    if status == "over budget" and solver == "greedy":
         raise _infeasible(problem, budget_bytes)
     apply_plan(schedule, evaluation)
     names = tuple((problem.nodes[i].name, problem.nodes[i].recompute_s) for i in sorted(evaluation.recomputed))

@@ -27,7 +27,7 @@ from gnomon.locations import location_name
 from gnomon.passes.graph_recompute.problem import Node, Problem
 from gnomon.passes.graph_to_kernel import Group, kernel_groups
 
-__all__ = ["Schedule", "read_schedule"]
+__all__ = ["Schedule", "read_schedule", "view_source"]
 
 
 @dataclass
@@ -43,7 +43,7 @@ class Schedule:
     """Node i's value: a result of the last op of a forward kernel's group."""
 
 
-def _root(value: SSAValue) -> SSAValue:
+def view_source(value: SSAValue) -> SSAValue:
     """The value whose memory `value` is: itself, or the source of the reshapes it is a view of."""
     while isinstance(value.owner, ReshapeOp):
         value = value.owner.operands[0]
@@ -89,7 +89,7 @@ def read_schedule(function: func.FuncOp, price: Callable[[Group], float]) -> Sch
     ret = function.body.block.last_op
     if not isinstance(ret, func.ReturnOp) or not ret.operands:
         raise GnomonError("graph-recompute: the function returns nothing; it takes a training step (loss first)")
-    loss = _root(ret.operands[0])
+    loss = view_source(ret.operands[0])
     if loss not in value_step:
         raise GnomonError("graph-recompute: the step's loss is not computed by a kernel")
     boundary = value_step[loss]
@@ -98,13 +98,13 @@ def read_schedule(function: func.FuncOp, price: Callable[[Group], float]) -> Sch
     for step, group in enumerate(groups):
         for op in group.all_ops():
             for operand in op.operands:
-                source = _root(operand)
+                source = view_source(operand)
                 if source in value_step and value_step[source] != step:
                     uses[source].add(step)
                     reads[step].add(source)
     donated = _donated(function)
     for position, operand in enumerate(ret.operands):
-        source = _root(operand)
+        source = view_source(operand)
         if source in value_step and position not in donated:
             uses[source].add(steps)
     base = [0] * (steps + 1)

@@ -114,7 +114,7 @@ def solve_z3(
         terms = []
         for c in kept:
             if c in form.first_use and c not in decided:
-                terms.append((z3.BoolVal(True), sizes[c]))
+                terms.append((true, sizes[c]))
                 continue
             held = z3.Bool(f"held{c}")
             if c in form.first_use:
