@@ -86,8 +86,8 @@ def check_options(budget: int | float | str, solver: str, time_limit_s: float) -
     """Fail in one line on a budget, solver or time limit `lower_within_budget` cannot take, before any work."""
     if solver not in SOLVER_NAMES:
         raise GnomonError(f"unknown recomputation solver {solver!r}; one of {', '.join(SOLVER_NAMES)}")
-    if not time_limit_s > 0:
-        raise GnomonError(f"recomputation time limit {time_limit_s}: must be more than 0 seconds")
+    if isinstance(time_limit_s, bool) or not isinstance(time_limit_s, int | float) or not time_limit_s > 0:
+        raise GnomonError(f"recomputation time limit {time_limit_s!r}: must be more than 0 seconds")
     budget_bytes(budget, 1)
 
 
@@ -164,7 +164,7 @@ def lower_within_budget(
     for attempt_number in range(RETRIES + 1):
         attempt = module.clone()
         try:
-            lower(attempt, f'graph-recompute{{budget="{asked}" solver="{solver}" time-limit={time_limit_s}}}')
+            lower(attempt, f'graph-recompute{{budget="{asked}" solver="{solver}" time-limit={float(time_limit_s)}}}')
         except RecomputeError as e:
             if attempt_number == 0 and e.smallest_bytes is not None:
                 least = e.smallest_bytes - offset

@@ -24,7 +24,8 @@ from gnomon.passes.graph_recompute.formulation import formulate
 from gnomon.passes.graph_recompute.heuristics import greedy, sqrt_checkpoints
 from gnomon.passes.graph_recompute.milp import solve_milp
 from gnomon.passes.graph_recompute.problem import Node, Problem, evaluate
-from gnomon.passes.graph_recompute.z3_solver import solve_z3
+from gnomon.passes.graph_recompute.z3_solver import WINDOW, solve_z3
+from gnomon.passes.graph_recompute.z3_windows import HeldPlan
 
 
 def _chain(sizes: list[int], costs: list[float], base: int = 0) -> Problem:
@@ -72,11 +73,11 @@ def test_evaluate_recomputes_just_before_the_first_use_and_keeps_inputs_alive() 
     assert chained.extra_s == 5.0
 
 
-def _random_problem(seed: int) -> Problem:
-    """A forward pass of 6-9 kernels, each reading one or two earlier ones, some read by the backward pass (in
-    roughly reverse order), over a backward pass with its own varying memory."""
+def _random_problem(seed: int, kernels: tuple[int, int] = (6, 9)) -> Problem:
+    """A forward pass of `kernels` (a range) kernels, each reading one or two earlier ones, some read by the
+    backward pass (in roughly reverse order), over a backward pass with its own varying memory."""
     rng = random.Random(seed)
-    n = rng.randint(6, 9)
+    n = rng.randint(*kernels)
     steps = 2 * n + 2
     nodes = []
     for i in range(n):
@@ -129,6 +130,43 @@ def test_exact_solvers_agree_and_beat_every_plan(seed: int) -> None:
     assert z3_plan.extra_s == pytest.approx(milp_plan.extra_s, rel=1e-3, abs=1e-8)
     if enumerated is not None:
         assert milp_plan.extra_s <= enumerated + 1e-12
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_windows_hold_the_rest_of_the_plan_as_evaluate_counts_it(seed: int) -> None:
+    """Z3's windows see every node outside them as constant bytes at each check point and gap: for any plan, those
+    constants with every node counted are `evaluate`'s memory there."""
+    problem = _random_problem(seed, (40, 60))
+    form = formulate(problem)
+    rng = random.Random(seed)
+    plan = evaluate(problem, [c for c in form.decided if rng.random() < 0.4])
+    index_of = {step: i for i, step in enumerate(form.points)}
+    held = HeldPlan(form, plan.recomputed, {c: index_of[step] for c, step in plan.at.items()})
+    at_points = np.cumsum(held.live_diff)[: len(form.points)]
+    at_gaps = np.cumsum(held.both_diff)[: len(form.points)]
+    for i, step in enumerate(form.points):
+        assert form.fixed[step] + at_points[i] == plan.memory[step], step
+    for i, (step, base) in enumerate(form.gaps):
+        if step >= 0:
+            assert base + at_gaps[i] == plan.memory[step], step
+    groups = held.group_most + held.groups @ held.held_bytes
+    assert max(groups) == max(plan.memory[: problem.boundary + 1])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_z3_windows_improve_on_greedy_within_the_budget(seed: int) -> None:
+    """On problems of more decisions than one window, Z3's windows start from the greedy plan and return a plan
+    that fits, no dearer than greedy's."""
+    problem = _random_problem(100 + seed, (60, 80))
+    without = evaluate(problem, ()).peak
+    budget = int(without * 0.7)
+    assert len(formulate(problem, budget // 1000).decided) > WINDOW
+    found, status, _, _ = solve(problem, budget, "z3", 20)
+    start = evaluate(problem, greedy(problem, budget))
+    assert found.peak <= budget
+    assert status.startswith("windows of") or status == "optimal"
+    if start.peak <= budget:
+        assert found.extra_s <= start.extra_s + 1e-12
 
 
 def test_heuristics_fit_or_say_so() -> None:
@@ -211,7 +249,8 @@ def test_released_gradients_and_every_solver_train_alike() -> None:
     expected = [plain.step(*inputs) for _ in range(2)]
     for solver in ("milp", "greedy", "sqrt"):
         step = gnomon.compile(gnomon.with_loss(copy.deepcopy(model), loss), batch, train=optimizer,
-                              keep_gradients=False, memory_budget=0.8, recompute=solver)  # fmt: skip
+                              keep_gradients=False, memory_budget=0.8, recompute=solver,
+                              recompute_time_limit=5)  # an int, as users write it  # fmt: skip
         assert step.recompute is not None
         assert step.recompute.solver == solver
         assert [step.step(*inputs) for _ in range(2)] == expected, solver
@@ -223,6 +262,8 @@ def test_memory_budget_errors() -> None:
         gnomon.compile(gnomon.with_loss(model, loss), batch, train=True, memory_budget=1.5)
     with pytest.raises(GnomonError, match=r"the smallest feasible budget found is"):
         gnomon.compile(gnomon.with_loss(model, loss), batch, train=True, memory_budget=1000)
+    with pytest.raises(GnomonError, match=r"^recomputation time limit '10': must be more than 0 seconds$"):
+        gnomon.compile(gnomon.with_loss(model, loss), batch, train=True, memory_budget=0.5, recompute_time_limit="10")
     with pytest.raises(GnomonError, match=r"^memory_budget is a training step's option"):
         gnomon.compile(model, batch[:1], memory_budget=0.5)
 

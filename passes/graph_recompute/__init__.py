@@ -9,9 +9,10 @@ them to the last that reads them, on the step's real schedule, including the inp
 (`gnomon.cost`, as `graph-fuse` prices kernels). The solvers:
 
 - `z3`: the exact choice over keep/recompute decisions and where each copy is made (`formulation`, `z3_solver`), with
-  Z3's finite-domain solver and a binary search on the cost, from the greedy plan; on a large problem by windows of
-  decisions that grow while time remains. At its time limit it returns the best plan found, and its status says
-  how far the search got.
+  Z3's finite-domain solver and a binary search on the cost, from the greedy plan (or the least-memory plan, or
+  Z3's first); on a large problem by windows of decisions, the rest held (`z3_windows`), that grow while time
+  remains, then the whole problem where it is small enough. At its time limit it returns the best plan found, and
+  its status says how far the search got.
 - `milp`: the same problem as a MILP solved by HiGHS (scipy), the reference.
 - `greedy`: XLA-style rematerialization at the peak; `sqrt`: Chen et al.'s sqrt(n) checkpoints (budget-blind);
   `none`: keep everything (reports the peak).
@@ -87,7 +88,8 @@ class RecomputePlan:
 
     solver: str
     status: str
-    """`optimal`; `windows of N` (Z3's search proved each window of N decisions optimal, not the whole problem);
+    """`optimal`; `windows of N` (no window of N consecutive decisions, the rest held, has a plan cheaper by more
+    than 0.1%: a local optimum, not the whole problem's);
     `feasible` (the time limit ended the search: `gap`, where known, says how far from the bound); `fits` or
     `over budget` (a heuristic's plan); `greedy (...)` (the exact solver found no plan, in time or in its model, and
     the greedy plan fits)."""
@@ -138,11 +140,10 @@ def solve(
         plan = greedy(problem, budget)
     else:
         form = formulate(problem, min_bytes=budget // MIN_SHARE)
-        start = greedy(problem, budget) if solver == "z3" else None
+        start = _starting_plan(problem, budget, set(form.decided)) if solver == "z3" else None
         left = max(time_limit_s - (time.perf_counter() - started), 0.1 * time_limit_s)  # the limit covers it all
-        if start is not None:
-            fits = evaluate(problem, start).peak <= budget and start <= set(form.decided)
-            result = solve_z3(form, budget, left, start if fits else None)
+        if solver == "z3":
+            result = solve_z3(form, budget, left, start)
         else:
             result = solve_milp(form, budget, left)
         if result.plan is None:
@@ -167,6 +168,24 @@ def solve(
     return found, "fits" if found.peak <= budget else "over budget", time.perf_counter() - started, None
 
 
+def _starting_plan(problem: Problem, budget: int, decided: set[int]) -> frozenset[int] | None:
+    """A plan within `budget` that decides only `decided` nodes, for Z3 to start from: the greedy one, else the one
+    with the least memory gnomon's heuristics find (Z3's windows then make it cheaper); None if neither fits."""
+    for plan in (lambda: greedy(problem, budget), lambda: _least_memory(problem)[0]):
+        chosen = plan() & decided
+        if evaluate(problem, chosen).peak <= budget:
+            return chosen
+    return None
+
+
+def _least_memory(problem: Problem) -> tuple[frozenset[int], Evaluation]:
+    """The plan with the smallest peak the heuristics find: recomputing every candidate, or greedily down to
+    nothing, whichever is lower."""
+    every = frozenset(problem.candidates())
+    least = greedy(problem, 0)
+    return min(((every, evaluate(problem, every)), (least, evaluate(problem, least))), key=lambda p: p[1].peak)
+
+
 def settle(problem: Problem, plan: frozenset[int], starts: dict[int, int], budget: int) -> Evaluation:
     """`plan` with each copy moved as late as the budget allows (an exact solver's starts are only as early as its
     constraints need, and often earlier than that): a later copy lives less long."""
@@ -183,9 +202,7 @@ def settle(problem: Problem, plan: frozenset[int], starts: dict[int, int], budge
 def smallest_budget(problem: Problem) -> tuple[int, int]:
     """The smallest peak a plan gnomon can find reaches, and how many kernels it recomputes: recomputing every
     candidate, or greedily down to nothing, whichever is lower."""
-    every = evaluate(problem, problem.candidates())
-    least = evaluate(problem, greedy(problem, 0))
-    best = min((every, least), key=lambda e: e.peak)
+    best = _least_memory(problem)[1]
     return best.peak, len(best.recomputed)
 
 

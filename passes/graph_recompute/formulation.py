@@ -131,7 +131,7 @@ class ExactResult:
     starts: dict[int, int]
     """Each recomputed node's step: its copy is made just before it (`evaluate`'s `starts`)."""
     status: str
-    """`optimal`, `windows of N` (Z3: optimal within windows of N decisions), `feasible` (the time limit ended the
+    """`optimal`, `windows of N` (Z3: no window of N decisions has a cheaper plan), `feasible` (the time limit ended the
     search), `infeasible`, or `unknown` (no plan in time)."""
     bound_s: float | None
     """A proven lower bound on the optimum's extra time, where the solver gives one."""

@@ -4,8 +4,9 @@ Each decided node has `x[c]` (recompute it) and an order encoding of the check p
 (`by[c][i]`: made at point i or before, monotone in i, true at its first backward use exactly when recomputed), so
 that "started by i" is one literal and "a consumer still to start at or after i" two. A node's liveness at a point
 is a Boolean that clauses force true wherever a rule makes it live; each memory constraint is a pseudo-Boolean sum
-of sizes. The cost is minimized by a binary search on `sum(cost[c] for recomputed c) <= k` (integer nanoseconds);
-large problems by windows of decisions (`WINDOW`).
+of sizes. The cost is minimized by a binary search on `sum(cost[c] for recomputed c) <= k` (integer nanoseconds).
+Problems of more than `WINDOW` decisions are searched first by windows of decisions (`z3_windows`), growing while
+time remains; the whole problem last, where it is small enough to encode (`WHOLE_TERMS`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import time
 from typing import Any
 
 from gnomon.passes.graph_recompute.formulation import ExactResult, Formulation, live_rule
+from gnomon.passes.graph_recompute.problem import evaluate
+from gnomon.passes.graph_recompute.z3_windows import HeldPlan, improve_window
 
 __all__ = ["WINDOW", "solve_z3"]
 
@@ -32,6 +35,45 @@ def solve_z3(
     started_at = time.perf_counter()
     if form.tail > budget:
         return ExactResult(None, {}, "infeasible", None, time.perf_counter() - started_at)
+
+    def remaining_ms() -> int:
+        return max(int((time_limit_s - (time.perf_counter() - started_at)) * 1000), 1)
+
+    cost = {c: round(problem.nodes[c].recompute_s / NANOSECOND) + 1 for c in form.decided}
+    encoded = _encode(form, budget) if incumbent is None else None
+    if encoded is not None:  # the first plan Z3 finds is where the search starts
+        encoded[0].set("timeout", remaining_ms())
+        verdict = encoded[0].check()
+        if verdict != z3.sat:
+            status = "infeasible" if verdict == z3.unsat else "unknown"
+            return ExactResult(None, {}, status, None, time.perf_counter() - started_at)
+        first = _result(encoded[0].model(), None, encoded[2], points, "", None, started_at)
+        incumbent, placed = first.plan, first.starts
+    else:
+        placed = None
+    searched = None
+    if incumbent is not None and len(form.decided) > WINDOW:
+        # Windows first, growing while time remains (each is cheap to encode, and a good plan makes the next
+        # search short); where the whole problem is small enough to encode, its search comes last.
+        incumbent, placed, searched, finished = _search_windows(form, budget, cost, incumbent, placed, remaining_ms)
+        if not finished or _whole_terms(form) > WHOLE_TERMS:
+            return ExactResult(incumbent, placed, searched, None, time.perf_counter() - started_at)
+    encoded = encoded or _encode(form, budget)
+    assert incumbent is not None
+    opt, x, by = encoded
+    for c in x:
+        opt.set_initial_value(x[c], c in incumbent)
+    result = _minimize_cost(opt, x, by, cost, points, remaining_ms, started_at, incumbent, searched)
+    if result.plan == incumbent and not result.starts and placed:  # nothing cheaper: where its copies were
+        return ExactResult(incumbent, placed, result.status, result.bound_s, result.solve_s)
+    return result
+
+
+def _encode(form: Formulation, budget: int) -> tuple[Any, dict[int, Any], dict[int, list[Any]]]:
+    """The whole problem for Z3: (solver, x, by)."""
+    import z3
+
+    problem, points = form.problem, form.points
     opt = z3.SolverFor("QF_FD")  # Booleans and pseudo-Boolean sums: Z3's SAT core with cardinality reasoning
     decided = set(form.decided)
     x = {c: z3.Bool(f"x{c}") for c in form.decided}
@@ -123,32 +165,71 @@ def solve_z3(
                 opt.add(z3.Implies(z3.And(x[u], z3.Not(x[c])) if c in decided else x[u], held))
             terms.append((held, sizes[c]))
         _add_memory(opt, terms, budget - most)
-    cost = {c: round(problem.nodes[c].recompute_s / NANOSECOND) + 1 for c in form.decided}
-    if incumbent is not None:
-        for c in x:
-            opt.set_initial_value(x[c], c in incumbent)
-    return _minimize_cost(opt, x, by, cost, points, time_limit_s, started_at, incumbent)
+    return opt, x, by
 
 
 WINDOW = 24
-"""The decisions one Z3 search first takes at a time on a larger problem: the others are held at the best plan
-found, and windows of consecutive forward nodes (overlapping by half) are searched in turn until a pass finds
-nothing cheaper (a large neighbourhood search); then windows twice as large, and so on while time remains, up to
-the whole problem, whose search proves the optimum. The status names the largest windows searched through."""
+"""The decisions one Z3 search first takes at a time on a larger problem (`z3_windows`): the others are held at the
+best plan found, and windows of consecutive forward nodes (overlapping by half) are searched in turn until a pass
+finds nothing cheaper (a large neighbourhood search); then windows twice as large, and so on while time remains.
+The status names the largest windows searched through."""
+
+WHOLE_TERMS = 40_000
+"""The whole problem is encoded (and its optimum proven) only where its memory constraints have at most this many
+terms (nodes live at check points): building the encoding is O(terms) Z3 calls, about 5 s per 100,000."""
+
+
+def _search_windows(
+    form: Formulation, budget: int, cost: dict[int, int], incumbent: frozenset[int], placed: dict[int, int] | None,
+    remaining_ms: Any,
+) -> tuple[frozenset[int], dict[int, int], str, bool]:  # fmt: skip
+    """The large neighbourhood search by windows from `incumbent` (its copies at the steps `placed`, or where
+    `evaluate` puts them): (plan, each copy's step, status, whether the search finished before the time limit)."""
+    problem, points = form.problem, form.points
+    index_of = {step: i for i, step in enumerate(points)}
+    if placed is None:
+        placed = evaluate(problem, incumbent).at
+    held = HeldPlan(form, frozenset(placed), {c: index_of[step] for c, step in placed.items()})
+    order = list(form.decided)
+    size, finished, searched = WINDOW, True, 0
+    while finished and size < len(order):
+        windows = [order[i : i + size] for i in range(0, len(order), size // 2)]
+        improved = True
+        while improved and finished:
+            improved = False
+            for window in windows:
+                better, finished = improve_window(held, window, budget, cost, remaining_ms)
+                improved |= better
+                if not finished:
+                    break
+        if finished:
+            searched = size
+            size *= 2
+    plan = frozenset(held.plan)
+    status = f"windows of {searched}" if searched else "feasible"
+    return plan, {c: points[held.starts[c]] for c in plan}, status, finished
+
+
+def _whole_terms(form: Formulation) -> int:
+    """How many terms the whole problem's memory constraints have, about: each tracked node at each check point up
+    to its last backward use or its last consumer's."""
+    last = {c: form.last_use.get(c, -1) for c in form.tracked()}
+    for c in form.decided:
+        for source in form.problem.nodes[c].inputs:
+            if source in last:
+                last[source] = max(last[source], form.first_use.get(c, len(form.points) - 1))
+    return sum(end + 1 for end in last.values())
 
 
 def _minimize_cost(
     solver: Any, x: dict[int, Any], by: dict[int, list[Any]], cost: dict[int, int], points: tuple[int, ...],
-    time_limit_s: float, started_at: float, incumbent: frozenset[int] | None,
+    remaining_ms: Any, started_at: float, incumbent: frozenset[int], searched: str | None,
 ) -> ExactResult:  # fmt: skip
     """The cheapest plan, by binary search on the recomputations' total cost (integer nanoseconds) with Z3's
-    finite-domain solver: each probe adds `sum(cost[c] for recomputed c) <= k` and asks for a plan. Searched whole,
-    the smallest k with a plan is the optimum, and the largest without one a proven bound; searched by windows
-    (`WINDOW`), the result is optimal within each window and the status says so."""
+    finite-domain solver over the whole problem: each probe adds `sum(cost[c] for recomputed c) <= k` and asks for a
+    plan. The smallest k with a plan is the optimum, and the largest without one a proven bound. `searched` is the
+    windows' status where they ran before."""
     import z3
-
-    def remaining_ms() -> int:
-        return max(int((time_limit_s - (time.perf_counter() - started_at)) * 1000), 1)
 
     terms = [(x[c], cost[c]) for c in x]
 
@@ -158,83 +239,43 @@ def _minimize_cost(
     def chosen(model: Any) -> frozenset[int]:
         return frozenset(c for c in x if z3.is_true(model.eval(x[c], model_completion=True)))
 
-    def search(high: int) -> tuple[Any, int, bool]:
-        """Binary search below `high` under the solver's current assertions: (the cheapest model found or None,
-        the largest cost proven to have no plan, whether the search finished)."""
-        best, low = None, -1
-        while low + 1 < high:
-            middle = (low + high) // 2
-            solver.push()
-            solver.add(z3.PbLe(terms, middle))
-            solver.set("timeout", remaining_ms())
-            verdict = solver.check()
-            if verdict == z3.sat:
-                best = solver.model()
-                high = total(best)
-            solver.pop()
-            if verdict == z3.unsat:
-                low = middle
-            elif verdict != z3.sat:
-                return best, low, False
-        return best, low, True
-
     model: Any = None
-    if incumbent is None:
+    high, low, finished = sum(cost[c] for c in incumbent), -1, True
+    first = True
+    while low + 1 < high:
+        # First ask for anything cheaper than the incumbent by 0.1%: a good start is often proven so at once.
+        middle = high - max(high // 1000, 1) if first else (low + high) // 2
+        first = False
+        solver.push()
+        solver.add(z3.PbLe(terms, middle))
         solver.set("timeout", remaining_ms())
         verdict = solver.check()
+        if verdict == z3.sat:
+            model = solver.model()
+            high = total(model)
+        solver.pop()
         if verdict == z3.unsat:
-            return ExactResult(None, {}, "infeasible", None, time.perf_counter() - started_at)
-        if verdict != z3.sat:
-            return ExactResult(None, {}, "unknown", None, time.perf_counter() - started_at)
-        model = solver.model()
-        incumbent = chosen(model)
-    high = sum(cost[c] for c in incumbent)
-    if len(x) <= WINDOW:
-        found, low, finished = search(high)
-        model = found or model
-        plan = chosen(model) if model is not None else incumbent
-        status = "optimal" if finished else "feasible"
-        return _result(model, plan, by, points, status, max(low + 1, 0) * NANOSECOND, started_at)
-    order = sorted(x)
-    size, finished = WINDOW, True
-    while finished:  # windows of 24 decisions, then 48, 96, ... while time remains, then the whole problem
-        if size >= len(order):
-            found, low, finished = search(high)
-            model = found or model
-            plan = chosen(model) if found is not None else incumbent
-            status = "optimal" if finished else f"windows of {size // 2}"
-            return _result(model, plan, by, points, status, max(low + 1, 0) * NANOSECOND, started_at)
-        windows = [order[i : i + size] for i in range(0, len(order), size // 2)]
-        improved = True
-        while improved and finished:
-            improved = False
-            for window in windows:
-                inside = set(window)
-                solver.push()
-                solver.add(*(x[c] == (c in incumbent) for c in x if c not in inside))
-                found, _, finished = search(high)
-                solver.pop()
-                if found is not None:
-                    model, incumbent, high, improved = found, chosen(found), total(found), True
-                if not finished:
-                    break
-        if finished:
-            size *= 2
-    status = f"windows of {size // 2}" if size > WINDOW else "feasible"
-    return _result(model, incumbent, by, points, status, None, started_at)
+            low = middle
+        elif verdict != z3.sat:
+            finished = False
+            break
+    plan = chosen(model) if model is not None and total(model) == high else incumbent
+    status = "optimal" if finished else (searched or "feasible")
+    return _result(model, plan, by, points, status, (low + 1) * NANOSECOND if low >= 0 else None, started_at)
 
 
 def _result(
-    model: Any, plan: frozenset[int], by: dict[int, list[Any]], points: tuple[int, ...], status: str,
+    model: Any, plan: frozenset[int] | None, by: dict[int, list[Any]], points: tuple[int, ...], status: str,
     bound_s: float | None, started_at: float,
 ) -> ExactResult:  # fmt: skip
     """The plan, with each copy's check point where a model gives them (else `evaluate` places them)."""
     import z3
 
     starts: dict[int, int] = {}
-    if model is not None and plan == frozenset(
-        c for c in by if z3.is_true(model.eval(by[c][-1], model_completion=True))
-    ):
+    in_model = frozenset(c for c in by if z3.is_true(model.eval(by[c][-1], model_completion=True))) if model else None
+    plan = in_model if plan is None else plan
+    assert plan is not None
+    if model is not None and plan == in_model:
         for c in plan:
             starts[c] = points[next(i for i, b in enumerate(by[c]) if z3.is_true(model.eval(b, model_completion=True)))]
     return ExactResult(plan, starts, status, bound_s, time.perf_counter() - started_at)
