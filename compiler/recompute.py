@@ -82,7 +82,7 @@ class RecomputeReport:
         }
 
 
-def check_options(budget: int | float | str, solver: str, time_limit_s: float) -> None:
+def check_options(budget: int | float | str, solver: str, time_limit_s: object) -> None:
     """Fail in one line on a budget, solver or time limit `lower_within_budget` cannot take, before any work."""
     if solver not in SOLVER_NAMES:
         raise GnomonError(f"unknown recomputation solver {solver!r}; one of {', '.join(SOLVER_NAMES)}")
