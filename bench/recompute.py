@@ -101,9 +101,9 @@ def step_times(steps: list[TrainingExecutable], batch: Batch, repeat: int) -> li
 
 
 def smallest_feasible(model: torch.nn.Module, batch: Batch, loss: str, time_limit: float) -> int | None:
-    """The smallest arena budget the pass finds feasible (its error for a 1-byte budget says it)."""
+    """The smallest arena budget the pass finds feasible (Z3's error for a 1-byte budget says it)."""
     try:
-        compiled(model, batch, loss, 1, "greedy", time_limit)
+        compiled(model, batch, loss, 1, "z3", time_limit)
     except RecomputeError as e:
         return e.smallest_bytes
     return None

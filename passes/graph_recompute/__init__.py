@@ -47,7 +47,7 @@ from gnomon.passes.graph_recompute.heuristics import greedy, sqrt_checkpoints
 from gnomon.passes.graph_recompute.milp import solve_milp
 from gnomon.passes.graph_recompute.problem import Evaluation, Problem, evaluate
 from gnomon.passes.graph_recompute.schedule import Schedule, read_schedule, view_source
-from gnomon.passes.graph_recompute.z3_solver import solve_z3
+from gnomon.passes.graph_recompute.z3_solver import first_plan, solve_z3
 from gnomon.passes.graph_to_kernel import FUSION_ATTR, Group, fusion_group
 
 __all__ = ["RECOMPUTE_ATTR", "SOLVER_NAMES", "GraphRecomputePass", "RecomputeError", "RecomputePlan", "parse_budget"]
@@ -152,8 +152,8 @@ def solve(
             fallback = evaluate(problem, greedy(problem, budget))
             if fallback.peak <= budget:
                 return fallback, f"greedy ({solver}: {result.status})", time.perf_counter() - started, None
-            if result.status == "infeasible":
-                raise _infeasible(problem, budget)
+            if result.status == "infeasible":  # Z3 also looks for the smallest budget, in as long again at most
+                raise _infeasible(problem, budget, time_limit_s if solver == "z3" else 0.0)
             raise RecomputeError(
                 f"graph-recompute: {solver} found no plan for a budget of {budget} bytes in {time_limit_s:g} s, "
                 f"and the greedy plan does not fit ({fallback.peak} bytes): give it more time or more memory"
@@ -199,15 +199,31 @@ def settle(problem: Problem, plan: frozenset[int], starts: dict[int, int], budge
     return best
 
 
-def smallest_budget(problem: Problem) -> tuple[int, int]:
+def smallest_budget(problem: Problem, time_limit_s: float = 0.0) -> tuple[int, int]:
     """The smallest peak a plan gnomon can find reaches, and how many kernels it recomputes: recomputing every
-    candidate, or greedily down to nothing, whichever is lower."""
+    candidate, or greedily down to nothing, whichever is lower; then, given time, lower by a binary search of Z3
+    feasibility checks (to within 1%) where the whole problem is small enough to encode."""
+    started = time.perf_counter()
     best = _least_memory(problem)[1]
+    low = max(formulate(problem).fixed) - 1  # no plan goes below the bytes no plan changes
+    while best.peak - low > best.peak // 100:
+        left = time_limit_s - (time.perf_counter() - started)
+        if left <= 0:
+            break
+        trial = (low + best.peak) // 2
+        found = first_plan(formulate(problem, min_bytes=trial // MIN_SHARE), trial, left)
+        if found is None or found.status == "unknown":
+            break
+        evaluation = evaluate(problem, found.plan, found.starts) if found.plan is not None else None
+        if evaluation is not None and evaluation.peak <= trial:
+            best = evaluation
+        else:
+            low = trial
     return best.peak, len(best.recomputed)
 
 
-def _infeasible(problem: Problem, budget: int) -> RecomputeError:
-    peak, count = smallest_budget(problem)
+def _infeasible(problem: Problem, budget: int, time_limit_s: float = 0.0) -> RecomputeError:
+    peak, count = smallest_budget(problem, time_limit_s)
     error = RecomputeError(
         f"graph-recompute: no plan fits a budget of {budget} bytes: the smallest feasible budget found is {peak} "
         f"bytes ({_bytes(peak)}, recomputing {count} kernels)"

@@ -18,7 +18,7 @@ from gnomon.passes.graph_recompute.formulation import ExactResult, Formulation, 
 from gnomon.passes.graph_recompute.problem import evaluate
 from gnomon.passes.graph_recompute.z3_windows import HeldPlan, improve_window
 
-__all__ = ["WINDOW", "solve_z3"]
+__all__ = ["WINDOW", "first_plan", "solve_z3"]
 
 NANOSECOND = 1e-9
 """The cost is integer nanoseconds of recomputation."""
@@ -67,6 +67,25 @@ def solve_z3(
     if result.plan == incumbent and not result.starts and placed:  # nothing cheaper: where its copies were
         return ExactResult(incumbent, placed, result.status, result.bound_s, result.solve_s)
     return result
+
+
+def first_plan(form: Formulation, budget: int, time_limit_s: float) -> ExactResult | None:
+    """Any plan within `budget` (status `feasible`), or none (`infeasible`, `unknown`): one check of the whole
+    problem. None where the whole problem is too large to encode (`WHOLE_TERMS`)."""
+    import z3
+
+    started_at = time.perf_counter()
+    if form.tail > budget:
+        return ExactResult(None, {}, "infeasible", None, 0.0)
+    if _whole_terms(form) > WHOLE_TERMS:
+        return None
+    solver, _, by = _encode(form, budget)
+    solver.set("timeout", max(int((time_limit_s - (time.perf_counter() - started_at)) * 1000), 1))
+    verdict = solver.check()
+    if verdict != z3.sat:
+        status = "infeasible" if verdict == z3.unsat else "unknown"
+        return ExactResult(None, {}, status, None, time.perf_counter() - started_at)
+    return _result(solver.model(), None, by, form.points, "feasible", None, started_at)
 
 
 def _encode(form: Formulation, budget: int) -> tuple[Any, dict[int, Any], dict[int, list[Any]]]:
