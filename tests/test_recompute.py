@@ -142,15 +142,13 @@ def test_windows_hold_the_rest_of_the_plan_as_evaluate_counts_it(seed: int) -> N
     plan = evaluate(problem, [c for c in form.decided if rng.random() < 0.4])
     index_of = {step: i for i, step in enumerate(form.points)}
     held = HeldPlan(form, plan.recomputed, {c: index_of[step] for c, step in plan.at.items()})
-    at_points = np.cumsum(held.live_diff)[: len(form.points)]
-    at_gaps = np.cumsum(held.both_diff)[: len(form.points)]
+    at_points, at_gaps, at_groups = held.without(set())
     for i, step in enumerate(form.points):
-        assert form.fixed[step] + at_points[i] == plan.memory[step], step
-    for i, (step, base) in enumerate(form.gaps):
+        assert at_points[i] == plan.memory[step], step
+    for i, (step, _) in enumerate(form.gaps):
         if step >= 0:
-            assert base + at_gaps[i] == plan.memory[step], step
-    groups = held.group_most + held.groups @ held.held_bytes
-    assert max(groups) == max(plan.memory[: problem.boundary + 1])
+            assert at_gaps[i] == plan.memory[step], step
+    assert max(at_groups) == max(plan.memory[: problem.boundary + 1])
 
 
 @pytest.mark.parametrize("seed", range(3))

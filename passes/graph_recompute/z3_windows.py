@@ -74,6 +74,27 @@ class HeldPlan:
         self.live_diff, self.both_diff = live, both
         self.held_bytes = np.array([self.sizes[c] if self.held(c) else 0 for c in range(len(self.sizes))], np.int64)
 
+    def without(self, affected: set[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The bytes live under the plan at each check point, at each gap (live at both its ends; the gap's
+        busiest step's other bytes included) and in each forward group, the `affected` nodes left out."""
+        live_diff, both_diff = self.live_diff.copy(), self.both_diff.copy()
+        for c in affected:
+            first, last = self.interval(c)
+            if last >= first:
+                live_diff[first] -= self.sizes[c]
+                live_diff[last + 1] += self.sizes[c]
+            if last - 1 >= first:
+                both_diff[first] -= self.sizes[c]
+                both_diff[last] += self.sizes[c]
+        form, count = self.form, len(self.form.points)
+        at_points = np.array(form.fixed, dtype=np.int64)[list(form.points)] + np.cumsum(live_diff)[:count]
+        no_gap = np.iinfo(np.int64).min // 4  # adjacent points: no step between them to constrain
+        gap_base = np.array([base if step >= 0 else no_gap for step, base in form.gaps] + [0], dtype=np.int64)
+        at_gaps = (gap_base + np.cumsum(both_diff)[:count])[: count - 1]
+        outside = self.held_bytes.copy()
+        outside[list(affected)] = 0
+        return at_points, at_gaps, self.group_most + self.groups @ outside
+
     def cost(self, nodes: list[int], cost: dict[int, int]) -> int:
         return sum(cost[c] for c in nodes if c in self.plan)
 
@@ -181,21 +202,7 @@ def improve_window(
             asserts.extend(f"(=> {both(reason, kept)} {lives[key]})" for reason in reasons)
         return lives[key]
 
-    # Constants of the held plan without the affected nodes' share.
-    live_diff, both_diff = held.live_diff.copy(), held.both_diff.copy()
-    for c in affected:
-        first, last = held.interval(c)
-        if last >= first:
-            live_diff[first] -= held.sizes[c]
-            live_diff[last + 1] += held.sizes[c]
-        if last - 1 >= first:
-            both_diff[first] -= held.sizes[c]
-            both_diff[last] += held.sizes[c]
-    steps = np.array(form.points, dtype=np.int64)
-    fixed = np.array(form.fixed, dtype=np.int64)
-    at_points = fixed[steps] + np.cumsum(live_diff)[:count]
-    gap_base = np.array([base if step >= 0 else np.iinfo(np.int64).min // 4 for step, base in form.gaps] + [0])
-    at_gaps = (gap_base + np.cumsum(both_diff)[:count])[: count - 1]
+    at_points, at_gaps, at_groups = held.without(affected)
 
     changes = {0}
     for c in affected:
@@ -256,11 +263,8 @@ def improve_window(
                 continue
             holds[c] = declare(f"h{c}")
             asserts.extend(f"(=> {both(reason, negate(recomputed(c)))} {holds[c]})" for reason in reasons)
-    outside = held.held_bytes.copy()
-    outside[list(affected)] = 0
-    group_const = held.group_most + held.groups @ outside
     for g, (_, kept) in enumerate(form.forward_groups):
-        require([(holds[c], sizes[c]) for c in kept if c in affected], budget - int(group_const[g]))
+        require([(holds[c], sizes[c]) for c in kept if c in affected], budget - int(at_groups[g]))
 
     for varying, room in constraints.items():
         if room < 0:  # the held plan leaves no room the window could make
