@@ -15,7 +15,7 @@ import math
 
 from gnomon.passes.graph_recompute.problem import Evaluation, Problem, evaluate
 
-__all__ = ["greedy", "sqrt_checkpoints"]
+__all__ = ["greedy", "sqrt_checkpoints", "unsaved_chain"]
 
 TRIALS = 8
 """How many of the best-ranked nodes the greedy rematerializer evaluates at each step before choosing."""
@@ -41,7 +41,7 @@ def greedy(problem: Problem, budget: int) -> frozenset[int]:
         )
         best: tuple[float, set[int], Evaluation] | None = None
         for node in ranked[:TRIALS]:
-            for move in ({node}, {node} | _chain(problem, node)):
+            for move in ({node}, {node} | unsaved_chain(problem, node)):
                 trial = evaluate(problem, plan | move)
                 freed = current.memory[peak_step] - trial.memory[peak_step]
                 if freed <= 0 or trial.peak > current.peak:
@@ -56,7 +56,7 @@ def greedy(problem: Problem, budget: int) -> frozenset[int]:
     return frozenset(current.recomputed)
 
 
-def _chain(problem: Problem, node: int) -> set[int]:
+def unsaved_chain(problem: Problem, node: int) -> set[int]:
     """The recomputable ancestors of `node` that the backward pass does not read, up to the first it does (or that
     cannot be recomputed): recomputing `node` from them frees them too, where keeping them would not."""
     chain: set[int] = set()

@@ -16,7 +16,7 @@ from typing import Any
 
 from gnomon.passes.graph_recompute.formulation import ExactResult, Formulation, live_rule
 from gnomon.passes.graph_recompute.problem import evaluate
-from gnomon.passes.graph_recompute.z3_windows import HeldPlan, improve_window
+from gnomon.passes.graph_recompute.z3_windows import HeldPlan, binding_windows, improve_window
 
 __all__ = ["WINDOW", "first_plan", "solve_z3"]
 
@@ -189,9 +189,10 @@ def _encode(form: Formulation, budget: int) -> tuple[Any, dict[int, Any], dict[i
 
 WINDOW = 24
 """The decisions one Z3 search first takes at a time on a larger problem (`z3_windows`): the others are held at the
-best plan found, and windows of consecutive forward nodes (overlapping by half) are searched in turn until a pass
-finds nothing cheaper (a large neighbourhood search); then windows twice as large, and so on while time remains.
-The status names the largest windows searched through."""
+best plan found, and windows of consecutive forward nodes (overlapping by half), and windows trading decisions at
+the busiest check points (`binding_windows`), are searched in turn until a pass finds nothing cheaper (a large
+neighbourhood search); then windows twice as large, and so on while time remains. The status names the largest
+windows searched through."""
 
 WHOLE_TERMS = 40_000
 """The whole problem is encoded (and its optimum proven) only where its memory constraints have at most this many
@@ -216,7 +217,7 @@ def _search_windows(
         improved = True
         while improved and finished:
             improved = False
-            for window in windows:
+            for window in [*windows, *binding_windows(held, cost, size)]:
                 better, finished = improve_window(held, window, budget, cost, remaining_ms)
                 improved |= better
                 if not finished:

@@ -20,8 +20,9 @@ from collections.abc import Callable
 import numpy as np
 
 from gnomon.passes.graph_recompute.formulation import Formulation
+from gnomon.passes.graph_recompute.heuristics import unsaved_chain
 
-__all__ = ["HeldPlan", "improve_window"]
+__all__ = ["HeldPlan", "binding_windows", "improve_window"]
 
 
 class HeldPlan:
@@ -97,6 +98,34 @@ class HeldPlan:
 
     def cost(self, nodes: list[int], cost: dict[int, int]) -> int:
         return sum(cost[c] for c in nodes if c in self.plan)
+
+
+def binding_windows(held: HeldPlan, cost: dict[int, int], size: int, points: int = 3) -> list[list[int]]:
+    """Windows that trade decisions across the whole graph at its busiest check points (consecutive windows only
+    trade within a stretch of the forward pass): for each of the `points` busiest, pairs of a kept value live there
+    (cheapest to recompute per byte first) and a recomputed one (dearest first), each with the unsaved chain it is
+    recomputed from, until the window holds about `size` decisions."""
+    form, plan = held.form, held.plan
+    decided = set(form.decided)
+
+    def chain(c: int) -> set[int]:
+        return {c} | (unsaved_chain(form.problem, c) & decided)
+
+    readers = [c for c in form.decided if c in form.first_use]
+    at_points = held.without(set())[0]
+    windows = []
+    for point in np.argsort(-at_points, kind="stable")[:points]:
+        live = [c for c in readers if c not in plan and held.interval(c)[0] <= point <= held.interval(c)[1]]
+        keep = sorted(live, key=lambda c: sum(cost[m] for m in chain(c)) / max(form.problem.nodes[c].size, 1))
+        drop = sorted((c for c in readers if c in plan), key=lambda c: -sum(cost[m] for m in chain(c) if m in plan))
+        window: set[int] = set()
+        for kept, recomputed in zip(keep, drop, strict=False):
+            window |= chain(kept) | chain(recomputed)
+            if len(window) >= size:
+                break
+        if window:
+            windows.append(sorted(window))
+    return windows
 
 
 def improve_window(
