@@ -28,7 +28,7 @@ def solve_z3(
     form: Formulation, budget: int, time_limit_s: float, incumbent: frozenset[int] | None = None
 ) -> ExactResult:
     """The cheapest plan within `budget`; `incumbent`, a plan known to fit (a heuristic's), bounds the search from
-    above and is the answer if nothing cheaper is found in time."""
+    above and is the answer if nothing cheaper is found in time; without one the search starts from Z3's first."""
     import z3
 
     problem, points = form.problem, form.points
@@ -195,8 +195,9 @@ neighbourhood search); then windows twice as large, and so on while time remains
 windows searched through."""
 
 WHOLE_TERMS = 40_000
-"""The whole problem is encoded (and its optimum proven) only where its memory constraints have at most this many
-terms (nodes live at check points): building the encoding is O(terms) Z3 calls, about 5 s per 100,000."""
+"""After the windows, the whole problem is searched (and its optimum proven) only where its memory constraints have
+at most this many terms (nodes live at check points): building the encoding is O(terms) Z3 calls, about 5 s per
+100,000. Where no heuristic plan fits, Z3's first plan comes from the whole problem whatever its size."""
 
 
 def _search_windows(
