@@ -88,8 +88,8 @@ class RecomputePlan:
 
     solver: str
     status: str
-    """`optimal`; `windows of N` (no window of N consecutive decisions, the rest held, has a plan cheaper by more
-    than 0.1%: a local optimum, not the whole problem's);
+    """`optimal`; `windows of N` (no window of N decisions, consecutive or trading at the busiest check points, the
+    rest held, has a plan cheaper by more than 0.1%: a local optimum, not the whole problem's);
     `feasible` (the time limit ended the search: `gap`, where known, says how far from the bound); `fits` or
     `over budget` (a heuristic's plan); `greedy (...)` (the exact solver found no plan, in time or in its model, and
     the greedy plan fits)."""
