@@ -16,7 +16,7 @@ from typing import Any
 
 from gnomon.passes.graph_recompute.formulation import ExactResult, Formulation, live_rule
 from gnomon.passes.graph_recompute.problem import evaluate
-from gnomon.passes.graph_recompute.z3_windows import HeldPlan, binding_windows, improve_window
+from gnomon.passes.graph_recompute.z3_windows import HeldPlan, binding_windows, cheapest, improve_window
 
 __all__ = ["WINDOW", "first_plan", "solve_z3"]
 
@@ -254,33 +254,11 @@ def _minimize_cost(
 
     terms = [(x[c], cost[c]) for c in x]
 
-    def total(model: Any) -> int:
-        return sum(w for v, w in terms if z3.is_true(model.eval(v, model_completion=True)))
-
     def chosen(model: Any) -> frozenset[int]:
         return frozenset(c for c in x if z3.is_true(model.eval(x[c], model_completion=True)))
 
-    model: Any = None
-    high, low, finished = sum(cost[c] for c in incumbent), -1, True
-    first = True
-    while low + 1 < high:
-        # First ask for anything cheaper than the incumbent by 0.1%: a good start is often proven so at once.
-        middle = high - max(high // 1000, 1) if first else (low + high) // 2
-        first = False
-        solver.push()
-        solver.add(z3.PbLe(terms, middle))
-        solver.set("timeout", remaining_ms())
-        verdict = solver.check()
-        if verdict == z3.sat:
-            model = solver.model()
-            high = total(model)
-        solver.pop()
-        if verdict == z3.unsat:
-            low = middle
-        elif verdict != z3.sat:
-            finished = False
-            break
-    plan = chosen(model) if model is not None and total(model) == high else incumbent
+    model, low, finished = cheapest(solver, terms, sum(cost[c] for c in incumbent), remaining_ms, 0.0)
+    plan = chosen(model) if model is not None else incumbent
     status = "optimal" if finished else (searched or "feasible")
     return _result(model, plan, by, points, status, (low + 1) * NANOSECOND if low >= 0 else None, started_at)
 

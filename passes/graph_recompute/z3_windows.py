@@ -16,13 +16,14 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from gnomon.passes.graph_recompute.formulation import Formulation
 from gnomon.passes.graph_recompute.heuristics import unsaved_chain
 
-__all__ = ["HeldPlan", "binding_windows", "improve_window"]
+__all__ = ["HeldPlan", "binding_windows", "cheapest", "improve_window"]
 
 
 class HeldPlan:
@@ -98,6 +99,40 @@ class HeldPlan:
 
     def cost(self, nodes: list[int], cost: dict[int, int]) -> int:
         return sum(cost[c] for c in nodes if c in self.plan)
+
+
+def cheapest(
+    solver: Any, terms: list[tuple[Any, int]], high: int, remaining_ms: Callable[[], int], tolerance: float
+) -> tuple[Any, int, bool]:
+    """Binary search on `sum(weight for literal, weight in terms if literal) <= k` below `high` (a plan known to
+    cost that much), to within `tolerance` of the cheapest (0: exactly): (the cheapest model found or None, the
+    largest cost proven to have no plan or -1, whether the search got there before the time limit).
+    It first asks for anything cheaper than `high` by the tolerance (or 0.1%): a good plan is often proven so at
+    once."""
+    import z3
+
+    low, best = -1, None
+
+    def open_gap() -> bool:
+        return low + 1 < high and high - low > int(high * tolerance)
+
+    first = True
+    while open_gap():
+        middle = high - max(int(high * max(tolerance, 0.001)), 1) if first else (low + high) // 2
+        first = False
+        solver.push()
+        solver.add(z3.PbLe(terms, middle))
+        solver.set("timeout", remaining_ms())
+        verdict = solver.check()
+        if verdict == z3.sat:
+            best = solver.model()
+            high = sum(w for v, w in terms if z3.is_true(best.eval(v, model_completion=True)))
+        solver.pop()
+        if verdict == z3.unsat:
+            low = middle
+        elif verdict != z3.sat:
+            break
+    return best, low, not open_gap()
 
 
 def binding_windows(held: HeldPlan, cost: dict[int, int], size: int, points: int = 3) -> list[list[int]]:
@@ -305,30 +340,7 @@ def improve_window(
     solver.from_string(text + "".join(f"(assert {a})" for a in asserts))
     chosen = {c: z3.Bool(x[c]) for c in free}
     terms = [(chosen[c], cost[c]) for c in free]
-    high = held.cost(window, cost)
-    best, low = None, -1
-
-    def open_gap() -> bool:
-        return low + 1 < high and high - low > high // 1000  # within 0.1% of the window's optimum is enough
-
-    first = True
-    while open_gap():
-        # First ask for anything cheaper at all: most windows have nothing, and one probe says so.
-        middle = high - max(high // 1000, 1) if first else (low + high) // 2
-        first = False
-        solver.push()
-        solver.add(z3.PbLe(terms, middle))
-        solver.set("timeout", remaining_ms())
-        verdict = solver.check()
-        if verdict == z3.sat:
-            best = solver.model()
-            high = sum(w for v, w in terms if z3.is_true(best.eval(v, model_completion=True)))
-        solver.pop()
-        if verdict == z3.unsat:
-            low = middle
-        elif verdict != z3.sat:
-            break
-    finished = not open_gap()
+    best, _, finished = cheapest(solver, terms, held.cost(window, cost), remaining_ms, 0.001)
     if best is None:
         return False, finished
     for c in window:
