@@ -68,6 +68,12 @@ def _graph_fuse() -> type[ModulePass]:
     return GraphFusePass
 
 
+def _graph_predicate() -> type[ModulePass]:
+    from gnomon.passes.graph_predicate import GraphPredicatePass
+
+    return GraphPredicatePass
+
+
 def _graph_recompute() -> type[ModulePass]:
     from gnomon.passes.graph_recompute import GraphRecomputePass
 
@@ -137,6 +143,7 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "graph-fold-constants": _graph_fold_constants,
     "graph-fuse": _graph_fuse,
     "graph-layout": _graph_layout,
+    "graph-predicate": _graph_predicate,
     "graph-recompute": _graph_recompute,
     "graph-roofline": _graph_roofline,
     "graph-shape-inference": _graph_shape_inference,

@@ -106,7 +106,8 @@ def test_every_graph_op_has_a_cost() -> None:
     text = (REPO / "filecheck/dialects/graph/ops.mlir").read_text()
     text = re.sub(r", #graph\.dims<\[[^]]*\]>", "", text).replace("?", "2")
     ops = graph_ops(Parser(gnomon_context(), text).parse_module())  # some ops no longer verify: not needed here
-    assert {op.name for op in ops} == {op.name for op in Graph.operations}
+    # Control flow (graph.if, graph.while, graph.yield) is priced by its regions: `gnomon.cost.control_flow`.
+    assert {op.name for op in ops} == {op.name for op in Graph.operations if issubclass(op, GraphOperation)}
     h100 = load_device("h100")
     for op in ops:
         cost = op_cost(op, h100)

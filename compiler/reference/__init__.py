@@ -1,6 +1,6 @@
 """Reference semantics of the graph dialect: an xDSL `Interpreter` over NumPy arrays.
 
-One `@register_impls` class per op family (elementwise, embedding, grad, linalg, nn, recurrent, reduce, tensor),
+One `@register_impls` class per op family (control flow, elementwise, embedding, grad, linalg, nn, recurrent, reduce, tensor),
 one `@impl` per op; `run_reference` runs a module's `func.func` on NumPy inputs. The oracle
 favours obviousness over speed: it is what gnomon's compiled code is checked against.
 """
@@ -17,6 +17,7 @@ from xdsl.interpreters.func import FuncFunctions
 
 from gnomon.errors import GnomonError
 from gnomon.reference.base import Array
+from gnomon.reference.control_flow import GraphControlFlowFunctions
 from gnomon.reference.elementwise import GraphElementwiseFunctions
 from gnomon.reference.embedding import GraphEmbeddingFunctions
 from gnomon.reference.grad import GraphGradFunctions
@@ -36,6 +37,7 @@ class ReferenceRunError(GnomonError):
 
 _FUNCTIONS = (
     FuncFunctions,
+    GraphControlFlowFunctions,
     GraphElementwiseFunctions,
     GraphEmbeddingFunctions,
     GraphGradFunctions,

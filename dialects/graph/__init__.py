@@ -1,13 +1,14 @@
 """The `graph` dialect: one op per ML operation on builtin tensor types.
 
-Ops live in modules by family (elementwise, nn, grad, linalg, recurrent, recurrent_train, reduce, sampling, tensor,
-embedding); `base` holds the shared textual form and shape-rule machinery; `canonicalization` holds the rewrite
-patterns that the ops declare through the traits of `traits`.
+Ops live in modules by family (control_flow, elementwise, nn, grad, linalg, recurrent, recurrent_train, reduce,
+sampling, tensor, embedding); `base` holds the shared textual form and shape-rule machinery; `canonicalization`
+holds the rewrite patterns that the ops declare through the traits of `traits`.
 """
 
 from xdsl.ir import Dialect
 
 from gnomon.dialects.graph.base import GraphOperation, SymbolicDimsAttr
+from gnomon.dialects.graph.control_flow import CONTROL_FLOW_OPS
 from gnomon.dialects.graph.elementwise import ELEMENTWISE_OPS
 from gnomon.dialects.graph.embedding import EMBEDDING_OPS
 from gnomon.dialects.graph.grad import GRAD_OPS
@@ -25,6 +26,7 @@ Graph = Dialect(
     "graph",
     sorted(
         [
+            *CONTROL_FLOW_OPS,
             *ELEMENTWISE_OPS,
             *EMBEDDING_OPS,
             *GRAD_OPS,

@@ -203,3 +203,43 @@ class FoldIntegerConstants(RewritePattern):
         constant = ConstantOp.build(properties={"value": value}, result_types=[result_type])
         constant.location = op.location
         rewriter.replace(op, constant)
+
+
+def _uniform_truth(value: SSAValue) -> bool | None:
+    """The one truth value of a small constant i1 tensor that holds only that value, else None."""
+    array = _constant_array(value)
+    if array is None or array.size == 0:
+        return None
+    if np.all(array):
+        return True
+    return False if not np.any(array) else None
+
+
+class SelectByConstantCondition(RewritePattern):
+    """A where whose condition is one constant everywhere is the operand it selects (where that operand has the
+    result's type: no broadcast to make). Predicated code whose predicate folds (an unrolled counted loop) is then
+    straight-line code."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: ew.WhereOp, rewriter: PatternRewriter) -> None:
+        truth = _uniform_truth(op.condition)
+        if truth is None:
+            return
+        chosen = op.on_true if truth else op.on_false
+        if chosen.type == op.result.type:
+            rewriter.replace(op, [], [chosen])
+
+
+class DropConstantConjunct(RewritePattern):
+    """`x and true` is x; `x and false` is the false constant (each where it has the result's type)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: ew.AndOp, rewriter: PatternRewriter) -> None:
+        for constant, other in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+            truth = _uniform_truth(constant)
+            if truth is None:
+                continue
+            kept = other if truth else constant
+            if kept.type == op.result.type:
+                rewriter.replace(op, [], [kept])
+                return

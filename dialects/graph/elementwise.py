@@ -22,10 +22,12 @@ from gnomon.dialects.graph.base import (
 )
 from gnomon.dialects.graph.constant_values import element_bytes
 from gnomon.dialects.graph.traits import (
+    AndCanonicalization,
     ClipCanonicalization,
     FoldsIntegerConstants,
     MulCanonicalization,
     PowCanonicalization,
+    WhereCanonicalization,
 )
 
 
@@ -280,7 +282,7 @@ class CompareOp(BinaryOp):
 
 
 AddOp = _binary("add", "lhs + rhs.")
-AndOp = _binary("and", "Logical and of i1 tensors.")
+AndOp = _binary("and", "Logical and of i1 tensors.", BinaryOp, "i1", AndCanonicalization())
 DivOp = _binary("div", "lhs / rhs (true division for floats, truncating for integers).")
 FmodOp = _binary("fmod", "Remainder with the sign of the dividend, as truncating division leaves it (C's fmod).")
 MaxOp = _binary("max", "Elementwise maximum.")
@@ -355,7 +357,7 @@ class WhereOp(GraphOperation):
     on_true = operand_def(TensorType)
     on_false = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure(), FoldsIntegerConstants())
+    traits = traits_def(Pure(), WhereCanonicalization())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         condition_type = dtype_of(self.condition, "graph.where condition")

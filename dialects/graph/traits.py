@@ -97,3 +97,23 @@ class MulCanonicalization(HasCanonicalizationPatternsTrait):
         from gnomon.dialects.graph.canonicalization import ActivationProduct
 
         return (ActivationProduct(),)
+
+
+class WhereCanonicalization(HasCanonicalizationPatternsTrait):
+    """`graph.where`: integer constants fold, a condition constant everywhere selects its operand."""
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from gnomon.dialects.graph.canonicalization import FoldIntegerConstants, SelectByConstantCondition
+
+        return (FoldIntegerConstants(), SelectByConstantCondition())
+
+
+class AndCanonicalization(HasCanonicalizationPatternsTrait):
+    """`graph.and`: integer constants fold, a constant conjunct goes (true) or decides (false)."""
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from gnomon.dialects.graph.canonicalization import DropConstantConjunct, FoldIntegerConstants
+
+        return (FoldIntegerConstants(), DropConstantConjunct())

@@ -70,15 +70,18 @@ class AtenArgs:
     """The operands of one torch op, named by its signature, plus a place to emit graph ops.
 
     A name ending in `?` is an optional trailing operand (ONNX ops omit absent inputs at the end);
-    an absent one reads as None.
+    an absent one reads as None. A last name starting with `*` takes the remaining operands (`self.rest`).
     """
 
     def __init__(self, op: Operation, names: Sequence[str], rewriter: PatternRewriter) -> None:
+        variadic = bool(names) and names[-1].startswith("*")
+        names = names[:-1] if variadic else names
         required = [n for n in names if not n.endswith("?")]
-        if not len(required) <= len(op.operands) <= len(names):
+        if not len(required) <= len(op.operands) <= (len(op.operands) if variadic else len(names)):
             raise NotConvertible(f"expected {len(names)} operands ({' '.join(names)}), got {len(op.operands)}")
         self.op = op
         self.values = dict(zip((n.removesuffix("?") for n in names), op.operands, strict=False))
+        self.rest: list[SSAValue] = list(op.operands[len(names) :]) if variadic else []
         self.rewriter = rewriter
 
     # ---- emitting ----

@@ -96,6 +96,11 @@ class Interconnect:
     latency_s: float
 
 
+TYPICAL_HOST_BRANCH_S: dict[str, float] = {"cpu": 1e-05, "gpu": 2e-05}
+"""A host decision's cost where a device file does not give it: gnomon's host runtime starting a sub-schedule on a
+CPU; a synchronization, a device-to-host copy and the relaunch on a GPU (typical values, not measured)."""
+
+
 @dataclass(frozen=True)
 class Device:
     """A device's figures, as the cost model uses them."""
@@ -115,6 +120,11 @@ class Device:
     module_call_s: float = 0.0
     """Seconds eager spends in each `nn.Module` call beyond its forward's own code (`Module.__call__`: hook checks,
     forward lookup); 0 in files written before it was measured."""
+    host_branch_s: float = 0.0
+    """Seconds one decision of data-dependent control flow on the host costs beyond the kernels: reading the
+    predicate back (on a GPU, a synchronization and a device-to-host copy, and the device idle until the next
+    launch) and starting the next sub-schedule; in files written before it was measured, the typical value for the
+    device's kind (`TYPICAL_HOST_BRANCH_S`)."""
     interconnect: Interconnect | None = None
     source: str = ""
     """Where the figures come from (a datasheet, a calibration run)."""
@@ -216,6 +226,7 @@ def device_toml(device: Device) -> str:
         f"launch_overhead_s = {_toml(device.launch_overhead_s)}",
         f"dispatch_overhead_s = {_toml(device.dispatch_overhead_s)}",
         f"module_call_s = {_toml(device.module_call_s)}",
+        f"host_branch_s = {_toml(device.host_branch_s)}",
         "",
         "[peak_flops]",
         *(f"{_key(k)} = {_toml(v)}" for k, v in device.peak_flops.items()),
@@ -364,6 +375,7 @@ def _device(top: _Table) -> Device:
         launch_overhead_s=top.number("launch_overhead_s"),
         dispatch_overhead_s=top.number("dispatch_overhead_s"),
         module_call_s=top.number("module_call_s") if "module_call_s" in top.data else 0.0,
+        host_branch_s=top.number("host_branch_s") if "host_branch_s" in top.data else TYPICAL_HOST_BRANCH_S[kind],
         interconnect=interconnect,
         source=top.string("source"),
         efficiency=efficiency,

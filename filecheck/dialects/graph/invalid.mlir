@@ -721,3 +721,128 @@ func.func @sparse_adam_step_size(%t: tensor<10x4xf32>, %dp: tensor<2x4xf32>, %id
   %0:3 = graph.embedding_bag_adam_update %t, %t, %t, %dp, %ids, %offsets, %lr {mode = "sum", beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64} : (tensor<10x4xf32>, tensor<10x4xf32>, tensor<10x4xf32>, tensor<2x4xf32>, tensor<3xi64>, tensor<2xi64>, tensor<1xf32>) -> (tensor<10x4xf32>, tensor<10x4xf32>, tensor<10x4xf32>)
   func.return
 }
+
+// -----
+
+// ---- control_flow ----
+
+func.func @if_predicate_type(%a: tensor<4xf32>, %p: tensor<f32>) {
+  // CHECK: graph.if predicate must be a tensor of i1, got tensor<f32>
+  %0 = graph.if %p : tensor<f32> -> (tensor<4xf32>) {
+    graph.yield %a : tensor<4xf32>
+  } else {
+    graph.yield %a : tensor<4xf32>
+  }
+  func.return
+}
+
+// -----
+
+func.func @if_predicate_size(%a: tensor<4xf32>, %p: tensor<2xi1>) {
+  // CHECK: graph.if predicate must hold one element, got shape [2]
+  %0 = graph.if %p : tensor<2xi1> -> (tensor<4xf32>) {
+    graph.yield %a : tensor<4xf32>
+  } else {
+    graph.yield %a : tensor<4xf32>
+  }
+  func.return
+}
+
+// -----
+
+func.func @if_yield_count(%a: tensor<4xf32>, %p: tensor<i1>) {
+  // CHECK: graph.if: the then branch yields 1 values, the else branch 2
+  %0 = graph.if %p : tensor<i1> -> (tensor<4xf32>) {
+    graph.yield %a : tensor<4xf32>
+  } else {
+    graph.yield %a, %a : tensor<4xf32>, tensor<4xf32>
+  }
+  func.return
+}
+
+// -----
+
+func.func @if_branch_types(%a: tensor<4xf32>, %b: tensor<4xi64>, %p: tensor<i1>) {
+  // CHECK: graph.if result #0: tensor<4xf32> and tensor<4xi64> differ in element type or rank
+  %0 = graph.if %p : tensor<i1> -> (tensor<4xf32>) {
+    graph.yield %a : tensor<4xf32>
+  } else {
+    graph.yield %b : tensor<4xi64>
+  }
+  func.return
+}
+
+// -----
+
+func.func @if_result_type(%a: tensor<4xf32>, %b: tensor<5xf32>, %p: tensor<i1>) {
+  // CHECK: graph.if: result #0 type tensor<4xf32> does not hold tensor<5xf32>
+  %0 = graph.if %p : tensor<i1> -> (tensor<4xf32>) {
+    graph.yield %a : tensor<4xf32>
+  } else {
+    graph.yield %b : tensor<5xf32>
+  }
+  func.return
+}
+
+// -----
+
+func.func @while_cond_yields(%a: tensor<4xf32>, %p: tensor<i1>) {
+  // CHECK: graph.while: the cond region must yield one predicate, it yields 2
+  %0 = graph.while (%a) : (tensor<4xf32>) -> (tensor<4xf32>) cond {
+  ^bb0(%x: tensor<4xf32>):
+    graph.yield %p, %p : tensor<i1>, tensor<i1>
+  } do {
+  ^bb0(%x: tensor<4xf32>):
+    graph.yield %x : tensor<4xf32>
+  }
+  func.return
+}
+
+// -----
+
+func.func @while_body_yields(%a: tensor<4xf32>, %p: tensor<i1>) {
+  // CHECK: graph.while: the do region yields 2 values, 1 are carried
+  %0 = graph.while (%a) : (tensor<4xf32>) -> (tensor<4xf32>) cond {
+  ^bb0(%x: tensor<4xf32>):
+    graph.yield %p : tensor<i1>
+  } do {
+  ^bb0(%x: tensor<4xf32>):
+    graph.yield %x, %x : tensor<4xf32>, tensor<4xf32>
+  }
+  func.return
+}
+
+// -----
+
+func.func @while_region_args(%a: tensor<4xf32>, %p: tensor<i1>) {
+  // CHECK: graph.while: the do region's argument #0 is tensor<5xf32>, the carried value's type is tensor<4xf32>
+  %0 = graph.while (%a) : (tensor<4xf32>) -> (tensor<4xf32>) cond {
+  ^bb0(%x: tensor<4xf32>):
+    graph.yield %p : tensor<i1>
+  } do {
+  ^bb0(%x: tensor<5xf32>):
+    graph.yield %a : tensor<4xf32>
+  }
+  func.return
+}
+
+// -----
+
+func.func @while_changes_shape(%a: tensor<4xf32>, %b: tensor<5xf32>, %p: tensor<i1>) {
+  // CHECK: graph.while: result #0 type tensor<4xf32> does not hold tensor<5xf32>
+  %0 = graph.while (%a) : (tensor<4xf32>) -> (tensor<4xf32>) cond {
+  ^bb0(%x: tensor<4xf32>):
+    graph.yield %p : tensor<i1>
+  } do {
+  ^bb0(%x: tensor<4xf32>):
+    graph.yield %b : tensor<5xf32>
+  }
+  func.return
+}
+
+// -----
+
+func.func @yield_outside(%a: tensor<4xf32>) {
+  // CHECK: 'graph.yield' expects parent op to be one of 'graph.if', 'graph.while'
+  graph.yield %a : tensor<4xf32>
+}

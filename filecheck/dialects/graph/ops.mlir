@@ -398,3 +398,41 @@ func.func @grad(%x: tensor<8x16x32x32xf32>, %dy: tensor<8x32x32x32xf32>, %dp: te
   func.return
   // CHECK-NEXT: func.return
 }
+
+// Control flow: regions that end in graph.yield and read outer values directly.
+
+// CHECK-LABEL: func.func @control_flow(
+func.func @control_flow(%x: tensor<2x8xf32>, %p: tensor<i1>) -> (tensor<2x8xf32>, tensor<i64>) {
+  %y = graph.if %p : tensor<i1> -> (tensor<2x8xf32>) {
+    %r = graph.relu %x : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    graph.yield %r : tensor<2x8xf32>
+  } else {
+    graph.yield %x : tensor<2x8xf32>
+  }
+  // CHECK:      %{{.*}} = graph.if %{{.*}} : tensor<i1> -> (tensor<2x8xf32>) {
+  // CHECK-NEXT:   %{{.*}} = graph.relu %{{.*}} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  // CHECK-NEXT:   graph.yield %{{.*}} : tensor<2x8xf32>
+  // CHECK-NEXT: } else {
+  // CHECK-NEXT:   graph.yield %{{.*}} : tensor<2x8xf32>
+  // CHECK-NEXT: }
+  %zero = graph.constant {value = dense<0> : tensor<i64>} : () -> tensor<i64>
+  %n, %h = graph.while (%zero, %y) : (tensor<i64>, tensor<2x8xf32>) -> (tensor<i64>, tensor<2x8xf32>) {max_trips = 4 : i64} cond {
+  ^bb0(%i: tensor<i64>, %a: tensor<2x8xf32>):
+    %four = graph.constant {value = dense<4> : tensor<i64>} : () -> tensor<i64>
+    %go = graph.lt %i, %four : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    graph.yield %go : tensor<i1>
+  } do {
+  ^bb0(%j: tensor<i64>, %b: tensor<2x8xf32>):
+    %one = graph.constant {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+    %next = graph.add %j, %one : (tensor<i64>, tensor<i64>) -> tensor<i64>
+    %t = graph.tanh %b : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    graph.yield %next, %t : tensor<i64>, tensor<2x8xf32>
+  }
+  // CHECK:      %{{.*}}, %{{.*}} = graph.while (%{{.*}}, %{{.*}}) : (tensor<i64>, tensor<2x8xf32>) -> (tensor<i64>, tensor<2x8xf32>) {max_trips = 4 : i64} cond {
+  // CHECK-NEXT: ^{{.*}}(%{{.*}}: tensor<i64>, %{{.*}}: tensor<2x8xf32>):
+  // CHECK:        graph.yield %{{.*}} : tensor<i1>
+  // CHECK-NEXT: } do {
+  // CHECK:        graph.yield %{{.*}}, %{{.*}} : tensor<i64>, tensor<2x8xf32>
+  // CHECK-NEXT: }
+  func.return %h, %n : tensor<2x8xf32>, tensor<i64>
+}

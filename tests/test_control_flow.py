@@ -1,0 +1,169 @@
+"""graph.if and graph.while: reference semantics, shape inference across regions, and `graph-predicate`, whose
+straight-line code must compute what the control flow computes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+
+from gnomon.context import gnomon_context
+from gnomon.cost import load_device
+from gnomon.cost.control_flow import host_if_s
+from gnomon.dialects.graph.control_flow import IfOp, WhileOp
+from gnomon.passes.graph_predicate import GraphPredicatePass, predicate_decisions
+from gnomon.passes.graph_shape_inference import GraphShapeInferencePass
+from gnomon.reference import run_reference
+
+BRANCH = """
+func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %s = graph.reduce_sum %x {axes = array<i64>, keepdims = false} : (tensor<2x4xf32>) -> tensor<f32>
+  %z = graph.constant {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %p = graph.gt %s, %z : (tensor<f32>, tensor<f32>) -> tensor<i1>
+  %y = graph.if %p : tensor<i1> -> (tensor<2x4xf32>) {
+    %r = graph.relu %x : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    graph.yield %r : tensor<2x4xf32>
+  } else {
+    %m = graph.mul %x, %x : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+    graph.yield %m : tensor<2x4xf32>
+  }
+  func.return %y : tensor<2x4xf32>
+}
+"""
+
+# Halve x while its absolute sum is above 1, at most 5 times; count the trips. A nested branch in the body
+# negates the odd trips' values.
+HALVING = """
+func.func @main(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<i64>) {
+  %n0 = graph.constant {value = dense<0> : tensor<i64>} : () -> tensor<i64>
+  %n, %h = graph.while (%n0, %x) : (tensor<i64>, tensor<2x4xf32>) -> (tensor<i64>, tensor<2x4xf32>) {max_trips = 5 : i64} cond {
+  ^bb0(%i: tensor<i64>, %a: tensor<2x4xf32>):
+    %five = graph.constant {value = dense<5> : tensor<i64>} : () -> tensor<i64>
+    %lt = graph.lt %i, %five : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    %ab = graph.abs %a : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %s = graph.reduce_sum %ab {axes = array<i64>, keepdims = false} : (tensor<2x4xf32>) -> tensor<f32>
+    %one = graph.constant {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+    %big = graph.gt %s, %one : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %go = graph.and %lt, %big : (tensor<i1>, tensor<i1>) -> tensor<i1>
+    graph.yield %go : tensor<i1>
+  } do {
+  ^bb0(%i: tensor<i64>, %a: tensor<2x4xf32>):
+    %one = graph.constant {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+    %i1 = graph.add %i, %one : (tensor<i64>, tensor<i64>) -> tensor<i64>
+    %half = graph.constant {value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+    %m = graph.mul %a, %half : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+    %two = graph.constant {value = dense<2> : tensor<i64>} : () -> tensor<i64>
+    %parity = graph.rem %i, %two : (tensor<i64>, tensor<i64>) -> tensor<i64>
+    %zero = graph.constant {value = dense<0> : tensor<i64>} : () -> tensor<i64>
+    %odd = graph.ne %parity, %zero : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    %v = graph.if %odd : tensor<i1> -> (tensor<2x4xf32>) {
+      %neg = graph.neg %m : (tensor<2x4xf32>) -> tensor<2x4xf32>
+      graph.yield %neg : tensor<2x4xf32>
+    } else {
+      graph.yield %m : tensor<2x4xf32>
+    }
+    graph.yield %i1, %v : tensor<i64>, tensor<2x4xf32>
+  }
+  func.return %h, %n : tensor<2x4xf32>, tensor<i64>
+}
+"""
+
+
+def parse(text: str) -> ModuleOp:
+    module = Parser(gnomon_context(), text).parse_module()
+    module.verify()
+    return module
+
+
+def halving(x: np.ndarray) -> tuple[np.ndarray, int]:
+    trips = 0
+    while trips < 5 and np.abs(x).sum() > 1:
+        x = x * np.float32(0.5)
+        x = -x if trips % 2 else x
+        trips += 1
+    return x, trips
+
+
+@pytest.mark.parametrize("scale", [0.01, 0.2, 1.0, 100.0])
+def test_reference_runs_a_loop_with_a_nested_branch(scale: float) -> None:
+    x = (np.random.default_rng(1).standard_normal((2, 4)) * scale).astype(np.float32)
+    h, n = run_reference(parse(HALVING), [x])
+    expected, trips = halving(x)
+    assert int(n) == trips
+    np.testing.assert_array_equal(h, expected)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_reference_takes_the_branch_the_predicate_says(sign: float) -> None:
+    x = (np.abs(np.random.default_rng(2).standard_normal((2, 4))) * sign).astype(np.float32)
+    (y,) = run_reference(parse(BRANCH), [x])
+    np.testing.assert_array_equal(y, np.maximum(x, 0) if sign > 0 else x * x)
+
+
+def test_shape_inference_refines_a_branch_from_what_it_yields() -> None:
+    module = parse(
+        BRANCH.replace("-> (tensor<2x4xf32>) {", "-> (tensor<?x4xf32>) {")
+        .replace("func.return %y : tensor<2x4xf32>", "func.return %y : tensor<?x4xf32>")
+        .replace("-> tensor<2x4xf32> {\n  %s", "-> tensor<?x4xf32> {\n  %s")
+    )
+    GraphShapeInferencePass().apply(gnomon_context(), module)
+    (branch,) = [op for op in module.walk() if isinstance(op, IfOp)]
+    assert str(branch.outputs[0].type) == "tensor<2x4xf32>"
+
+
+def predicated(text: str, **options: object) -> ModuleOp:
+    module = parse(text)
+    GraphPredicatePass(**options).apply(gnomon_context(), module)  # pyright: ignore[reportArgumentType]
+    module.verify()
+    return module
+
+
+@pytest.mark.parametrize("scale", [0.01, 0.2, 1.0, 100.0])
+def test_predicated_loop_computes_what_the_loop_computes(scale: float) -> None:
+    module = predicated(HALVING, mode="always")
+    assert not [op for op in module.walk() if isinstance(op, IfOp | WhileOp)]
+    x = (np.random.default_rng(3).standard_normal((2, 4)) * scale).astype(np.float32)
+    h, n = run_reference(module, [x])
+    expected, trips = halving(x)
+    assert int(n) == trips
+    np.testing.assert_array_equal(h, expected)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_predicated_branch_computes_what_the_branch_computes(sign: float) -> None:
+    x = (np.abs(np.random.default_rng(4).standard_normal((2, 4))) * sign).astype(np.float32)
+    (y,) = run_reference(predicated(BRANCH, mode="always"), [x])
+    np.testing.assert_array_equal(y, np.maximum(x, 0) if sign > 0 else x * x)
+
+
+def test_predication_is_decided_by_predicted_time() -> None:
+    # A small branch: computing the side not taken costs less than a host decision, on either device.
+    for device in ("generic-cpu", "h100"):
+        (decision,) = predicate_decisions(predicated(BRANCH, device=device))
+        assert decision.decision == "predicated"
+        assert decision.predicated_s is not None and decision.host_s is not None
+        assert decision.predicated_s < decision.host_s
+    # A costly side (a 512^3 product) computed for nothing costs more than the decision and the copies of a host
+    # branch: it stays on the host.
+    costly = BRANCH.replace("2x4", "512x512").replace("graph.relu %x :", "graph.matmul %x, %x :").replace(
+        "(tensor<512x512xf32>) -> tensor<512x512xf32>\n    graph.yield %r",
+        "(tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>\n    graph.yield %r",
+    )
+    (decision,) = predicate_decisions(predicated(costly, device="generic-cpu"))
+    assert decision.decision == "host"
+    assert decision.host_s is not None and decision.predicated_s is not None
+    assert decision.host_s < decision.predicated_s
+
+
+def test_host_branch_weighs_its_sides_by_the_share_taken() -> None:
+    (branch,) = [op for op in parse(BRANCH.replace("2x4", "256x256")).walk() if isinstance(op, IfOp)]
+    device = load_device("generic-cpu")
+    then_heavy, else_heavy = host_if_s(branch, device, 1.0), host_if_s(branch, device, 0.0)
+    assert host_if_s(branch, device, 0.5) == pytest.approx((then_heavy + else_heavy) / 2)
+
+
+def test_unbounded_loop_stays_on_the_host_and_says_why() -> None:
+    module = predicated(HALVING.replace(" {max_trips = 5 : i64}", ""), mode="always")
+    decisions = [d for d in predicate_decisions(module) if d.op == "graph.while"]
+    assert [(d.decision, d.reason) for d in decisions] == [("host", "no bound on its trips")]
