@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from xdsl.dialects.builtin import DenseResourceAttr, IntegerType, TensorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import DenseResourceAttr, IntegerAttr, IntegerType, TensorType, i64
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import GraphOperation, i64_array, ints
 from gnomon.dialects.graph.constant_values import dense_to_numpy, numpy_to_dense, resource_to_numpy
+from gnomon.dialects.graph.control_flow import WhileOp, YieldOp
 from gnomon.dialects.graph.integer_folding import fold_integer_op
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
 from gnomon.dialects.graph.tensor import (
@@ -243,3 +244,76 @@ class DropConstantConjunct(RewritePattern):
             if kept.type == op.result.type:
                 rewriter.replace(op, [], [kept])
                 return
+
+
+def _constant_int(value: SSAValue) -> int | None:
+    array = _constant_array(value)
+    if array is None or array.size != 1 or not np.issubdtype(array.dtype, np.integer):
+        return None
+    return int(array.reshape(-1)[0])
+
+
+def _conjuncts(value: SSAValue) -> list[SSAValue]:
+    """`value` split at its `graph.and`s."""
+    owner = value.owner
+    if isinstance(owner, ew.AndOp):
+        return _conjuncts(owner.lhs) + _conjuncts(owner.rhs)
+    return [value]
+
+
+def _counter(value: SSAValue, body: Block) -> int | None:
+    """The index of the carried value `value` steps by one each trip (`value` is the body's block argument or its
+    yielded successor), or None."""
+    yielded = body.last_op
+    assert yielded is not None
+    owner = value.owner
+    if isinstance(owner, ew.AddOp):  # the successor: `arg + 1`, which the body yields in the counter's place
+        argument = owner.lhs if owner.lhs in body.args else owner.rhs
+        if argument not in body.args or _constant_int(owner.rhs if owner.lhs is argument else owner.lhs) != 1:
+            return None
+        index = body.args.index(argument)
+        return index if yielded.operands[index] is value else None
+    return None
+
+
+def _bound(op: WhileOp, condition: SSAValue, region: Block, after_trip: bool) -> int | None:
+    """The trips a condition allows: one of its conjuncts is `counter < n` (or `<=`) of a counter from a constant
+    start; checked before each trip (the cond region) or after it (a flag the body yields, the first trip free)."""
+    body = op.body_region.block
+    bounds: list[int] = []
+    for conjunct in _conjuncts(condition):
+        compare = conjunct.owner
+        if not isinstance(compare, ew.LtOp | ew.LeOp) or (limit := _constant_int(compare.rhs)) is None:
+            continue
+        if after_trip:
+            index = _counter(compare.lhs, body)
+        else:
+            index = region.args.index(compare.lhs) if compare.lhs in region.args else None
+            index = index if index is not None and _counter(body.last_op.operands[index], body) == index else None
+        start = None if index is None else _constant_int(op.inits[index])
+        if start is None:
+            continue
+        trips = limit - start + isinstance(compare, ew.LeOp)
+        bounds.append(max(trips, 1) if after_trip else max(trips, 0))
+    return min(bounds, default=None)
+
+
+class InferTripBound(RewritePattern):
+    """A `graph.while` whose condition requires `counter < n` (or `<= n`) of a carried counter that starts at a
+    constant and steps by a constant 1 each trip runs at most that many trips: record it as `max_trips` (which lets
+    `graph-predicate` unroll the loop). torch's `while_loop` and ONNX's `Loop` count their trips so."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: WhileOp, rewriter: PatternRewriter) -> None:
+        cond, body = op.cond_region.block, op.body_region.block
+        go, yielded = cond.last_op, body.last_op
+        if not isinstance(go, YieldOp) or not isinstance(yielded, YieldOp) or len(go.values) != 1:
+            return
+        bound = _bound(op, go.values[0], cond, after_trip=False)
+        if go.values[0] in cond.args:  # a flag the body computes, as torch's while_loop carries it
+            flag = yielded.values[cond.args.index(go.values[0])]
+            after = _bound(op, flag, body, after_trip=True)
+            bound = after if bound is None or (after is not None and after < bound) else bound
+        if bound is not None and (op.trip_bound is None or bound < op.trip_bound):
+            op.properties["max_trips"] = IntegerAttr(bound, i64)
+            rewriter.notify_op_modified(op)

@@ -22,6 +22,7 @@ isolated from above), so a branch or a loop body names the weights it uses as an
 `graph.while` runs `cond` on the carried values, and while it yields true runs `do` on them, whose yields are
 the next carried values; the results are the carried values when `cond` yields false. Its optional `max_trips`
 is a bound the program guarantees (a counted loop's trip count): the body runs at most that many times.
+Canonicalization reads it from a condition `counter < n` on a counter that steps by one from a constant.
 
 A predicate is a tensor of one i1 element (torch's 0-d bool, ONNX's one-element cond). Where the two branches
 (or a loop's initial and carried values) have different sizes in a dim, the result's dim is `?`.
@@ -58,6 +59,7 @@ from gnomon.dialects.graph.base import (
     tensor_type,
     types_compatible,
 )
+from gnomon.dialects.graph.traits import WhileCanonicalization
 
 __all__ = ["CONTROL_FLOW_OPS", "IfOp", "WhileOp", "YieldOp", "joined_type"]
 
@@ -161,7 +163,7 @@ class WhileOp(IRDLOperation):
     max_trips = opt_prop_def(IntegerAttr)
     cond_region = region_def("single_block")
     body_region = region_def("single_block")
-    traits = traits_def(RecursiveMemoryEffect())
+    traits = traits_def(RecursiveMemoryEffect(), WhileCanonicalization())
 
     def __init__(
         self,

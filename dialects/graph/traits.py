@@ -117,3 +117,13 @@ class AndCanonicalization(HasCanonicalizationPatternsTrait):
         from gnomon.dialects.graph.canonicalization import DropConstantConjunct, FoldIntegerConstants
 
         return (FoldIntegerConstants(), DropConstantConjunct())
+
+
+class WhileCanonicalization(HasCanonicalizationPatternsTrait):
+    """`graph.while`: a bound on its trips read from a counted condition becomes `max_trips`."""
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from gnomon.dialects.graph.canonicalization import InferTripBound
+
+        return (InferTripBound(),)

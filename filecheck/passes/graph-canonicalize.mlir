@@ -271,3 +271,61 @@ func.func @dropout_draws(%x: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf3
   %z, %m2 = graph.dropout_train %x {ratio = 0.1 : f64} : (tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xi1>)
   func.return %y, %z : tensor<2x8xf32>, tensor<2x8xf32>
 }
+
+// A where whose condition is one constant selects an operand; `x and true` is x.
+
+// CHECK-LABEL: func.func @constant_conditions(
+// CHECK-NEXT:    func.return %a, %b, %p
+func.func @constant_conditions(%a: tensor<4xf32>, %b: tensor<4xf32>, %p: tensor<i1>) -> (tensor<4xf32>, tensor<4xf32>, tensor<i1>) {
+  %t = graph.constant {value = dense<true> : tensor<i1>} : () -> tensor<i1>
+  %f = graph.constant {value = dense<false> : tensor<4xi1>} : () -> tensor<4xi1>
+  %x = graph.where %t, %a, %b : (tensor<i1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %y = graph.where %f, %a, %b : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %q = graph.and %p, %t : (tensor<i1>, tensor<i1>) -> tensor<i1>
+  func.return %x, %y, %q : tensor<4xf32>, tensor<4xf32>, tensor<i1>
+}
+
+// A loop whose condition tests a counter that steps by one from a constant gets its bound: before each trip
+// (`i < 6` from 2: 4 trips), or, as torch's while_loop carries it, in a flag the body computes after each trip.
+
+// CHECK-LABEL: func.func @counted_before(
+// CHECK:         graph.while {{.*}} {max_trips = 4 : i64} cond {
+func.func @counted_before(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %two = graph.constant {value = dense<2> : tensor<i64>} : () -> tensor<i64>
+  %n, %h = graph.while (%two, %x) : (tensor<i64>, tensor<4xf32>) -> (tensor<i64>, tensor<4xf32>) cond {
+  ^bb0(%i: tensor<i64>, %a: tensor<4xf32>):
+    %six = graph.constant {value = dense<6> : tensor<i64>} : () -> tensor<i64>
+    %lt = graph.lt %i, %six : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    %s = graph.reduce_sum %a {axes = array<i64>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
+    %z = graph.constant {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+    %pos = graph.gt %s, %z : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %go = graph.and %pos, %lt : (tensor<i1>, tensor<i1>) -> tensor<i1>
+    graph.yield %go : tensor<i1>
+  } do {
+  ^bb0(%i: tensor<i64>, %a: tensor<4xf32>):
+    %one = graph.constant {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+    %next = graph.add %i, %one : (tensor<i64>, tensor<i64>) -> tensor<i64>
+    %t = graph.tanh %a : (tensor<4xf32>) -> tensor<4xf32>
+    graph.yield %next, %t : tensor<i64>, tensor<4xf32>
+  }
+  func.return %h : tensor<4xf32>
+}
+
+// CHECK-LABEL: func.func @counted_after(
+// CHECK:         graph.while {{.*}} {max_trips = 3 : i64} cond {
+func.func @counted_after(%x: tensor<4xf32>, %go0: tensor<i1>) -> tensor<4xf32> {
+  %zero = graph.constant {value = dense<0> : tensor<i64>} : () -> tensor<i64>
+  %g, %n, %h = graph.while (%go0, %zero, %x) : (tensor<i1>, tensor<i64>, tensor<4xf32>) -> (tensor<i1>, tensor<i64>, tensor<4xf32>) cond {
+  ^bb0(%go: tensor<i1>, %i: tensor<i64>, %a: tensor<4xf32>):
+    graph.yield %go : tensor<i1>
+  } do {
+  ^bb0(%go: tensor<i1>, %i: tensor<i64>, %a: tensor<4xf32>):
+    %one = graph.constant {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+    %next = graph.add %i, %one : (tensor<i64>, tensor<i64>) -> tensor<i64>
+    %three = graph.constant {value = dense<3> : tensor<i64>} : () -> tensor<i64>
+    %more = graph.lt %next, %three : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    %t = graph.tanh %a : (tensor<4xf32>) -> tensor<4xf32>
+    graph.yield %more, %next, %t : tensor<i1>, tensor<i64>, tensor<4xf32>
+  }
+  func.return %h : tensor<4xf32>
+}
