@@ -77,6 +77,16 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_predicate_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--predicate",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="data-dependent branches and bounded loops as straight-line code: where predicted faster (auto, the"
+        " default), wherever possible, or never (graph-predicate's mode)",
+    )
+
+
 def _add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verify-each",
@@ -151,6 +161,8 @@ def _cmd_compile(args: argparse.Namespace) -> None:
     from gnomon.executable import compile_model
     from gnomon.passes.graph_fuse import FusionDecision, explain, fusion_device
     from gnomon.passes.graph_layout import LayoutDecision, explain_layouts
+    from gnomon.passes.graph_predicate import PredicateDecision
+    from gnomon.passes.graph_predicate import explain as explain_predication
 
     _check_paths(args.model, {"-o": args.output})
     input_shapes = _input_shapes(args.input_shape)
@@ -161,6 +173,7 @@ def _cmd_compile(args: argparse.Namespace) -> None:
     _check_no_training_flags(args)
     decisions: list[FusionDecision] = []
     layouts: list[LayoutDecision] = []
+    predications: list[PredicateDecision] = []
     executable = compile_model(
         args.model,
         input_shapes=input_shapes,
@@ -169,11 +182,15 @@ def _cmd_compile(args: argparse.Namespace) -> None:
         device=args.device,
         decisions=decisions,
         layouts=layouts,
+        predicate=args.predicate,
+        predications=predications,
     )
-    executable.save(args.output)
     if args.explain:
+        if predications:
+            print(explain_predication(predications, device.provenance))
         print(explain_layouts(layouts, device.provenance))
         print(explain(decisions, device.provenance))
+    executable.save(args.output)
 
 
 def _compile_training(args: argparse.Namespace, input_shapes: dict[str, list[int]] | None) -> None:
@@ -256,6 +273,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
         trace=args.trace,
         verify_each=args.verify_each,
         dump_ir=args.dump_ir,
+        predicate=args.predicate,
     )
 
 
@@ -436,8 +454,9 @@ def build_parser() -> argparse.ArgumentParser:
     compiler.add_argument(
         "--explain",
         action="store_true",
-        help="print every layout and fusion choice: both predicted times and the decision",
+        help="print every predication, layout and fusion choice: both predicted times and the decision",
     )
+    _add_predicate_argument(compiler)
     _add_pipeline_arguments(compiler)
     compiler.add_argument(
         "--print-pipeline",
@@ -459,6 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
     runner.add_argument(
         "--trace", type=Path, help="with --profile: write the measured timeline as Chrome trace-event JSON"
     )
+    _add_predicate_argument(runner)
     _add_pipeline_arguments(runner)
     _add_training_arguments(runner)
     _add_recompute_arguments(runner)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from xdsl.dialects import func
@@ -26,11 +26,25 @@ from gnomon.files import writing
 from gnomon.limits import check_fits
 from gnomon.passes.graph_fuse import AUTO_DEVICE, FusionDecision, fusion_decisions
 from gnomon.passes.graph_layout import LayoutDecision, layout_decisions
+from gnomon.passes.graph_predicate import PredicateDecision, predicate_decisions
 from gnomon.passes.kernel_to_rt import LoweringError, rt_functions
 from gnomon.passes.kernel_to_rt.memory_plan import MemoryPlanError
 from gnomon.pipeline import INPUT_NAMES_ATTR, OUTPUT_NAMES_ATTR, PIPELINES, load, run_pipeline
 
-__all__ = ["BACKENDS", "Executable", "InputError", "compile_model", "load_compiled", "lower"]
+if TYPE_CHECKING:
+    from gnomon.runtime.executor import Profile, Program
+    from gnomon.runtime.host import HostPlan, HostProgram
+
+__all__ = [
+    "BACKENDS",
+    "Executable",
+    "InputError",
+    "compile_model",
+    "executable_from_graph",
+    "load_compiled",
+    "lower",
+    "rewrite",
+]
 
 BACKENDS = ("native", "reference")
 
@@ -39,6 +53,31 @@ BACKENDS = ("native", "reference")
 
 class InputError(GnomonError):
     """The inputs given to a compiled model do not match its signature."""
+
+
+def rewrite(
+    module: ModuleOp,
+    source: str = "the model",
+    *,
+    verify_each: bool = False,
+    dump_ir: str | Path | None = None,
+    device: str = AUTO_DEVICE,
+    predicate: str = "auto",
+    predications: list[PredicateDecision] | None = None,
+) -> ModuleOp:
+    """Run the inference rewrites on a graph module, in place: first `graph-predicate` on `device`, in `predicate`
+    mode (auto, always, never), whose decisions `predications` receives when given."""
+
+    def after_pass(name: str, module: ModuleOp) -> None:
+        if name == "graph-predicate" and predications is not None:
+            predications.extend(predicate_decisions(module))
+
+    spec = PIPELINES["inference"]
+    if device != AUTO_DEVICE or predicate != "auto":
+        spec = spec.replace("graph-predicate", f'graph-predicate{{device="{device}" mode={predicate}}}', 1)
+    return run_pipeline(
+        module, "inference", source, verify_each=verify_each, dump_ir=dump_ir, spec=spec, after_pass=after_pass
+    )
 
 
 def lower(
@@ -65,7 +104,7 @@ def lower(
     inference rewrites (a training step has had its own); `recompute`, a `graph-recompute{...}` spec, runs that
     pass after `graph-fuse` (a training step under a memory budget)."""
     if rewrites:
-        run_pipeline(module, "inference", source, verify_each=verify_each, dump_ir=dump_ir)
+        rewrite(module, source, verify_each=verify_each, dump_ir=dump_ir, device=device)
 
     def after_pass(name: str, module: ModuleOp) -> None:
         if name == "graph-fuse" and decisions is not None:
@@ -109,15 +148,24 @@ def _as_array(value: Any) -> np.ndarray:
 
 
 class Executable:
-    """A compiled model: call it with one array (or torch tensor) per input, in input order."""
+    """A compiled model: call it with one array (or torch tensor) per input, in input order.
 
-    def __init__(self, module: ModuleOp, backend: str = "native"):
+    `module` is the lowered rt program on the native backend, the graph program on the reference one. With `host`
+    (a function with control flow, split and lowered by `gnomon.host_program.lower_host`), `module` is the graph
+    program whose segments the plan runs, on the native backend."""
+
+    def __init__(self, module: ModuleOp, backend: str = "native", host: HostPlan | None = None):
         if backend not in BACKENDS:
             raise GnomonError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        if host is not None and backend != "native":
+            raise GnomonError("a host plan runs on the native backend; the reference backend interprets the graph")
         self.module = module
         self.backend = backend
+        self._host_plan = host
         functions = (
-            rt_functions(module) if backend == "native" else [op for op in module.ops if isinstance(op, func.FuncOp)]
+            rt_functions(module)
+            if backend == "native" and host is None
+            else [op for op in module.ops if isinstance(op, func.FuncOp)]
         )
         if len(functions) != 1:
             raise GnomonError(f"expected one program in the module, found {len(functions)}")
@@ -126,29 +174,51 @@ class Executable:
         self.input_names = _names(module, INPUT_NAMES_ATTR, len(self._signature), "input")
         self.output_names = _names(module, OUTPUT_NAMES_ATTR, len(self._function.function_type.outputs), "output")
         self._check_sizes()
-        self._program = None
-        if backend == "native":
+        self._program: Program | None = None
+        self._host: HostProgram | None = None
+        if host is not None:
+            from gnomon.runtime.host import HostProgram
+
+            self._host = HostProgram(host)
+        elif backend == "native":
             from gnomon.runtime.executor import Program
 
             self._program = Program(module)
 
     def _check_sizes(self) -> None:
-        """Each input, and the native program's arena, fits in memory: a huge shape or a hand-edited
-        `rt.arena_size` fails here, in one line, rather than in NumPy's allocation."""
+        """Each input, and the native program's arena (a host plan's segments': they share the largest), fits in
+        memory: a huge shape or a hand-edited `rt.arena_size` fails here, in one line, rather than in NumPy's
+        allocation."""
         for name, (shape, dtype) in zip(self.input_names, self._signature, strict=True):
             check_fits(f"input '{name}' of shape {list(shape)} ({dtype})", math.prod(shape) * dtype.itemsize)
-        arena = self._function.attributes.get(rt.ARENA_SIZE)
-        if self.backend != "native" or not isinstance(arena, IntegerAttr):
+        if self.backend != "native":
             return
-        size = arena.value.data
-        if size < 0:
-            raise GnomonError(f"the program's {rt.ARENA_SIZE} = {size} is negative")
-        check_fits(f"the program's arena ({rt.ARENA_SIZE} = {size})", size)
+        functions = [self._function]
+        if self._host_plan is not None:
+            from gnomon.runtime.host import segments
+
+            functions = [f for segment in segments(self._host_plan.body) for f in rt_functions(segment.module)]
+        for function in functions:
+            arena = function.attributes.get(rt.ARENA_SIZE)
+            if not isinstance(arena, IntegerAttr):
+                continue
+            size = arena.value.data
+            if size < 0:
+                raise GnomonError(f"the program's {rt.ARENA_SIZE} = {size} is negative")
+            check_fits(f"the program's arena ({rt.ARENA_SIZE} = {size})", size)
 
     @property
-    def program(self):
-        """The loaded native program (`gnomon.runtime.executor.Program`); None on the reference backend."""
+    def program(self) -> Program | None:
+        """The loaded native program (`gnomon.runtime.executor.Program`); None on the reference backend. A program
+        with control flow has several (`host`): asking for one is an error."""
+        if self._host is not None:
+            raise GnomonError("the model has control flow: it runs as several rt programs (Executable.host)")
         return self._program
+
+    @property
+    def host(self) -> HostProgram | None:
+        """The loaded host program (`gnomon.runtime.host.HostProgram`) of a model with control flow, else None."""
+        return self._host
 
     @property
     def input_shapes(self) -> list[tuple[int, ...]]:
@@ -176,6 +246,8 @@ class Executable:
 
     def run(self, inputs: Sequence[Any], profile: bool = False) -> tuple[np.ndarray, ...]:
         arrays = self.check_inputs(inputs)
+        if self._host is not None:
+            return tuple(self._host.run(arrays, profile=profile))
         if self._program is None:
             from gnomon.reference import run_reference
 
@@ -185,8 +257,11 @@ class Executable:
     def __call__(self, *inputs: Any) -> tuple[np.ndarray, ...]:
         return self.run(inputs)
 
-    def profile(self):
-        """The last profiled run's per-kernel timings, the compile statistics and the arena size."""
+    def profile(self) -> Profile:
+        """The last profiled run's per-kernel timings, the compile statistics and the arena size (with control
+        flow, a `gnomon.runtime.host.HostProfile`: every segment's launches, and their shared arena)."""
+        if self._host is not None:
+            return self._host.profile
         if self._program is None:
             raise GnomonError("the reference backend has no profile; use backend='native'")
         return self._program.profile
@@ -195,6 +270,8 @@ class Executable:
         """Write the lowered program (weights included) so that `load_compiled` runs it without re-importing."""
         from gnomon.printing import print_module
 
+        if self._host is not None:
+            raise GnomonError(f"cannot save {path}: saving a compiled program with control flow is not supported yet")
         with writing(path) as stream:
             print_module(self.module, stream)
 
@@ -216,11 +293,14 @@ def compile_model(
     memory_budget: int | float | str | None = None,
     recompute: str = "z3",
     recompute_time_limit: float = 10.0,
+    predicate: str = "auto",
+    predications: list[PredicateDecision] | None = None,
 ) -> Any:
     """Import, rewrite and lower a model; the reference backend interprets the graph program instead.
 
     `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device`, `decisions`, `layouts` and `tuned` are
-    `lower`'s. `train` (True, or `gnomon.SGD(...)`, `gnomon.Adam(...)`, `gnomon.AdamW(...)`) compiles a training
+    `lower`'s; `predicate` (auto, always, never) is `graph-predicate`'s mode, whose decisions `predications`
+    receives. `train` (True, or `gnomon.SGD(...)`, `gnomon.Adam(...)`, `gnomon.AdamW(...)`) compiles a training
     step of a torch module that returns its loss instead: a `gnomon.training.TrainingExecutable`, which without
     `keep_gradients` keeps no gradient past its parameter's update, and with `memory_budget` (an int: bytes; a
     float: a share of the step's arena without recomputation) recomputes forward values to fit it, choosing with
@@ -242,12 +322,43 @@ def compile_model(
     if backend not in BACKENDS:
         raise GnomonError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     module = load(model, example_inputs, input_shapes, verify_each=verify_each, dump_ir=dump_ir)
-    if backend == "native":
-        source = str(model) if isinstance(model, str | Path) else type(model).__name__
-        lower(
-            module, source, verify_each=verify_each, dump_ir=dump_ir, device=device, decisions=decisions,
-            layouts=layouts, tuned=tuned,
-        )  # fmt: skip
+    source = str(model) if isinstance(model, str | Path) else type(model).__name__
+    return executable_from_graph(
+        module, source, backend, verify_each=verify_each, dump_ir=dump_ir, device=device, decisions=decisions,
+        layouts=layouts, tuned=tuned, predicate=predicate, predications=predications,
+    )  # fmt: skip
+
+
+def executable_from_graph(
+    module: ModuleOp,
+    source: str = "the model",
+    backend: str = "native",
+    *,
+    verify_each: bool = False,
+    dump_ir: str | Path | None = None,
+    device: str = AUTO_DEVICE,
+    decisions: list[FusionDecision] | None = None,
+    layouts: list[LayoutDecision] | None = None,
+    tuned: bool = True,
+    predicate: str = "auto",
+    predications: list[PredicateDecision] | None = None,
+) -> Executable:
+    """An executable of a graph module, which the native backend rewrites (`rewrite`'s options) and lowers
+    (`lower`'s) in place; a function that still has `graph.if` / `graph.while` after `graph-predicate` becomes a
+    host plan (`gnomon.host_program`)."""
+    if backend != "native":
+        return Executable(module, backend)
+    from gnomon.host_program import has_control_flow, lower_host
+
+    rewrite(
+        module, source, verify_each=verify_each, dump_ir=dump_ir, device=device, predicate=predicate,
+        predications=predications,
+    )  # fmt: skip
+    options: dict[str, Any] = {"device": device, "decisions": decisions, "layouts": layouts, "tuned": tuned}
+    if has_control_flow(module):
+        plan = lower_host(module, source, verify_each=verify_each, dump_ir=dump_ir, **options)
+        return Executable(module, backend, host=plan)
+    lower(module, source, verify_each=verify_each, dump_ir=dump_ir, rewrites=False, **options)
     return Executable(module, backend)
 
 

@@ -38,7 +38,7 @@ from gnomon.registry import PASSES
 
 PIPELINES: dict[str, str] = {
     "import": "torch-to-graph,graph-shape-inference,graph-canonicalize",
-    "inference": "graph-drop-dropout,graph-fold-batch-norm,graph-fold-constants,graph-canonicalize",
+    "inference": "graph-predicate,graph-drop-dropout,graph-fold-batch-norm,graph-fold-constants,graph-canonicalize",
     "lowering": "graph-layout,graph-fuse,graph-to-kernel,kernel-to-rt,kernel-tuned-schedules",
 }
 """The pipelines a model goes through, in order, by stage."""

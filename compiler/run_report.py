@@ -179,6 +179,7 @@ def run_command(
     trace: Path | None = None,
     verify_each: bool = False,
     dump_ir: Path | None = None,
+    predicate: str = "auto",
 ) -> None:
     if trace is not None and not (profile and backend == "native"):
         raise GnomonError("--trace writes the measured timeline of a profiled run: add --profile (native backend)")
@@ -204,8 +205,9 @@ def run_command(
             raise GnomonError(f"{model} is a compiled training step: run it with `gnomon run --train`")
     else:
         executable = compile_model(
-            model, input_shapes=input_shapes, backend=backend, verify_each=verify_each, dump_ir=dump_ir
-        )
+            model, input_shapes=input_shapes, backend=backend, verify_each=verify_each, dump_ir=dump_ir,
+            predicate=predicate,
+        )  # fmt: skip
     arrays = read_inputs(executable, inputs) if inputs is not None else random_inputs(executable, seed)
     if profile and backend == "native":
         executable.run(arrays)  # warm caches and threads; the profiled run is the second

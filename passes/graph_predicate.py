@@ -14,8 +14,9 @@ Each candidate is priced both ways by `gnomon.cost.control_flow`: kept, as the h
 that take the then side; a loop at its bound), and predicated, as the straight-line ops it becomes once their
 constants fold (built, folded and priced before the choice). It is predicated when that is predicted faster. The
 decision and both figures are recorded in the IR: `gnomon.predicate = {decision = "host", host_s, predicated_s}`
-on a control op kept, and on the ops that compute a predicated op's results `gnomon.predicated = {op, host_s,
-predicated_s}`. Innermost ops are decided first, so an outer op is priced with its inner ones as decided.
+on a control op kept, and on the ops that compute a predicated op's results `gnomon.predicated = {op, index, at,
+host_s, predicated_s}` (`index` numbers the predicated ops, `at` is the op's location). Innermost ops are decided
+first, so an outer op is priced with its inner ones as decided.
 
 Not predicated: a loop without a bound, or one whose body changes a carried value's shape (a select needs one
 shape), and a branch whose sides yield different shapes.
@@ -199,10 +200,12 @@ class GraphPredicatePass(ModulePass):
         if not 0.0 <= self.taken <= 1.0:
             raise ValueError(f"graph-predicate: taken must be in [0, 1], got {self.taken}")
         device = fusion_device(self.device)
+        predicated = 0  # numbers the predicated ops: several ops may carry each one's entry
         for control in [o for o in op.walk(region_first=True) if isinstance(o, IfOp | WhileOp)]:
-            self._decide(control, device, ctx)
+            predicated += self._decide(control, device, ctx, predicated + 1)
 
-    def _decide(self, op: IfOp | WhileOp, device: Device, ctx: Context) -> None:
+    def _decide(self, op: IfOp | WhileOp, device: Device, ctx: Context, number: int) -> bool:
+        """Predicate `op` (the `number`-th so far) or keep it; whether it was predicated."""
         host_s: float | None = None
         try:
             if isinstance(op, IfOp):
@@ -215,7 +218,7 @@ class GraphPredicatePass(ModulePass):
             block, values = _predicated_if(op) if isinstance(op, IfOp) else _predicated_while(op, self.max_unroll)
         except _NotPredicable as reason:
             self._keep(op, host_s, None, str(reason))
-            return
+            return False
         block, values = _folded(block, values, ctx)
         try:
             predicated_s: float | None = block_s(block, device, self.taken)
@@ -225,8 +228,12 @@ class GraphPredicatePass(ModulePass):
         if self.mode == "never" or (self.mode == "auto" and not faster):
             reason = "" if host_s is not None and predicated_s is not None else "the cost model cannot price it"
             self._keep(op, host_s, predicated_s, reason)
-            return
-        entry: dict[str, Attribute] = {"op": StringAttr(op.name)}
+            return False
+        entry: dict[str, Attribute] = {
+            "op": StringAttr(op.name),
+            "index": IntegerAttr(number, i64),
+            "at": StringAttr(location_name(op.location)),
+        }
         if host_s is not None:
             entry["host_s"] = _seconds(host_s)
         if predicated_s is not None:
@@ -240,6 +247,7 @@ class GraphPredicatePass(ModulePass):
             inner.detach()
             parent.insert_op_before(inner, op)
         Rewriter.replace_op(op, [], values)
+        return True
 
     @staticmethod
     def _keep(op: IfOp | WhileOp, host_s: float | None, predicated_s: float | None, reason: str) -> None:
@@ -261,7 +269,7 @@ def _optional_seconds(entries: dict[str, Attribute], key: str) -> float | None:
 def predicate_decisions(module: ModuleOp) -> list[PredicateDecision]:
     """The decisions `graph-predicate` recorded on `module`, in program order (one per predicated op)."""
     decisions: list[PredicateDecision] = []
-    seen: set[tuple[str, str, float | None]] = set()
+    seen: set[int] = set()
     for op in module.walk():
         host = op.attributes.get(HOST_ATTR)
         if isinstance(host, DictionaryAttr):
@@ -278,16 +286,17 @@ def predicate_decisions(module: ModuleOp) -> list[PredicateDecision]:
             )
         predicated = op.attributes.get(PREDICATED_ATTR)
         if isinstance(predicated, DictionaryAttr):
-            name = predicated.data["op"]
+            entries = predicated.data
+            name, at, index = entries["op"], entries["at"], entries["index"]
             assert isinstance(name, StringAttr)
-            host_s = _optional_seconds(predicated.data, "host_s")
-            key = (name.data, location_name(op.location), host_s)
-            if key not in seen:  # one entry per predicated op, though several of its ops carry it
-                seen.add(key)
+            assert isinstance(at, StringAttr)
+            assert isinstance(index, IntegerAttr)
+            if index.value.data not in seen:  # several ops may carry one predicated op's entry
+                seen.add(index.value.data)
                 decisions.append(
                     PredicateDecision(
-                        name.data, location_name(op.location), host_s,
-                        _optional_seconds(predicated.data, "predicated_s"), "predicated",
+                        name.data, at.data, _optional_seconds(entries, "host_s"),
+                        _optional_seconds(entries, "predicated_s"), "predicated",
                     )
                 )  # fmt: skip
     return decisions

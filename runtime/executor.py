@@ -210,13 +210,19 @@ def _tensor_over(array: np.ndarray) -> torch.Tensor:
 class Program:
     """An rt program, loaded and ready to run."""
 
-    def __init__(self, module: ModuleOp):
+    def __init__(self, module: ModuleOp, arena: np.ndarray | None = None):
+        """`arena`, when given, is the memory to carve the buffers from instead of an arena of the program's own:
+        programs that run one at a time, copying their results out, share it (`gnomon.runtime.host`)."""
         self.function = function = verify_program(module)
         keep_freed_memory()  # before the first library call allocates: see gnomon.runtime.malloc
         kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
         arena_size = function.attributes[rt.ARENA_SIZE]
         assert isinstance(arena_size, IntegerAttr)
-        self.arena = _aligned_arena(arena_size.value.data)
+        if arena is not None and arena.nbytes < arena_size.value.data:
+            raise ProgramError(
+                f"the shared arena holds {arena.nbytes} bytes, the program needs {arena_size.value.data}"
+            )
+        self.arena = _aligned_arena(arena_size.value.data) if arena is None else arena
         lower_bound = function.attributes.get(rt.ARENA_LOWER_BOUND)
         self.profile = Profile(
             arena_bytes=arena_size.value.data,

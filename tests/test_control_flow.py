@@ -167,3 +167,20 @@ def test_unbounded_loop_stays_on_the_host_and_says_why() -> None:
     module = predicated(HALVING.replace(" {max_trips = 5 : i64}", ""), mode="always")
     decisions = [d for d in predicate_decisions(module) if d.op == "graph.while"]
     assert [(d.decision, d.reason) for d in decisions] == [("host", "no bound on its trips")]
+
+
+@pytest.mark.parametrize("predicate", ["always", "never"])
+def test_native_program_with_or_without_predication_computes_what_the_reference_does(predicate: str) -> None:
+    from gnomon.executable import executable_from_graph
+    from gnomon.passes.graph_predicate import PredicateDecision
+
+    decisions: list[PredicateDecision] = []
+    executable = executable_from_graph(parse(HALVING), "halving", predicate=predicate, predications=decisions)
+    assert (executable.host is None) == (predicate == "always")
+    assert {d.decision for d in decisions} == {"predicated" if predicate == "always" else "host"}
+    for scale in (0.01, 0.3, 100.0):
+        x = (np.random.default_rng(5).standard_normal((2, 4)) * scale).astype(np.float32)
+        h, n = executable(x)
+        expected, trips = halving(x)
+        assert int(n) == trips
+        np.testing.assert_allclose(h, expected, rtol=1e-6)

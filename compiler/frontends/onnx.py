@@ -68,6 +68,9 @@ OWN_LOWERINGS = frozenset({
     # Lowered through complex tensors (DFT, STFT), or failing the whole import on some attributes (GridSample's
     # cubic and volumetric forms, LpPool's dilations and auto padding).
     "onnx.DFT", "onnx.GridSample", "onnx.LpPool", "onnx.STFT",
+    # Lowered only as a counted loop with a runtime trip count (and not at all when the body computes the condition);
+    # Scan to a loop that writes each step's output into an empty slice. Both become graph.while.
+    "onnx.Loop", "onnx.Scan",
 })  # fmt: skip
 """ONNX ops held back from torch-mlir's lowering: torch-to-graph converts them all, with ONNX's semantics. Some
 nodes of other ops are held back too (`_kept_node`)."""
@@ -494,7 +497,8 @@ def _shapeless_source(
 ) -> onnx.NodeProto | None:
     """The first node, going up from `inputs`, with an output that ONNX's shape inference left without a shape
     while its own inputs have one; None when every input has a shape."""
-    values = (*graph.input, *graph.value_info, *graph.output)
+    subgraphs = (a.g for n in _nodes(graph) for a in n.attribute if a.HasField("g"))  # a Loop body's values
+    values = [v for g in (graph, *subgraphs) for v in (*g.input, *g.value_info, *g.output)]
     # Only a tensor can lack a shape: a sequence (a Loop's SequenceEmpty) is not to blame.
     shaped = {v.name for v in values if not v.type.HasField("tensor_type") or v.type.tensor_type.HasField("shape")}
     shaped |= {t.name for t in graph.initializer}
@@ -523,6 +527,7 @@ def _crashing_node(model: onnx.ModelProto) -> str | None:
     culprit = ops[bad - 1]
     located = _NAME_LOC.match(str(culprit.location))
     name = ir.StringAttr(culprit.attributes["name"]).value if "name" in culprit.attributes else culprit.name
+    name = name.removeprefix(_HELD)  # a crash in a held Loop's or Scan's body
     return f"{name.removeprefix('onnx.')} node '{located['name']}'" if located is not None else name
 
 

@@ -9,7 +9,7 @@
 // CHECK-NOT:     graph.if %
 // CHECK:         %[[R:.*]] = graph.relu %x
 // CHECK:         %[[M:.*]] = graph.mul %x, %x
-// CHECK:         graph.where %p, %[[R]], %[[M]] {gnomon.predicated = {op = "graph.if", host_s = {{.*}} : f64, predicated_s = {{.*}} : f64}}
+// CHECK:         graph.where %p, %[[R]], %[[M]] {gnomon.predicated = {op = "graph.if", index = 1 : i64, at = "{{.*}}", host_s = {{.*}} : f64, predicated_s = {{.*}} : f64}}
 // NEVER-LABEL: func.func @branch(
 // NEVER:         graph.if %p {{.*}} {
 // NEVER:         } {gnomon.predicate = {decision = "host", host_s = {{.*}} : f64, predicated_s = {{.*}} : f64}}

@@ -47,6 +47,7 @@ from gnomon.locations import location_name
 from gnomon.passes.torch_to_graph import (
     attention,
     backward,
+    control_flow,
     creation,
     einsum,
     elementwise,
@@ -56,6 +57,7 @@ from gnomon.passes.torch_to_graph import (
     linear_attention,
     loss,
     nn,
+    onnx_control_flow,
     pool,
     quantize,
     recurrent,
@@ -75,6 +77,7 @@ from gnomon.passes.torch_to_graph.registry import CONVERTERS
 _CONVERTER_MODULES = (
     attention,
     backward,
+    control_flow,
     creation,
     einsum,
     elementwise,
@@ -84,6 +87,7 @@ _CONVERTER_MODULES = (
     linear_attention,
     loss,
     nn,
+    onnx_control_flow,
     pool,
     quantize,
     recurrent,
@@ -266,8 +270,11 @@ class TorchToGraphPass(ModulePass):
         functions = [f for f in op.walk() if isinstance(f, func.FuncOp)]
         for function in functions:
             _flatten_return(function)
+        loops = [o for o in op.walk() if torch_op_name(o) == "torch.prim.Loop"]
+        for loop in loops:
+            control_flow.iteration_tensors(loop)
         bodies = [function.body for function in functions]
-        bodies += [region for o in op.walk() if _is_operator(o) for region in o.regions]
+        bodies += [region for o in op.walk() if _is_operator(o) or o in loops for region in o.regions]
         for block in (block for region in bodies for block in region.blocks):
             _convert_arguments(block)
         convert = ConvertTorchOp()
