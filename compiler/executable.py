@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, ArrayAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, TensorType
+from xdsl.ir import Attribute
 
 from gnomon.dialects import rt
+from gnomon.dialects.graph.base import SymbolicDim, dim_names, shape_str
 from gnomon.dialects.graph.constant_values import numpy_dtype
 from gnomon.errors import GnomonError
 from gnomon.files import writing
@@ -141,6 +143,14 @@ def _signature(function: func.FuncOp) -> list[tuple[tuple[int, ...], np.dtype[An
     return signature
 
 
+def _named_shape(arg_type: Attribute) -> tuple[int, ...]:
+    """An input's dims, a named `?` as a `SymbolicDim`."""
+    if not isinstance(arg_type, TensorType):
+        return tuple(arg_type.get_shape()) if isinstance(arg_type, MemRefType) else ()
+    names = dim_names(arg_type)
+    return tuple(SymbolicDim(n) if d == DYNAMIC_INDEX and n else d for d, n in zip(arg_type.get_shape(), names))
+
+
 def _as_array(value: Any) -> np.ndarray:
     if type(value).__module__.startswith("torch"):
         return value.detach().cpu().numpy()
@@ -190,7 +200,8 @@ class Executable:
         memory: a huge shape or a hand-edited `rt.arena_size` fails here, in one line, rather than in NumPy's
         allocation."""
         for name, (shape, dtype) in zip(self.input_names, self._signature, strict=True):
-            check_fits(f"input '{name}' of shape {list(shape)} ({dtype})", math.prod(shape) * dtype.itemsize)
+            static = [d for d in shape if d != DYNAMIC_INDEX]  # a dynamic dim is checked against each run's input
+            check_fits(f"input '{name}' of shape {list(shape)} ({dtype})", math.prod(static) * dtype.itemsize)
         if self.backend != "native":
             return
         functions = [self._function]
@@ -234,13 +245,27 @@ class Executable:
             names = ", ".join(self.input_names)
             raise InputError(f"expected {len(self._signature)} inputs ({names}), got {len(inputs)}")
         arrays: list[np.ndarray] = []
-        for name, value, (shape, dtype) in zip(self.input_names, inputs, self._signature, strict=True):
+        sizes: dict[str, tuple[int, str]] = {}  # a named dim's size, and the input that fixed it
+        arg_types = self._function.function_type.inputs.data
+        for name, value, (shape, dtype), arg_type in zip(
+            self.input_names, inputs, self._signature, arg_types, strict=True
+        ):
             array = _as_array(value)
-            if array.shape != shape or array.dtype != dtype:
+            fits = len(array.shape) == len(shape) and all(d in (n, DYNAMIC_INDEX) for n, d in zip(array.shape, shape))
+            if not fits or array.dtype != dtype:
                 raise InputError(
-                    f"input '{name}': expected {dtype} of shape {list(shape)}, "
+                    f"input '{name}': expected {dtype} of shape {shape_str(_named_shape(arg_type))}, "
                     f"got {array.dtype} of shape {list(array.shape)}"
                 )
+            for axis, (size, dim) in enumerate(zip(array.shape, _named_shape(arg_type), strict=True)):
+                if not isinstance(dim, SymbolicDim):
+                    continue
+                first = sizes.setdefault(dim.symbol, (size, name))
+                if first[0] != size:
+                    raise InputError(
+                        f"input '{name}': dim {axis} ({dim.symbol}) is {size}, but input '{first[1]}' gives"
+                        f" {dim.symbol} = {first[0]}"
+                    )
             arrays.append(np.ascontiguousarray(array))
         return arrays
 
@@ -295,13 +320,16 @@ def compile_model(
     recompute_time_limit: float = 10.0,
     predicate: str = "auto",
     predications: list[PredicateDecision] | None = None,
+    dynamic_shapes: Any = None,
 ) -> Any:
     """Import, rewrite and lower a model; the reference backend interprets the graph program instead.
 
     `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device`, `decisions`, `layouts` and `tuned` are
     `lower`'s; `predicate` (auto, always, never) is `graph-predicate`'s mode, whose decisions `predications`
-    receives. `train` (True, or `gnomon.SGD(...)`, `gnomon.Adam(...)`, `gnomon.AdamW(...)`) compiles a training
-    step of a torch module that returns its loss instead: a `gnomon.training.TrainingExecutable`, which without
+    receives; `dynamic_shapes` (torch.export's, for a live module) keeps those dims `?`, named after their `Dim`s
+    (the reference backend runs any size; the native one needs static shapes yet). `train` (True, or
+    `gnomon.SGD(...)`, `gnomon.Adam(...)`, `gnomon.AdamW(...)`) compiles a training step of a torch module that
+    returns its loss instead: a `gnomon.training.TrainingExecutable`, which without
     `keep_gradients` keeps no gradient past its parameter's update, and with `memory_budget` (an int: bytes; a
     float: a share of the step's arena without recomputation) recomputes forward values to fit it, choosing with
     the `recompute` solver (z3, milp, greedy, sqrt) in at most `recompute_time_limit` seconds."""
@@ -321,7 +349,7 @@ def compile_model(
         raise GnomonError("memory_budget is a training step's option (it recomputes forward values): add train=")
     if backend not in BACKENDS:
         raise GnomonError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    module = load(model, example_inputs, input_shapes, verify_each=verify_each, dump_ir=dump_ir)
+    module = load(model, example_inputs, input_shapes, dynamic_shapes, verify_each=verify_each, dump_ir=dump_ir)
     source = str(model) if isinstance(model, str | Path) else type(model).__name__
     return executable_from_graph(
         module, source, backend, verify_each=verify_each, dump_ir=dump_ir, device=device, decisions=decisions,

@@ -146,9 +146,13 @@ def test_predication_is_decided_by_predicted_time() -> None:
         assert decision.predicated_s < decision.host_s
     # A costly side (a 512^3 product) computed for nothing costs more than the decision and the copies of a host
     # branch: it stays on the host.
-    costly = BRANCH.replace("2x4", "512x512").replace("graph.relu %x :", "graph.matmul %x, %x :").replace(
-        "(tensor<512x512xf32>) -> tensor<512x512xf32>\n    graph.yield %r",
-        "(tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>\n    graph.yield %r",
+    costly = (
+        BRANCH.replace("2x4", "512x512")
+        .replace("graph.relu %x :", "graph.matmul %x, %x :")
+        .replace(
+            "(tensor<512x512xf32>) -> tensor<512x512xf32>\n    graph.yield %r",
+            "(tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>\n    graph.yield %r",
+        )
     )
     (decision,) = predicate_decisions(predicated(costly, device="generic-cpu"))
     assert decision.decision == "host"
