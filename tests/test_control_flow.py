@@ -37,7 +37,8 @@ func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
 HALVING = """
 func.func @main(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<i64>) {
   %n0 = graph.constant {value = dense<0> : tensor<i64>} : () -> tensor<i64>
-  %n, %h = graph.while (%n0, %x) : (tensor<i64>, tensor<2x4xf32>) -> (tensor<i64>, tensor<2x4xf32>) {max_trips = 5 : i64} cond {
+  %n, %h = graph.while (%n0, %x) : (tensor<i64>, tensor<2x4xf32>) -> (tensor<i64>, tensor<2x4xf32>)
+      {max_trips = 5 : i64} cond {
   ^bb0(%i: tensor<i64>, %a: tensor<2x4xf32>):
     %five = graph.constant {value = dense<5> : tensor<i64>} : () -> tensor<i64>
     %lt = graph.lt %i, %five : (tensor<i64>, tensor<i64>) -> tensor<i1>
@@ -142,7 +143,8 @@ def test_predication_is_decided_by_predicted_time() -> None:
     for device in ("generic-cpu", "h100"):
         (decision,) = predicate_decisions(predicated(BRANCH, device=device))
         assert decision.decision == "predicated"
-        assert decision.predicated_s is not None and decision.host_s is not None
+        assert decision.predicated_s is not None
+        assert decision.host_s is not None
         assert decision.predicated_s < decision.host_s
     # A costly side (a 512^3 product) computed for nothing costs more than the decision and the copies of a host
     # branch: it stays on the host.
@@ -156,7 +158,8 @@ def test_predication_is_decided_by_predicted_time() -> None:
     )
     (decision,) = predicate_decisions(predicated(costly, device="generic-cpu"))
     assert decision.decision == "host"
-    assert decision.host_s is not None and decision.predicated_s is not None
+    assert decision.host_s is not None
+    assert decision.predicated_s is not None
     assert decision.host_s < decision.predicated_s
 
 
@@ -168,7 +171,7 @@ def test_host_branch_weighs_its_sides_by_the_share_taken() -> None:
 
 
 def test_unbounded_loop_stays_on_the_host_and_says_why() -> None:
-    module = predicated(HALVING.replace(" {max_trips = 5 : i64}", ""), mode="always")
+    module = predicated(HALVING.replace("\n      {max_trips = 5 : i64}", ""), mode="always")
     decisions = [d for d in predicate_decisions(module) if d.op == "graph.while"]
     assert [(d.decision, d.reason) for d in decisions] == [("host", "no bound on its trips")]
 
