@@ -32,6 +32,7 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     BoolAttr,
     DenseArrayBase,
+    DictionaryAttr,
     FloatAttr,
     IntegerAttr,
     IntegerType,
@@ -41,7 +42,7 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, ParametrizedAttribute, SSAValue
+from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SSAValue
 from xdsl.irdl import IRDLOperation, OperandOrResultDef, VariadicDef, irdl_attr_definition
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -257,6 +258,34 @@ def multiply_dims(dims: Sequence[int]) -> int:
             return DYN
         total *= d
     return total
+
+
+DIM_BOUNDS_ATTR = "gnomon.dim_bounds"
+"""Module attribute: each named dynamic dim's largest size, `{seq = 128 : i64}` (from torch.export's `Dim(max=)` or
+`--input-shape seq=1..128`): the memory plan is made at these sizes."""
+DIM_LOWER_BOUNDS_ATTR = "gnomon.dim_lower_bounds"
+"""Module attribute: each named dynamic dim's smallest size, as `DIM_BOUNDS_ATTR` (absent: 1)."""
+
+
+def dim_bounds(module: Operation) -> dict[str, tuple[int, int]]:
+    """The declared range of each named dynamic dim of `module`: name -> (smallest, largest) size."""
+    upper, lower = module.attributes.get(DIM_BOUNDS_ATTR), module.attributes.get(DIM_LOWER_BOUNDS_ATTR)
+    lows = (
+        {k: v.value.data for k, v in lower.data.items() if isinstance(v, IntegerAttr)}
+        if isinstance(lower, DictionaryAttr)
+        else {}
+    )
+    if not isinstance(upper, DictionaryAttr):
+        return {}
+    return {k: (lows.get(k, 1), v.value.data) for k, v in upper.data.items() if isinstance(v, IntegerAttr)}
+
+
+def bounds_attrs(bounds: dict[str, tuple[int, int]]) -> dict[str, DictionaryAttr]:
+    """The module attributes that declare `bounds` (name -> (smallest, largest) size)."""
+    return {
+        DIM_BOUNDS_ATTR: DictionaryAttr({name: IntegerAttr(high, i64) for name, (_, high) in bounds.items()}),
+        DIM_LOWER_BOUNDS_ATTR: DictionaryAttr({name: IntegerAttr(low, i64) for name, (low, _) in bounds.items()}),
+    }
 
 
 # ---- property builders and readers, used by the op definitions and by converters ----
