@@ -52,11 +52,32 @@ def parse_input_shape(text: str) -> tuple[str, list[int]]:
     return name, shape
 
 
+def parse_dim_range(text: str) -> tuple[str, tuple[int, int]] | None:
+    """`seq=1..128` -> ("seq", (1, 128)); None for text that is no range (an input's shape)."""
+    name, sep, span = text.rpartition("=")
+    low, dots, high = span.partition("..")
+    if not sep or not dots:
+        return None
+    if not name or not low.isdigit() or not high.isdigit():
+        raise InputShapeError(f"--input-shape {text!r} is not DIM=LOW..HIGH, e.g. seq=1..128")
+    if not 1 <= int(low) <= int(high) <= _MAX_DIM:
+        raise InputShapeError(f"--input-shape {text!r}: a range needs 1 <= LOW <= HIGH <= {_MAX_DIM}")
+    return name, (int(low), int(high))
+
+
+def _dim_ranges(values: Sequence[str] | None) -> dict[str, tuple[int, int]] | None:
+    """The `--input-shape DIM=LOW..HIGH` ranges of named dynamic dims."""
+    ranges = dict(r for value in values or () if (r := parse_dim_range(value)) is not None)
+    return ranges or None
+
+
 def _input_shapes(values: Sequence[str] | None) -> dict[str, list[int]] | None:
     if not values:
         return None
     shapes: dict[str, list[int]] = {}
     for value in values:
+        if parse_dim_range(value) is not None:
+            continue
         name, shape = parse_input_shape(value)
         if name in shapes:
             raise InputShapeError(f"--input-shape given twice for input '{name}'")
@@ -73,7 +94,8 @@ def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "--input-shape",
         action="append",
         metavar="NAME=DIMS",
-        help="the shape of an input, e.g. x=1x3x224x224 (repeatable; TorchScript needs one per input)",
+        help="the shape of an input, e.g. x=1x3x224x224 (repeatable; TorchScript needs one per input), or the range"
+        " of a named dynamic dim, e.g. seq=1..128",
     )
 
 
@@ -177,6 +199,7 @@ def _cmd_compile(args: argparse.Namespace) -> None:
     executable = compile_model(
         args.model,
         input_shapes=input_shapes,
+        dim_ranges=_dim_ranges(args.input_shape),
         verify_each=args.verify_each,
         dump_ir=args.dump_ir,
         device=args.device,
@@ -274,6 +297,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
         verify_each=args.verify_each,
         dump_ir=args.dump_ir,
         predicate=args.predicate,
+        dim_ranges=_dim_ranges(args.input_shape),
     )
 
 

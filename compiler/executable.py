@@ -21,7 +21,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX, ArrayAttr, IntegerAttr, MemRefT
 from xdsl.ir import Attribute
 
 from gnomon.dialects import rt
-from gnomon.dialects.graph.base import SymbolicDim, dim_names, shape_str
+from gnomon.dialects.graph.base import SymbolicDim, dim_bounds, dim_names, shape_str
 from gnomon.dialects.graph.constant_values import numpy_dtype
 from gnomon.errors import GnomonError
 from gnomon.files import writing
@@ -181,6 +181,7 @@ class Executable:
             raise GnomonError(f"expected one program in the module, found {len(functions)}")
         self._function = functions[0]
         self._signature = _signature(self._function)
+        self._dim_bounds = dim_bounds(module)
         self.input_names = _names(module, INPUT_NAMES_ATTR, len(self._signature), "input")
         self.output_names = _names(module, OUTPUT_NAMES_ATTR, len(self._function.function_type.outputs), "output")
         self._check_sizes()
@@ -235,6 +236,27 @@ class Executable:
     def input_shapes(self) -> list[tuple[int, ...]]:
         return [shape for shape, _ in self._signature]
 
+    def largest_input_shapes(self) -> list[tuple[int, ...]]:
+        """Each input's shape with its dynamic dims at the top of their declared ranges; an InputError for a
+        dynamic dim without one."""
+        shapes: list[tuple[int, ...]] = []
+        arg_types = self._function.function_type.inputs.data
+        for name, arg_type in zip(self.input_names, arg_types, strict=True):
+            dims: list[int] = []
+            for axis, dim in enumerate(_named_shape(arg_type)):
+                if dim != DYNAMIC_INDEX:
+                    dims.append(dim)
+                elif isinstance(dim, SymbolicDim) and dim.symbol in self._dim_bounds:
+                    dims.append(self._dim_bounds[dim.symbol][1])
+                else:
+                    what = f"dim {axis} ({dim.symbol})" if isinstance(dim, SymbolicDim) else f"dim {axis}"
+                    raise InputError(
+                        f"input '{name}': {what} is dynamic with no declared range (declare one, e.g. --input-shape"
+                        f" {dim.symbol if isinstance(dim, SymbolicDim) else 'NAME'}=1..64, or give the inputs)"
+                    )
+            shapes.append(tuple(dims))
+        return shapes
+
     @property
     def input_dtypes(self) -> list[np.dtype[Any]]:
         return [dtype for _, dtype in self._signature]
@@ -260,6 +282,11 @@ class Executable:
             for axis, (size, dim) in enumerate(zip(array.shape, _named_shape(arg_type), strict=True)):
                 if not isinstance(dim, SymbolicDim):
                     continue
+                low, high = self._dim_bounds.get(dim.symbol, (0, size))
+                if not low <= size <= high:
+                    raise InputError(
+                        f"input '{name}': dim {axis} ({dim.symbol}) is {size}, outside its declared range {low}..{high}"
+                    )
                 first = sizes.setdefault(dim.symbol, (size, name))
                 if first[0] != size:
                     raise InputError(
@@ -321,13 +348,14 @@ def compile_model(
     predicate: str = "auto",
     predications: list[PredicateDecision] | None = None,
     dynamic_shapes: Any = None,
+    dim_ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> Any:
     """Import, rewrite and lower a model; the reference backend interprets the graph program instead.
 
     `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device`, `decisions`, `layouts` and `tuned` are
     `lower`'s; `predicate` (auto, always, never) is `graph-predicate`'s mode, whose decisions `predications`
     receives; `dynamic_shapes` (torch.export's, for a live module) keeps those dims `?`, named after their `Dim`s
-    (the reference backend runs any size; the native one needs static shapes yet). `train` (True, or
+    and their ranges, which `dim_ranges` (name -> (smallest, largest)) declares or narrows. `train` (True, or
     `gnomon.SGD(...)`, `gnomon.Adam(...)`, `gnomon.AdamW(...)`) compiles a training step of a torch module that
     returns its loss instead: a `gnomon.training.TrainingExecutable`, which without
     `keep_gradients` keeps no gradient past its parameter's update, and with `memory_budget` (an int: bytes; a
@@ -349,7 +377,10 @@ def compile_model(
         raise GnomonError("memory_budget is a training step's option (it recomputes forward values): add train=")
     if backend not in BACKENDS:
         raise GnomonError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    module = load(model, example_inputs, input_shapes, dynamic_shapes, verify_each=verify_each, dump_ir=dump_ir)
+    module = load(
+        model, example_inputs, input_shapes, dynamic_shapes, verify_each=verify_each, dump_ir=dump_ir,
+        dim_ranges=dim_ranges,
+    )  # fmt: skip
     source = str(model) if isinstance(model, str | Path) else type(model).__name__
     return executable_from_graph(
         module, source, backend, verify_each=verify_each, dump_ir=dump_ir, device=device, decisions=decisions,

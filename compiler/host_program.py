@@ -1,15 +1,15 @@
-"""Compile a graph function with control flow: straight-line segments lowered to rt, `graph.if` / `graph.while` left to
-the host (`gnomon.runtime.host`).
+"""Compile a graph function with control flow: straight-line segments lowered to rt, `graph.if` / `graph.while` left
+to the host (`gnomon.runtime.host`).
 
-The inference rewrites (`gnomon.executable.rewrite`) run before, once, on the whole module: they are patterns that
-the walker applies inside regions as anywhere else (a dropout or a batch norm in a loop body goes as it does at the
-top level), and a whole module folds a constant that a region reads from outside it as well as one of its own. Then `split` cuts the function's body at
-its top-level control ops into segments, and each region of those ops the same way, recursively. A segment becomes a
-graph module of its own: one function whose arguments are the values it reads from earlier code (arguments, other
-segments' and control ops' results, values of enclosing regions) and whose results are those that later code reads.
-`graph.constant`s are cloned into each segment that reads them, so that weights never travel between segments; the
-few a control op or a yield reads directly are the plan's host constants. `lower_host` then lowers each segment with
-`lower`, without its inference rewrites.
+The inference rewrites (`gnomon.executable.rewrite`) run before, once, on the whole module: they are patterns that the
+walker applies inside regions as anywhere else (a dropout or a batch norm in a loop body goes as it does at the top
+level), and a whole module folds a constant that a region reads from outside it as well as one of its own. Then `split`
+cuts the function's body at its top-level control ops into segments, and each region of those ops the same way,
+recursively. A segment becomes a graph module of its own: one function whose arguments are the values it reads from
+earlier code (arguments, other segments' and control ops' results, values of enclosing regions) and whose results are
+those that later code reads. `graph.constant`s are cloned into each segment that reads them, so that weights never
+travel between segments; the few a control op or a yield reads directly are the plan's host constants. `lower_host` then
+lowers each segment with `lower`, without its inference rewrites.
 """
 
 from __future__ import annotations

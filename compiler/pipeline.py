@@ -32,6 +32,7 @@ from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import VerifyException
 
 from gnomon.context import gnomon_context
+from gnomon.dialects.graph.base import bounds_attrs
 from gnomon.errors import GnomonError
 from gnomon.frontends import ImportedModel, import_model
 from gnomon.registry import PASSES
@@ -114,8 +115,15 @@ def run_pipeline(
     return module
 
 
-def to_graph(imported: ImportedModel, *, verify_each: bool = False, dump_ir: str | Path | None = None) -> ModuleOp:
-    """Run the import pipeline over a frontend's torch-dialect module."""
+def to_graph(
+    imported: ImportedModel,
+    *,
+    verify_each: bool = False,
+    dump_ir: str | Path | None = None,
+    dim_ranges: Mapping[str, tuple[int, int]] | None = None,
+) -> ModuleOp:
+    """Run the import pipeline over a frontend's torch-dialect module; `dim_ranges` declares (or narrows) the range
+    of named dynamic dims, beside the frontend's own (`dim_bounds`)."""
     from gnomon.cost.eager import MODULE_CALLS_ATTR
     from gnomon.passes.torch_to_graph import INPUT_DIM_NAMES_ATTR, SOURCE_ATTR
 
@@ -129,7 +137,22 @@ def to_graph(imported: ImportedModel, *, verify_each: bool = False, dump_ir: str
         module.attributes[INPUT_DIM_NAMES_ATTR] = ArrayAttr(
             ArrayAttr(StringAttr(n) for n in names) for names in imported.input_dim_names
         )
+    bounds = _dim_ranges(imported, dim_ranges or {})
+    if bounds:
+        module.attributes.update(bounds_attrs(bounds))
     return run_pipeline(module, "import", imported.source, verify_each=verify_each, dump_ir=dump_ir)
+
+
+def _dim_ranges(imported: ImportedModel, given: Mapping[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    """The frontend's dim ranges with the user's over them; a range for a dim no input has is an error."""
+    names = {name for dims in imported.input_dim_names for name in dims if name}
+    for name, (low, high) in given.items():
+        if name not in names:
+            known = ", ".join(sorted(names)) or "none"
+            raise GnomonError(f"{imported.source} has no dynamic dim named '{name}' (its named dims: {known})")
+        if not 1 <= low <= high:
+            raise GnomonError(f"the range {low}..{high} of dim '{name}' is empty or starts below 1")
+    return dict(imported.dim_bounds) | dict(given)
 
 
 def _verify_after(module: ModuleOp, source: str, after: str) -> None:
@@ -161,13 +184,15 @@ def load(
     dump_ir: str | Path | None = None,
     train: bool = False,
     loss: str | None = None,
+    dim_ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> ModuleOp:
     """Import a model (a path to .onnx/.pt/.pth/.pt2, an nn.Module or an ExportedProgram) into the graph dialect.
 
     `verify_each` verifies the module after every pass, not once at the end; `dump_ir` names a directory to write
     the module into after every pass (see this module's docstring). `train` imports the training step of a module
     (or .pt2 / TorchScript file) that returns its loss (a file's, or given `loss`, against a random target): a
-    function of (parameters, updated buffers, inputs) to (loss, gradients, new buffers), before any optimizer."""
+    function of (parameters, updated buffers, inputs) to (loss, gradients, new buffers), before any optimizer.
+    `dim_ranges` (name -> (smallest, largest)) declares the range of the model's named dynamic dims."""
     if dump_ir is not None:
         dump_directory(dump_ir)  # a bad directory fails before the (slow) frontend runs
     if train:
@@ -176,7 +201,7 @@ def load(
         raise GnomonError("a loss is attached to train a model: add train=True (--train)")
     else:
         imported = import_model(model, example_inputs, input_shapes, dynamic_shapes)
-    return to_graph(imported, verify_each=verify_each, dump_ir=dump_ir)
+    return to_graph(imported, verify_each=verify_each, dump_ir=dump_ir, dim_ranges=dim_ranges)
 
 
 def _import_training(

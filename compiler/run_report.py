@@ -21,10 +21,11 @@ _WRITE_NPZ = "write one with numpy.savez(path, <input name>=array, ...)"
 
 
 def random_inputs(executable: Executable, seed: int) -> list[np.ndarray]:
-    """One array per input: standard normal floats; integers and booleans in {0, 1}, valid as indices into any table."""
+    """One array per input: standard normal floats; integers and booleans in {0, 1}, valid as indices into any table.
+    A dynamic dim takes the largest size of its declared range."""
     rng = np.random.default_rng(seed)
     arrays: list[np.ndarray] = []
-    for shape, dtype in zip(executable.input_shapes, executable.input_dtypes, strict=True):
+    for shape, dtype in zip(executable.largest_input_shapes(), executable.input_dtypes, strict=True):
         if np.issubdtype(dtype, np.floating):
             arrays.append(rng.standard_normal(shape).astype(dtype))
         else:
@@ -180,6 +181,7 @@ def run_command(
     verify_each: bool = False,
     dump_ir: Path | None = None,
     predicate: str = "auto",
+    dim_ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> None:
     if trace is not None and not (profile and backend == "native"):
         raise GnomonError("--trace writes the measured timeline of a profiled run: add --profile (native backend)")
@@ -206,7 +208,7 @@ def run_command(
     else:
         executable = compile_model(
             model, input_shapes=input_shapes, backend=backend, verify_each=verify_each, dump_ir=dump_ir,
-            predicate=predicate,
+            predicate=predicate, dim_ranges=dim_ranges,
         )  # fmt: skip
     arrays = read_inputs(executable, inputs) if inputs is not None else random_inputs(executable, seed)
     if profile and backend == "native":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -32,3 +34,55 @@ def test_reference_backend_runs_a_dynamic_model_at_any_size_and_checks_named_dim
         executable(torch.randn(2, 5, 16), torch.randn(2, 6, 16))
     with pytest.raises(InputError, match=r"^input 'x': expected float32 of shape \[2, seq, 16\], got float32 of shape"):
         executable(torch.randn(2, 5, 15), torch.randn(2, 5, 16))
+
+
+def dynamic_onnx(tmp_path: Path) -> Path:
+    """x[N, 8] @ w -> relu, with N a `dim_param`."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [8, 8], np.arange(64, dtype=np.float32) / 64)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Relu", ["m"], ["y"])]
+    model = helper.make_model(
+        helper.make_graph(nodes, "dyn", [x], [y], [w]), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    path = tmp_path / "dyn.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def test_declared_ranges_bound_the_sizes_an_input_may_take(tmp_path: Path) -> None:
+    import gnomon
+    from gnomon.errors import GnomonError
+    from gnomon.executable import InputError
+
+    path = dynamic_onnx(tmp_path)
+    executable = gnomon.compile(path, backend="reference", dim_ranges={"N": (2, 16)})
+    assert executable.largest_input_shapes() == [(16, 8)]
+    x = np.ones((3, 8), np.float32)
+    np.testing.assert_allclose(
+        executable(x)[0], np.maximum(x @ (np.arange(64, dtype=np.float32) / 64).reshape(8, 8), 0)
+    )
+    with pytest.raises(InputError, match=r"^input 'x': dim 0 \(N\) is 17, outside its declared range 2\.\.16$"):
+        executable(np.ones((17, 8), np.float32))
+    with pytest.raises(GnomonError, match=r"^dyn\.onnx has no dynamic dim named 'seq' \(its named dims: N\)$"):
+        gnomon.compile(path, backend="reference", dim_ranges={"seq": (1, 4)})
+
+
+def test_cli_declares_a_range_and_runs_at_its_top(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gnomon import cli
+
+    path = dynamic_onnx(tmp_path)
+    assert cli.main(["run", str(path), "--backend", "reference", "--input-shape", "N=1..16"]) == 0
+    assert "16x8" in capsys.readouterr().out
+    assert cli.main(["run", str(path), "--backend", "reference"]) != 0
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "gnomon: error: input 'x': dim 0 (N) is dynamic with no declared range (declare one, e.g. --input-shape"
+        " N=1..64, or give the inputs)"
+    ]
+    assert cli.main(["run", str(path), "--input-shape", "N=9..3"]) != 0
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"gnomon: error: --input-shape 'N=9..3': a range needs 1 <= LOW <= HIGH <= {2**63 - 1}"
+    ]

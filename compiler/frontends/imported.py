@@ -40,6 +40,8 @@ class ImportedModel:
     """`onnx`, `torchscript` or `torch`."""
     input_dim_names: list[tuple[str, ...]] = field(default_factory=list[tuple[str, ...]])
     """Per input, the name of each dynamic dim ("" for none), e.g. ONNX's `dim_param` "N"; may be empty."""
+    dim_bounds: dict[str, tuple[int, int]] = field(default_factory=dict[str, tuple[int, int]])
+    """The declared range of named dynamic dims (torch.export's `Dim(min=, max=)`): name -> (smallest, largest)."""
     module_calls: int = 0
     """The `nn.Module` calls one eager run of the model makes, each a Python call that the torch-eager target
     prices (`gnomon.cost.eager`); 0 where the model has no Python modules (ONNX, TorchScript)."""

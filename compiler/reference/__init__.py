@@ -1,7 +1,7 @@
 """Reference semantics of the graph dialect: an xDSL `Interpreter` over NumPy arrays.
 
-One `@register_impls` class per op family (control flow, elementwise, embedding, grad, linalg, nn, recurrent, reduce, tensor),
-one `@impl` per op; `run_reference` runs a module's `func.func` on NumPy inputs. The oracle
+One `@register_impls` class per op family (control flow, elementwise, embedding, grad, linalg, nn, recurrent, reduce,
+tensor), one `@impl` per op; `run_reference` runs a module's `func.func` on NumPy inputs. The oracle
 favours obviousness over speed: it is what gnomon's compiled code is checked against.
 """
 
