@@ -393,3 +393,31 @@ class LSTMLanguageModel(nn.Module):
     def example_inputs(self, batch: int = 2) -> tuple[torch.Tensor, ...]:
         torch.manual_seed(1)
         return (torch.randint(0, self.vocab, (batch, self.steps)),)
+
+
+class BertEncoder(nn.Module):
+    """A BERT-style encoder over token ids: token and position embeddings (positions `arange(seq)`, so the sequence
+    length may vary up to `max_len`), a layer norm and `layers` post-norm encoder layers with GELU MLPs (torch's
+    `nn.TransformerEncoderLayer`). [batch, seq] int64 ids -> [batch, seq, d_model]."""
+
+    def __init__(
+        self, vocab: int = 1000, d_model: int = 64, heads: int = 4, layers: int = 2, max_len: int = 128, seed: int = 0
+    ) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.tokens, self.positions = nn.Embedding(vocab, d_model), nn.Embedding(max_len, d_model)
+        self.norm = nn.LayerNorm(d_model)
+        layer = nn.TransformerEncoderLayer(
+            d_model, heads, 4 * d_model, dropout=0.0, activation="gelu", batch_first=True
+        )
+        self.layers = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.vocab, self.max_len = vocab, max_len
+        self.eval()
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(ids.shape[1]).unsqueeze(0)
+        return self.layers(self.norm(self.tokens(ids) + self.positions(positions)))
+
+    def example_inputs(self, batch: int = 2, seq: int = 16) -> tuple[torch.Tensor, ...]:
+        torch.manual_seed(1)
+        return (torch.randint(0, self.vocab, (batch, seq)),)

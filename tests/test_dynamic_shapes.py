@@ -86,3 +86,18 @@ def test_cli_declares_a_range_and_runs_at_its_top(tmp_path: Path, capsys: pytest
     assert capsys.readouterr().err.strip().splitlines() == [
         f"gnomon: error: --input-shape 'N=9..3': a range needs 1 <= LOW <= HIGH <= {2**63 - 1}"
     ]
+
+
+def test_bert_style_encoder_compiles_once_for_every_sequence_length() -> None:
+    import torch
+    from torch.export import Dim
+
+    import gnomon
+    from gnomon.models import BertEncoder
+
+    model = BertEncoder()
+    seq = Dim("seq", min=1, max=model.max_len)
+    executable = gnomon.compile(model, model.example_inputs(), backend="reference", dynamic_shapes=({1: seq},))
+    for length in (1, 2, 37, 128):
+        (ids,) = model.example_inputs(seq=length)
+        np.testing.assert_allclose(executable(ids)[0], model(ids).detach().numpy(), rtol=1e-4, atol=1e-5)

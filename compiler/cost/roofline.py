@@ -109,6 +109,7 @@ from gnomon.dialects.graph.tensor import (
     ExpandOp,
     GatherElementsOp,
     GatherOp,
+    IotaOp,
     PadOp,
     ReshapeOp,
     ScatterElementsOp,
@@ -251,6 +252,8 @@ def op_work(op: GraphOperation) -> OpWork:
             return _embedding_work(op)
         case SliceOp() | GatherOp() | GatherElementsOp():
             return _partial_read(op)
+        case IotaOp():  # only its operand's shape is read
+            return OpWork(0, {}, {op.result: nbytes(op.result)}, "int8")
         case ScatterElementsOp():  # the input copied whole into the result, then one reduction per update
             return _whole(op, 0 if op.reduction.data == "none" else elements(op.updates), vector_key(op))
         case TransposeOp() | ConcatOp() | SplitOp() | PadOp() | ExpandOp() | TileOp() | BitcastOp() | SliceScatterOp():

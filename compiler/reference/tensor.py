@@ -122,6 +122,11 @@ class GraphTensorFunctions(InterpreterFunctions):
         target = tuple(d if s == DYNAMIC_INDEX else s for s, d in zip(shape, dims, strict=True))
         return (np.array(np.broadcast_to(x, target)),)
 
+    @impl(tensor.IotaOp)
+    def run_iota(self, interpreter: Interpreter, op: tensor.IotaOp, args: PythonValues) -> PythonValues:
+        like = np.asarray(args[0])
+        return (typed(op.result, np.arange(like.shape[op.axis.value.data % like.ndim])),)
+
     @impl(tensor.TileOp)
     def run_tile(self, interpreter: Interpreter, op: tensor.TileOp, args: PythonValues) -> PythonValues:
         return (np.tile(args[0], ints(op.repeats)),)

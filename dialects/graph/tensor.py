@@ -37,6 +37,7 @@ from gnomon.dialects.graph.base import (
     GraphOperation,
     TensorT,
     broadcast_shapes,
+    dim_str,
     dims_compatible,
     dtype_of,
     ints,
@@ -253,7 +254,7 @@ class SliceOp(GraphOperation):
     """Strided slice: along each dim, the elements `range(starts[i], ends[i], steps[i])`.
 
     The bounds are already clamped to the dim (as Python's slice.indices does), so a negative
-    step with end -1 runs down to index 0.
+    step with end -1 runs down to index 0. A dynamic dim is taken whole: start 0, a negative end (to the end), step 1.
 
     `%y = graph.slice %x {starts = array<i64: 0, 1>, ends = array<i64: 4, 8>, steps = array<i64: 1, 2>}
          : (tensor<4x8xf32>) -> tensor<4x4xf32>`
@@ -274,7 +275,13 @@ class SliceOp(GraphOperation):
             raise VerifyException(f"graph.slice: starts, ends and steps need {len(x)} entries each (the input rank)")
         if 0 in steps:
             raise VerifyException(f"graph.slice: steps {list(steps)} contain 0")
-        out = [DYN if d == DYN else _slice_length(s, e, st) for d, s, e, st in zip(x, starts, ends, steps, strict=True)]
+        for axis, (d, s, e, st) in enumerate(zip(x, starts, ends, steps, strict=True)):
+            if d == DYN and ((s, st) != (0, 1) or e >= 0):
+                raise VerifyException(
+                    f"graph.slice: dim {axis} is dynamic ({dim_str(d)}): only all of it can be taken"
+                    f" (start 0, a negative end, step 1), not {s}:{e}:{st}"
+                )
+        out = [d if d == DYN else _slice_length(s, e, st) for d, s, e, st in zip(x, starts, ends, steps, strict=True)]
         return [tensor_of(dtype_of(self.input, "input"), out)]
 
 
@@ -511,7 +518,30 @@ class TileOp(GraphOperation):
         ]
 
 
+@irdl_op_definition
+class IotaOp(GraphOperation):
+    """0, 1, ..., n - 1, where n is the size of `like`'s dim `axis`: positions along a dim whose size may be dynamic
+    (`torch.arange(x.shape[1])`, a transformer's position ids). Only `like`'s shape is read.
+
+    `%p = graph.iota %x {axis = 1 : i64} : (tensor<2x?xi64, #graph.dims<["", "seq"]>>) -> tensor<?xi64, …>`
+    """
+
+    name = "graph.iota"
+    like = operand_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    def infer_result_types(self) -> Sequence[TensorT]:
+        shape = shape_of(self.like, "graph.iota like")
+        axis = normalize_axis(self.axis.value.data, len(shape), "graph.iota")
+        element = dtype_of(self.result, "graph.iota result")
+        if not isinstance(element, IntegerType):
+            raise VerifyException(f"graph.iota: result must be integers, got {element}")
+        return [tensor_of(element, [shape[axis]])]
+
+
 TENSOR_OPS = [
-    ConcatOp, ConstantOp, ExpandOp, GatherElementsOp, GatherOp, PadOp, ReshapeOp, ScatterElementsOp, SliceOp,
+    ConcatOp, ConstantOp, ExpandOp, GatherElementsOp, GatherOp, IotaOp, PadOp, ReshapeOp, ScatterElementsOp, SliceOp,
     SliceScatterOp, SplitOp, TileOp, TransposeOp,
 ]  # fmt: skip

@@ -173,6 +173,7 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     tensor.PadOp: "aten.constant_pad_nd",
     tensor.ExpandOp: "aten.expand",
     tensor.TileOp: "aten.repeat",
+    tensor.IotaOp: "aten.arange",
 }
 """The graph ops a library kernel computes alone, each with the ATen call that mainly computes it, as profiles
 name it. The runtime computes the others with NumPy (the reference semantics), as `numpy.<op>`."""

@@ -1,5 +1,5 @@
 """Converters that create tensors known at compile time: fills, scalars, copies, ranges, identity matrices,
-triangle masks and one-hot codes."""
+triangle masks and one-hot codes; and the positions along a dynamic dim (`graph.iota`)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 import numpy as np
 from xdsl.dialects.builtin import TensorType, i1, i64
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph.base import DYN
-from gnomon.dialects.graph.tensor import ExpandOp, ReshapeOp
+from gnomon.dialects.graph.base import DYN, i64_attr, shape_of, tensor_of
+from gnomon.dialects.graph.tensor import ExpandOp, IotaOp, ReshapeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, fold_scalar, tensor_type, torch_op_name
 from gnomon.passes.torch_to_graph.registry import converts
 
@@ -133,7 +133,23 @@ def _arange(a: AtenArgs, start: float, end: float, step: float) -> SSAValue:
 
 @converts("torch.aten.arange", args="end dtype layout device pin_memory")
 def arange(a: AtenArgs) -> SSAValue:
+    if fold_scalar(a.values["end"]) is None and (positions := _positions(a)) is not None:
+        return positions
     return _arange(a, 0, a.float("end"), 1)
+
+
+def _positions(a: AtenArgs) -> SSAValue | None:
+    """`arange(x.shape[d])` of a dynamic dim: `graph.iota` along it (a transformer's position ids)."""
+    size = a.values["end"].owner
+    if not isinstance(size, Operation) or torch_op_name(size) != "torch.aten.size.int":
+        return None
+    like, axis = size.operands[0], fold_scalar(size.operands[1])
+    if not isinstance(like.type, TensorType) or axis is None:
+        return None
+    dims = shape_of(like, "arange's dim")
+    result = tensor_of(i64, [dims[int(axis) % len(dims)]])  # the dim's name, where it has one
+    iota = a.value(IotaOp.build(operands=[like], properties={"axis": i64_attr(int(axis))}, result_types=[result]))
+    return a.cast(iota, a.result_type().get_element_type())
 
 
 @converts("torch.aten.arange.start", args="start end dtype layout device pin_memory")

@@ -10,7 +10,16 @@ from xdsl.dialects.builtin import IntegerType, TensorType, i1, i64
 from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph.base import DYN, broadcast_shapes, f64_attr, i64_array, i64_attr, str_attr
+from gnomon.dialects.graph.base import (
+    DYN,
+    broadcast_shapes,
+    f64_attr,
+    i64_array,
+    i64_attr,
+    shape_of,
+    str_attr,
+    tensor_of,
+)
 from gnomon.dialects.graph.tensor import (
     ConcatOp,
     ExpandOp,
@@ -136,19 +145,18 @@ def unbind(a: AtenArgs) -> list[SSAValue]:
 def slice_along(a: AtenArgs, dim: int, start: int, end: int, step: int) -> SSAValue:
     """`self[start:end:step]` along `dim` (Python's bounds), the input itself when that is all of it."""
     x = a.tensor("self")
-    shape = tensor_type(x).get_shape()
+    shape = shape_of(x, "slice input")
     dim %= len(shape)
-    if DYN in shape:
-        raise NotConvertible("slice of a tensor with dynamic dims (graph.slice needs every bound)")
+    if shape[dim] == DYN:
+        raise NotConvertible("slice of a dynamic dim (graph.slice needs its bounds)")
     start, end, step = slice(start, end, step).indices(shape[dim])
     starts = [start if i == dim else 0 for i in range(len(shape))]
-    ends = [end if i == dim else d for i, d in enumerate(shape)]
+    ends = [end if i == dim else (DYN if d == DYN else d) for i, d in enumerate(shape)]  # a dynamic dim: all of it
     steps = [step if i == dim else 1 for i in range(len(shape))]
     if (start, end, step) == (0, shape[dim], 1):
         return x
-    out = TensorType(
-        tensor_type(x).get_element_type(), [len(range(s, e, st)) for s, e, st in zip(starts, ends, steps, strict=True)]
-    )
+    sizes = [d if d == DYN else len(range(s, e, st)) for d, s, e, st in zip(shape, starts, ends, steps, strict=True)]
+    out = tensor_of(tensor_type(x).get_element_type(), sizes)
     props = {"starts": i64_array(starts), "ends": i64_array(ends), "steps": i64_array(steps)}
     return a.value(SliceOp.build(operands=[x], properties=props, result_types=[out]))
 

@@ -314,6 +314,20 @@ def expand(op: tensor.ExpandOp) -> TorchImpl:
     return TorchImpl(run, into)
 
 
+@torch_impl(tensor.IotaOp)
+def iota(op: tensor.IotaOp) -> TorchImpl:
+    axis = op.axis.value.data
+
+    def run(like: torch.Tensor) -> torch.Tensor:
+        return torch.arange(like.shape[axis])
+
+    def into(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
+        out = results[0]
+        return partial(torch.arange, args[0].shape[axis], out=out)
+
+    return TorchImpl(run, into)
+
+
 @torch_impl(tensor.TileOp)
 def tile(op: tensor.TileOp) -> TorchImpl:
     repeats = ints(op.repeats)

@@ -846,3 +846,19 @@ func.func @yield_outside(%a: tensor<4xf32>) {
   // CHECK: 'graph.yield' expects parent op to be one of 'graph.if', 'graph.while'
   graph.yield %a : tensor<4xf32>
 }
+
+// -----
+
+func.func @iota_of_floats(%a: tensor<2x8xf32>) {
+  // CHECK: graph.iota: result must be integers, got f32
+  %0 = graph.iota %a {axis = 1 : i64} : (tensor<2x8xf32>) -> tensor<8xf32>
+  func.return
+}
+
+// -----
+
+func.func @slice_of_part_of_a_dynamic_dim(%a: tensor<2x?xf32>) {
+  // CHECK: graph.slice: dim 1 is dynamic (?): only all of it can be taken (start 0, a negative end, step 1), not 1:-9223372036854775808:1
+  %0 = graph.slice %a {starts = array<i64: 0, 1>, ends = array<i64: 2, -9223372036854775808>, steps = array<i64: 1, 1>} : (tensor<2x?xf32>) -> tensor<2x?xf32>
+  func.return
+}

@@ -341,6 +341,8 @@ func.func @tensor(%x: tensor<4x8xf32>, %y: tensor<4x?xf32>, %i: tensor<3xi64>, %
   // CHECK-NEXT: %{{.*}} = graph.expand %{{.*}} : (tensor<1x8xf32>) -> tensor<2x3x8xf32>
   %tile = graph.tile %y {repeats = array<i64: 2, 3>} : (tensor<4x?xf32>) -> tensor<8x?xf32>
   // CHECK-NEXT: %{{.*}} = graph.tile %{{.*}} {repeats = array<i64: 2, 3>} : (tensor<4x?xf32>) -> tensor<8x?xf32>
+  %iota = graph.iota %y {axis = 1 : i64} : (tensor<4x?xf32>) -> tensor<?xi64>
+  // CHECK-NEXT: %{{.*}} = graph.iota %{{.*}} {axis = 1 : i64} : (tensor<4x?xf32>) -> tensor<?xi64>
   func.return
   // CHECK-NEXT: func.return
 }
