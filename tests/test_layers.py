@@ -36,6 +36,7 @@ TORCH_AT_MODULE_LEVEL: dict[str, tuple[str, ...]] = {
     "torch": (
         "gnomon.frontends.composites",
         "gnomon.frontends.torch",
+        "gnomon.frontends.torch_control_flow",
         "gnomon.frontends.torch_training",
         "gnomon.frontends.training_lstm",
         "gnomon.models",

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 import torch.fx
 from torch._export.converter import TS2EPConverter
+from torch._ops import HigherOrderOperator
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 from torch.utils import _pytree as pytree
@@ -39,6 +40,7 @@ from gnomon.frontends.composites import DECOMPOSITIONS
 from gnomon.frontends.imported import ImportedModel
 from gnomon.frontends.isolation import Progress, run_isolated
 from gnomon.frontends.mlir_text import parse_torch_mlir, to_text
+from gnomon.frontends.torch_control_flow import ControlFlowNodeImporter, torchscript_loops
 
 # torch 2.13's loader and decompositions of a loaded program use the pytree API it deprecates (through copyreg, so
 # no module filter matches): its warning is not the user's concern, and is printed from inside torch only.
@@ -127,12 +129,26 @@ def torchscript_program(
         # The converter warns about each state-dict entry (e.g. `num_batches_tracked`) that goes unused.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            program = TS2EPConverter(module, tuple(example_inputs)).convert()
+            with torchscript_loops():
+                program = TS2EPConverter(module, tuple(example_inputs)).convert()
         # The converter makes every dim dynamic (`Dim.AUTO`); re-export for the inputs' static shapes.
         program = torch.export.export(program.module(), tuple(example_inputs), strict=False)
     except Exception as e:  # the converter fails with whatever the TorchScript op handlers raise
-        raise ModelLoadError(f"{path}: cannot convert TorchScript to torch.export: {reason(e)}") from e
+        raise ModelLoadError(f"{path}: cannot convert TorchScript to torch.export: {_conversion_reason(e)}") from e
     return program, names
+
+
+def _conversion_reason(error: BaseException) -> str:
+    """The converter wraps a failure in "TS2EPConverter failed for node <kind>" once per enclosing node: the
+    innermost node, and the error that caused it."""
+    node, cause = "", error
+    while True:
+        if str(cause).startswith("TS2EPConverter failed for node"):
+            node = reason(str(cause))
+        if cause.__cause__ is None:
+            break
+        cause = cause.__cause__
+    return f"{node}: {reason(str(cause))}" if node and cause is not error else reason(str(error))
 
 
 def import_exported_file(path: Path) -> ImportedModel:
@@ -214,14 +230,15 @@ def _import_program(
         program = program.run_decompositions(DECOMPOSITIONS)
     except Exception as e:  # decomposition re-traces the program and can fail like export does
         raise ModelLoadError(f"{source}: torch.export cannot functionalize the program: {reason(e)}") from e
-    # Runtime asserts (on TorchScript's size arithmetic, data-dependent sizes, `.to()` metadata)
-    # check what the static shapes and dtypes gnomon compiles for already say; without them
-    # the scalar code they check is dead.
-    graph = program.graph
-    for target in ASSERTS:
-        for node in graph.find_nodes(op="call_function", target=target):
-            graph.erase_node(node)
-    graph.eliminate_dead_code()
+    # Runtime asserts (on TorchScript's size arithmetic, data-dependent sizes, `.to()` metadata), in the
+    # program and in its `torch.cond` branches and `torch.while_loop` bodies (child graph modules), check
+    # what the static shapes and dtypes gnomon compiles for already say; without them the scalar code they
+    # check is dead.
+    for graph in [m.graph for m in program.graph_module.modules() if isinstance(m, torch.fx.GraphModule)]:
+        for target in ASSERTS:
+            for node in graph.find_nodes(op="call_function", target=target):
+                graph.erase_node(node)
+        graph.eliminate_dead_code()
     lift_listed_tensors(program)
     mutated = sorted(program.graph_signature.buffers_to_mutate.values())
     if mutated:
@@ -278,7 +295,8 @@ def lift_listed_tensors(program: ExportedProgram) -> None:
             return state.get(item.name)
         return item if isinstance(item, torch.Tensor) else None
 
-    for node in [n for n in graph.nodes if n.op == "call_function"]:
+    # A higher-order op's operand tuples are no lists: torch-mlir's importer passes their tensors one by one.
+    for node in [n for n in graph.nodes if n.op == "call_function" and not isinstance(n.target, HigherOrderOperator)]:
         for index, arg in enumerate(node.args):
             if not isinstance(arg, list | tuple) or all(tensor_of(x) is None for x in arg):
                 continue
@@ -323,15 +341,19 @@ class _ModulePathLocations(ContextCache):
 
     def get_node_location(self, node: torch.fx.Node) -> ir.Location | None:
         stack: dict[str, tuple[str, Any]] = node.meta.get("nn_module_stack") or {}
-        path = next(reversed(stack.values()))[0] if stack else ""
+        # Where torch.while_loop's tracing reached a module through a closure, it names the module by that
+        # source (`L['args'][1].__closure__[0]...`), which is no module path.
+        paths = [path for path, _ in stack.values() if not path.startswith("L[")]
+        path = paths[-1] if paths else ""
         return ir.Location.name(node.name if path in _NO_MODULE else path, context=self._c)
 
 
 class _ModulePathImporter(FxImporter):
-    """An FxImporter whose locations are `_ModulePathLocations` instead of Python stack frames."""
+    """An FxImporter whose locations are `_ModulePathLocations` instead of Python stack frames, and which
+    imports `torch.cond` and `torch.while_loop` (`ControlFlowNodeImporter`)."""
 
     def __init__(self, context: ir.Context) -> None:
-        super().__init__(context=context)
+        super().__init__(context=context, graph_node_importer_cls=ControlFlowNodeImporter)
         self._cc = _ModulePathLocations(context, py_attr_tracker=self._py_attr_tracker)
 
 
