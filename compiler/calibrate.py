@@ -147,6 +147,7 @@ def _measured_device(m: Measurements, rounds: Rounds, log: Callable[[str], None]
         launch_overhead_s=m.measured["launch_overhead_s"],
         dispatch_overhead_s=m.measured["dispatch_overhead_s"],
         module_call_s=m.measured["module_call_s"],
+        host_branch_s=m.measured["host_branch_s"],
         efficiency={"page_fault_s": m.measured["page_fault_s"]},
         eager_training={
             key.removeprefix("eager_training."): value

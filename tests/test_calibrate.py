@@ -177,6 +177,7 @@ def test_a_quick_calibration_writes_a_calibrated_device(tmp_path: Path, fit: boo
     assert device.launch_overhead_s > 0
     assert device.dispatch_overhead_s > 0
     assert device.module_call_s > 0
+    assert device.host_branch_s > 0
     from gnomon.cost.eager_training import DEFAULTS
 
     assert set(device.eager_training) == set(DEFAULTS)  # eager training's host costs, each measured

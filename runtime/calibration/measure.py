@@ -16,6 +16,7 @@ from gnomon.runtime.calibration.host import busy_fraction, cache_levels, cores, 
 from gnomon.runtime.calibration.overheads import (
     dispatch_overhead,
     eager_training_overheads,
+    host_branch_overhead,
     launch_overhead,
     module_call_overhead,
     page_fault_overhead,
@@ -138,6 +139,8 @@ def _overheads(m: Measurements, rounds: Rounds, log: Log, lower: Lower) -> None:
     launch = m.measured["launch_overhead_s"] = launch_overhead(16 if m.quick else 64, 50 if m.quick else 300, lower)
     rounds.take()
     log(f"  runtime launch overhead (tiny generated kernels): {launch * 1e6:.2f} us per kernel")
+    branch = m.measured["host_branch_s"] = host_branch_overhead(200 if m.quick else 1000, lower)
+    log(f"  host runtime's branch between sub-schedules: {branch * 1e6:.2f} us per decision")
     m.thin_probes = thin_call_probe(5 if m.quick else 15, lower)
     dispatch = m.measured["dispatch_overhead_s"] = dispatch_overhead(40 if m.quick else 400, 20 if m.quick else 50)
     rounds.take(with_suite=False)

@@ -25,6 +25,7 @@ from gnomon.runtime.calibration.timing import median_time
 __all__ = [
     "dispatch_overhead",
     "eager_training_overheads",
+    "host_branch_overhead",
     "launch_overhead",
     "module_call_overhead",
     "page_fault_overhead",
@@ -56,6 +57,20 @@ def launch_overhead(launches: int, trials: int, lower: Lower) -> float:
     long, short = load(tiny_chain(launches), lower).program, load(tiny_chain(1), lower).program
     spread = median_time(lambda: long.run(x), trials) - median_time(lambda: short.run(x), trials)
     return max(spread, 0.0) / (launches - 1)
+
+
+def host_branch_overhead(trials: int, lower: Lower) -> float:
+    """Seconds one decision of control flow on the host costs beyond its kernels (`Device.host_branch_s`): a
+    one-kernel program, then a branch on the host into another, against the two kernels in one program."""
+    from gnomon.runtime.host import Branch, HostPlan, HostProgram, HostRegion, Segment
+
+    first, second = (lower(tiny_chain(1)) for _ in range(2))
+    taken = HostRegion((), (Segment(second, (0,), (3,)),), (3,))
+    steps = (Segment(first, (0,), (1,)), Branch(2, taken, HostRegion((), (), (1,)), (4,)))
+    branched = HostProgram(HostPlan(HostRegion((0,), steps, (4,)), {2: np.array(True)}, 5))
+    straight = load(tiny_chain(2), lower).program
+    x = [np.ones((1, 1, 1, 1), np.float32)]
+    return max(median_time(lambda: branched.run(x), trials) - median_time(lambda: straight.run(x), trials), 0.0)
 
 
 def dispatch_overhead(ops: int, trials: int) -> float:
