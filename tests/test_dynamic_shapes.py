@@ -93,6 +93,7 @@ def test_bert_style_encoder_compiles_once_for_every_sequence_length() -> None:
     from torch.export import Dim
 
     import gnomon
+    from gnomon.executable import InputError
     from gnomon.models import BertEncoder
 
     model = BertEncoder()
@@ -101,3 +102,6 @@ def test_bert_style_encoder_compiles_once_for_every_sequence_length() -> None:
     for length in (1, 2, 37, 128):
         (ids,) = model.example_inputs(seq=length)
         np.testing.assert_allclose(executable(ids)[0], model(ids).detach().numpy(), rtol=1e-4, atol=1e-5)
+    # The Dim's range came with the program: a longer sequence than its position table is refused by name.
+    with pytest.raises(InputError, match=r"^input 'ids': dim 1 \(seq\) is 129, outside its declared range 1\.\.128$"):
+        executable(model.example_inputs(seq=129)[0])

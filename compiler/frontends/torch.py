@@ -219,6 +219,23 @@ def _user_dim_names(program: ExportedProgram, dynamic_shapes: Any) -> dict[str, 
     return names
 
 
+def _dim_bounds(program: ExportedProgram, dim_names: Mapping[str, str]) -> dict[str, tuple[int, int]]:
+    """The range torch.export kept for each dynamic input dim with a finite top (`Dim(min=, max=)`), by the name
+    gnomon gives the dim."""
+    import sympy
+
+    bounds: dict[str, tuple[int, int]] = {}
+    for dims in _input_dims(program):
+        for dim in dims:
+            if not isinstance(dim, torch.SymInt) or (found := program.range_constraints.get(dim.node.expr)) is None:
+                continue
+            if not isinstance(found.upper, sympy.Integer):  # no top given (torch's int_oo)
+                continue
+            low, high = int(found.lower), int(found.upper)
+            bounds[dim_names.get(_symbol(dim), _symbol(dim))] = (max(low, 1), high)
+    return bounds
+
+
 def _import_program(
     program: ExportedProgram,
     source: str,
@@ -256,6 +273,7 @@ def _import_program(
         input_dim_names=[
             tuple((dim_names or {}).get(_symbol(d), _symbol(d)) for d in dims) for dims in _input_dims(program)
         ],
+        dim_bounds=_dim_bounds(program, dim_names or {}),
         module_calls=module_calls_of(program) if kind == "torch" else 0,
     )
 
