@@ -89,7 +89,6 @@ def test_cli_declares_a_range_and_runs_at_its_top(tmp_path: Path, capsys: pytest
 
 
 def test_bert_style_encoder_compiles_once_for_every_sequence_length() -> None:
-    import torch
     from torch.export import Dim
 
     import gnomon
