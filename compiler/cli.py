@@ -120,7 +120,7 @@ def _add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="DIR",
         help="write the program into DIR before the first pass (00-import.mlir, the torch dialect) and after each "
-        "(01-torch-to-graph.mlir ... 10-kernel-to-rt.mlir, in the order `compile --print-pipeline` lists them), "
+        "(01-torch-to-graph.mlir ... 12-kernel-to-rt.mlir, in the order `compile --print-pipeline` lists them), "
         "locations and weights included, so that `gnomon-opt -p` reruns any step",
     )
 

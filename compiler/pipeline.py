@@ -15,7 +15,7 @@ error names the pass after which the module stopped verifying (tests of passes u
 
 `dump_ir` writes the module into a directory before the first pass of the import (`00-import.mlir`, the
 frontend's torch-dialect module) and after every pass, numbered across the three pipelines:
-`01-torch-to-graph.mlir` ... `10-kernel-to-rt.mlir`. A pass keeps its number whichever command ran it, and
+`01-torch-to-graph.mlir` ... `12-kernel-to-rt.mlir`. A pass keeps its number whichever command ran it, and
 each file is a whole module, locations and weights included, so that `gnomon-opt -p <the next pass>` reruns any
 step.
 """

@@ -138,7 +138,7 @@ def test_gnomon_opt_reports_unsupported_torch_ops(tmp_path: Path) -> None:
 
 PRINTED_PIPELINE = [
     "import:    torch-to-graph,graph-shape-inference,graph-canonicalize",
-    "inference: graph-drop-dropout,graph-fold-batch-norm,graph-fold-constants,graph-canonicalize",
+    "inference: graph-predicate,graph-drop-dropout,graph-fold-batch-norm,graph-fold-constants,graph-canonicalize",
     "lowering:  graph-layout,graph-fuse,graph-to-kernel,kernel-to-rt,kernel-tuned-schedules",
 ]
 
@@ -172,6 +172,7 @@ def test_the_printed_pipelines_rerun_each_stage_of_compile_in_gnomon_opt_and_xds
         "torch-to-graph",
         "graph-shape-inference",
         "graph-canonicalize",
+        "graph-predicate",
         "graph-drop-dropout",
         "graph-fold-batch-norm",
         "graph-fold-constants",
@@ -186,12 +187,12 @@ def test_the_printed_pipelines_rerun_each_stage_of_compile_in_gnomon_opt_and_xds
     pipelines = dict(line.split(":") for line in run("compile", "--print-pipeline").stdout.splitlines())
     # Each stage, from the dump before it, gives the dump after it; the dumps carry locations, which name weights.
     files = sorted(dumps.iterdir())
-    stages = [("import", 0, 3, "xdsl-opt"), ("inference", 3, 7, "gnomon-opt"), ("lowering", 7, 12, "gnomon-opt")]
+    stages = [("import", 0, 3, "xdsl-opt"), ("inference", 3, 8, "gnomon-opt"), ("lowering", 8, 13, "gnomon-opt")]
     for stage, before, after, tool in stages:
         flags = ["--allow-unregistered-dialect"] if stage == "import" else []  # torch-mlir's ops print generically
         rerun = _opt(tool, str(files[before]), *flags, "--print-debuginfo", "-p", pipelines[stage].strip())
         assert _lines(rerun) == _lines(files[after].read_text()), stage
-    assert _lines(_opt("gnomon-opt", str(dumps / "12-kernel-tuned-schedules.mlir"))) == _lines(program.read_text())
+    assert _lines(_opt("gnomon-opt", str(dumps / "13-kernel-tuned-schedules.mlir"))) == _lines(program.read_text())
 
 
 def test_the_import_pipeline_reruns_with_the_model_files_dim_names(tmp_path: Path) -> None:
