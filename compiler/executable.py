@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DYNAMIC_INDEX, ArrayAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, TensorType
-from xdsl.ir import Attribute
+from xdsl.ir import BlockArgument
 
 from gnomon.dialects import rt
 from gnomon.dialects.graph.base import SymbolicDim, dim_bounds, dim_names, shape_str
@@ -143,11 +143,12 @@ def _signature(function: func.FuncOp) -> list[tuple[tuple[int, ...], np.dtype[An
     return signature
 
 
-def _named_shape(arg_type: Attribute) -> tuple[int, ...]:
-    """An input's dims, a named `?` as a `SymbolicDim`."""
-    if not isinstance(arg_type, TensorType):
-        return tuple(arg_type.get_shape()) if isinstance(arg_type, MemRefType) else ()
-    names = dim_names(arg_type)
+def _named_shape(arg: BlockArgument) -> tuple[int, ...]:
+    """An input's dims, a named `?` as a `SymbolicDim` (a graph tensor's encoding, an rt argument's `rt.dims`)."""
+    arg_type = arg.type
+    if not isinstance(arg_type, TensorType | MemRefType):
+        return ()
+    names = dim_names(arg_type) if isinstance(arg_type, TensorType) else rt.dims_of(arg)
     return tuple(SymbolicDim(n) if d == DYNAMIC_INDEX and n else d for d, n in zip(arg_type.get_shape(), names))
 
 
@@ -200,9 +201,13 @@ class Executable:
         """Each input, and the native program's arena (a host plan's segments': they share the largest), fits in
         memory: a huge shape or a hand-edited `rt.arena_size` fails here, in one line, rather than in NumPy's
         allocation."""
-        for name, (shape, dtype) in zip(self.input_names, self._signature, strict=True):
-            static = [d for d in shape if d != DYNAMIC_INDEX]  # a dynamic dim is checked against each run's input
-            check_fits(f"input '{name}' of shape {list(shape)} ({dtype})", math.prod(static) * dtype.itemsize)
+        args = self._function.body.block.args
+        for name, (_, dtype), arg in zip(self.input_names, self._signature, args, strict=True):
+            shape = _named_shape(arg)
+            # A dynamic dim counts at its declared bound; one without is checked against each run's input.
+            largest = [self._dim_bounds.get(d.symbol, (0, d))[1] if isinstance(d, SymbolicDim) else d for d in shape]
+            static = [d for d in largest if d != DYNAMIC_INDEX]
+            check_fits(f"input '{name}' of shape {shape_str(shape)} ({dtype})", math.prod(static) * dtype.itemsize)
         if self.backend != "native":
             return
         functions = [self._function]
@@ -240,10 +245,9 @@ class Executable:
         """Each input's shape with its dynamic dims at the top of their declared ranges; an InputError for a
         dynamic dim without one."""
         shapes: list[tuple[int, ...]] = []
-        arg_types = self._function.function_type.inputs.data
-        for name, arg_type in zip(self.input_names, arg_types, strict=True):
+        for name, arg in zip(self.input_names, self._function.body.block.args, strict=True):
             dims: list[int] = []
-            for axis, dim in enumerate(_named_shape(arg_type)):
+            for axis, dim in enumerate(_named_shape(arg)):
                 if dim != DYNAMIC_INDEX:
                     dims.append(dim)
                 elif isinstance(dim, SymbolicDim) and dim.symbol in self._dim_bounds:
@@ -268,18 +272,16 @@ class Executable:
             raise InputError(f"expected {len(self._signature)} inputs ({names}), got {len(inputs)}")
         arrays: list[np.ndarray] = []
         sizes: dict[str, tuple[int, str]] = {}  # a named dim's size, and the input that fixed it
-        arg_types = self._function.function_type.inputs.data
-        for name, value, (shape, dtype), arg_type in zip(
-            self.input_names, inputs, self._signature, arg_types, strict=True
-        ):
+        args = self._function.body.block.args
+        for name, value, (shape, dtype), arg in zip(self.input_names, inputs, self._signature, args, strict=True):
             array = _as_array(value)
             fits = len(array.shape) == len(shape) and all(d in (n, DYNAMIC_INDEX) for n, d in zip(array.shape, shape))
             if not fits or array.dtype != dtype:
                 raise InputError(
-                    f"input '{name}': expected {dtype} of shape {shape_str(_named_shape(arg_type))}, "
+                    f"input '{name}': expected {dtype} of shape {shape_str(_named_shape(arg))}, "
                     f"got {array.dtype} of shape {list(array.shape)}"
                 )
-            for axis, (size, dim) in enumerate(zip(array.shape, _named_shape(arg_type), strict=True)):
+            for axis, (size, dim) in enumerate(zip(array.shape, _named_shape(arg), strict=True)):
                 if not isinstance(dim, SymbolicDim):
                     continue
                 low, high = self._dim_bounds.get(dim.symbol, (0, size))

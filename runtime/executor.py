@@ -7,12 +7,19 @@ fetches from the disk cache) each generated `kernel.func`, and binds every `rt.l
 zero-argument closure over its buffers. Running copies the inputs into their buffers, calls
 the closures, and copies the results out (the arena is reused by the next run). With
 profiling on, each launch is timed with `perf_counter_ns`.
+
+A program with `?` dims (`rt.dim_ranges`) is planned at the largest sizes and bound per shape: the sizes of
+its symbols, read from the inputs, key a binding (input arrays, every buffer as a view of its actual size at
+its planned offset, views, launches), made on the first run at that shape and kept in an LRU cache of
+`BINDINGS`. Loading binds the largest shape, which compiles every kernel once: a generated kernel with `?`
+dims serves every size. A static program has one binding, made at load.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
 from typing import TYPE_CHECKING
@@ -35,7 +42,11 @@ from gnomon.runtime.malloc import keep_freed_memory
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["KernelTiming", "Launch", "Profile", "Program", "ProgramError", "verify_program"]
+__all__ = ["BINDINGS", "KernelTiming", "Launch", "Profile", "Program", "ProgramError", "verify_program"]
+
+BINDINGS = 64
+"""Shapes whose bindings a program with `?` dims keeps (least recently run first out): binding one costs about
+0.1-0.2 ms a launch (TinyAttn's 14 launches: about 2 ms)."""
 
 
 class ProgramError(GnomonError):
@@ -72,6 +83,9 @@ class Profile:
     """Generated kernels that run a schedule from the tuning database (`kernel-tuned-schedules`)."""
     kernels_generated: int = 0
     """Generated kernels loaded (compiled or from the disk cache), each in-place variant counted apart."""
+    shapes_bound: int = 0
+    """Bindings made: 1 for a static program; with `?` dims, one at load (the largest shape) and one per new shape
+    run (again after its binding left the cache)."""
 
 
 @dataclass(frozen=True)
@@ -92,8 +106,13 @@ def _aligned_arena(size: int) -> np.ndarray:
     return raw[start : start + size]
 
 
-def _array(memref: MemRefType) -> np.ndarray:
-    return np.zeros(memref.get_shape(), dtype=numpy_dtype(memref.element_type))
+@dataclass(frozen=True)
+class _Binding:
+    """A program bound at one shape: its input arrays, launches and results."""
+
+    inputs: list[np.ndarray]
+    launches: list[Launch]
+    results: list[np.ndarray]
 
 
 def _reference_kernel(kernel_func: kernel.FuncOp) -> Callable[[Sequence[np.ndarray]], list[np.ndarray]]:
@@ -197,6 +216,19 @@ def _constant(op: rt.ConstantOp) -> np.ndarray:
         raise ProgramError(f"{_constant_name(op)} does not hold valid data: {error}") from error
 
 
+def _symbol_dims(args: Sequence[SSAValue], ranges: Mapping[str, tuple[int, int]]) -> list[tuple[int, int, str]]:
+    """The inputs' `?` dims, (input, axis, name); a ProgramError unless each symbol is some input dim's whole name
+    (its size is read there) and has a range."""
+    found = [(index, axis, name) for index, arg in enumerate(args) for axis, name in enumerate(rt.dims_of(arg)) if name]
+    read = {name for _, _, name in found}
+    for index, axis, name in found:
+        for symbol in name.split("*"):
+            if symbol not in read or symbol not in ranges:
+                why = "no input dim is it alone" if symbol not in read else f"{rt.DIM_RANGES} has no range for it"
+                raise ProgramError(f"input {index}: dim {axis} ({name}): the size of {symbol} is unknown ({why})")
+    return found
+
+
 def _tensor_over(array: np.ndarray) -> torch.Tensor:
     """A torch tensor over the array's own memory (a library call writes its results through it); ml_dtypes'
     bfloat16, which torch cannot take from NumPy, is reinterpreted from its bits."""
@@ -210,12 +242,16 @@ def _tensor_over(array: np.ndarray) -> torch.Tensor:
 class Program:
     """An rt program, loaded and ready to run."""
 
+    inputs: list[np.ndarray]
+    """The input arrays of the current binding (the last shape run)."""
+    launches: list[Launch]
+
     def __init__(self, module: ModuleOp, arena: np.ndarray | None = None):
         """`arena`, when given, is the memory to carve the buffers from instead of an arena of the program's own:
         programs that run one at a time, copying their results out, share it (`gnomon.runtime.host`)."""
         self.function = function = verify_program(module)
         keep_freed_memory()  # before the first library call allocates: see gnomon.runtime.malloc
-        kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
+        self._kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
         arena_size = function.attributes[rt.ARENA_SIZE]
         assert isinstance(arena_size, IntegerAttr)
         if arena is not None and arena.nbytes < arena_size.value.data:
@@ -229,50 +265,110 @@ class Program:
             arena_lower_bound=lower_bound.value.data if isinstance(lower_bound, IntegerAttr) else 0,
         )
         block = function.body.block
-        self.inputs = [_array(arg.type) for arg in block.args if isinstance(arg.type, MemRefType)]
-        arrays: dict[SSAValue, np.ndarray] = dict(zip(block.args, self.inputs, strict=True))
-        self.launches: list[Launch] = []
-        self._results: list[np.ndarray] = []
-        compiled: dict[str, object] = {}
+        self._compiled: dict[str, object] = {}
+        self._constants: dict[SSAValue, np.ndarray] = {}
+        self._ranges = rt.dim_ranges(function)
+        self._symbols = _symbol_dims(block.args, self._ranges)
+        """Where each input's `?` dims are: (input, axis, name); their sizes are a shape's key."""
+        self._bindings: OrderedDict[tuple[int, ...], _Binding] = OrderedDict()
+        largest = {symbol: high for symbol, (_, high) in self._ranges.items()}
+        self._key = tuple(rt.dim_size(name, largest) for _, _, name in self._symbols)
+        """The shape of the current binding."""
+        self._bindings[self._key] = binding = self._bind(largest)
+        self._use(binding)
+
+    def _use(self, binding: _Binding) -> None:
+        self.inputs, self.launches, self._results = binding.inputs, binding.launches, binding.results
+
+    def _select(self, inputs: Sequence[np.ndarray]) -> None:
+        """Use the binding of the inputs' shape (made now if it is new): a program with `?` dims."""
+        key = tuple(inputs[index].shape[axis] for index, axis, _ in self._symbols)
+        if key == self._key:
+            return
+        binding = self._bindings.get(key)
+        if binding is None:
+            binding = self._bindings[key] = self._bind(self._sizes(inputs))
+            if len(self._bindings) > BINDINGS:
+                self._bindings.popitem(last=False)
+        else:
+            self._bindings.move_to_end(key)
+        self._key = key
+        self._use(binding)
+
+    def _sizes(self, inputs: Sequence[np.ndarray]) -> dict[str, int]:
+        """Each symbol's size, read from the inputs and checked against its range (and against its other dims)."""
+        sizes: dict[str, int] = {}
+        for index, axis, name in self._symbols:
+            size = inputs[index].shape[axis]
+            if name in self._ranges:
+                low, high = self._ranges[name]
+                if not low <= size <= high:
+                    raise ProgramError(f"input {index}: dim {axis} ({name}) is {size}, outside its range {low}..{high}")
+                sizes.setdefault(name, size)
+        for index, axis, name in self._symbols:
+            if inputs[index].shape[axis] != rt.dim_size(name, sizes):
+                raise ProgramError(
+                    f"input {index}: dim {axis} ({name}) is {inputs[index].shape[axis]}, other inputs give "
+                    f"{name} = {rt.dim_size(name, sizes)}"
+                )
+        return sizes
+
+    def _bind(self, sizes: Mapping[str, int]) -> _Binding:
+        """Input arrays, buffers, views and launches at the shape where each symbol has its size in `sizes`."""
+        self.profile.shapes_bound += 1
+        block = self.function.body.block
+        arrays: dict[SSAValue, np.ndarray] = {}
+        inputs: list[np.ndarray] = []
+        for arg in block.args:
+            memref = arg.type
+            assert isinstance(memref, MemRefType)
+            arrays[arg] = np.zeros(rt.shape_at(memref, rt.dims_of(arg), sizes), numpy_dtype(memref.element_type))
+            inputs.append(arrays[arg])
+        launches: list[Launch] = []
+        results: list[np.ndarray] = []
         constants: set[SSAValue] = set()  # the weights and their views: no launch writes them (`verify_program`)
         for op in block.ops:
             if isinstance(op, rt.BufferOp):
-                arrays[op.result] = self._buffer(op)
+                arrays[op.result] = self._buffer(op, sizes)
             elif isinstance(op, rt.ConstantOp):
-                arrays[op.result] = _constant(op)
+                if op.result not in self._constants:
+                    self._constants[op.result] = _constant(op)
+                arrays[op.result] = self._constants[op.result]
                 constants.add(op.result)
             elif isinstance(op, rt.ViewOp):
-                shape = op.result.type.get_shape()
+                memref = op.result.type
+                assert isinstance(memref, MemRefType)
+                shape = rt.shape_at(memref, rt.dims_of(op.result), sizes)
                 start = op.element_offset
                 window = arrays[op.source].reshape(-1)[start : start + prod(shape)]  # views, never copies
                 arrays[op.result] = window.reshape(shape)
                 if op.source in constants:
                     constants.add(op.result)
             elif isinstance(op, rt.LaunchOp):
-                kernel_func = kernels[op.callee.string_value()]
-                args, results = [arrays[v] for v in op.ins], [arrays[v] for v in op.outs]
-                run = self._bind(kernel_func, args, results, compiled, [v in constants for v in op.ins])
-                self.launches.append(Launch(kernel_func, location_name(op.location), run, tuple(args), tuple(results)))
+                kernel_func = self._kernels[op.callee.string_value()]
+                args, outs = [arrays[v] for v in op.ins], [arrays[v] for v in op.outs]
+                run = self._bind_launch(kernel_func, args, outs, [v in constants for v in op.ins])
+                launches.append(Launch(kernel_func, location_name(op.location), run, tuple(args), tuple(outs)))
             elif isinstance(op, func.ReturnOp):
-                self._results = [arrays[v] for v in op.operands]
+                results = [arrays[v] for v in op.operands]
+        return _Binding(inputs, launches, results)
 
-    def _buffer(self, op: rt.BufferOp) -> np.ndarray:
+    def _buffer(self, op: rt.BufferOp, sizes: Mapping[str, int]) -> np.ndarray:
         memref = op.result.type
         assert isinstance(memref, MemRefType)
         dtype = np.dtype(numpy_dtype(memref.element_type))
-        shape = memref.get_shape()
+        shape = rt.shape_at(memref, rt.dims_of(op.result), sizes)
         offset = op.offset.value.data
-        count = int(np.prod(shape))
-        return self.arena[offset : offset + count * dtype.itemsize].view(dtype).reshape(shape)
+        return self.arena[offset : offset + prod(shape) * dtype.itemsize].view(dtype).reshape(shape)
 
-    def _bind(
+    def _bind_launch(
         self,
         kernel_func: kernel.FuncOp,
         args: Sequence[np.ndarray],
         results: Sequence[np.ndarray],
-        compiled: dict[str, object],
         constants: Sequence[bool],
     ) -> Callable[[], None]:
+        compiled = self._compiled
         if kernel_func.is_generated:
             from gnomon.runtime.codegen import compile_kernel
 
@@ -301,7 +397,10 @@ class Program:
         return library.bind([_tensor_over(a) for a in args], [_tensor_over(r) for r in results], constants)
 
     def run(self, inputs: Sequence[np.ndarray], profile: bool = False) -> list[np.ndarray]:
-        """Run on `inputs` (already checked: one contiguous array per input, right shape and dtype)."""
+        """Run on `inputs` (already checked: one contiguous array per input, right shape and dtype; a `?` dim in
+        its range, which a new shape checks again)."""
+        if self._symbols:
+            self._select(inputs)
         for buffer, value in zip(self.inputs, inputs, strict=True):
             np.copyto(buffer, value)
         return [np.array(result) for result in self.run_in_place(profile)]

@@ -429,7 +429,8 @@ def test_generatable() -> None:
     assert op([f32x4], "graph.sigmoid %a0", "tensor<4xf32>")
     assert not op([i64x4], "graph.sigmoid %a0", "tensor<4xi64>")  # a float op on integers
     assert not op([i64x4, i64x4], "graph.pow %a0, %a1", "tensor<4xi64>")
-    assert not op([([-1], "f32")], "graph.relu %a0", "tensor<?xf32>")
+    assert op([([-1], "f32")], "graph.relu %a0", "tensor<?xf32>")  # `?` dims are read at run time
+    assert not op([([-1, 4], "f32"), ([4, 5], "f32")], "graph.matmul %a0, %a1", "tensor<?x5xf32>")  # static plans
     assert not op([([4], "f16")], "graph.relu %a0", "tensor<4xf16>")
     assert op([([3, 4], "f32"), ([4, 5], "f32")], "graph.matmul %a0, %a1", "tensor<3x5xf32>")
     assert not op([([2, 3, 4], "f32"), ([4, 5], "f32")], "graph.matmul %a0, %a1", "tensor<2x3x5xf32>")  # batched

@@ -113,3 +113,12 @@ func.func @rms_norm(%x: tensor<4x64xf32>, %w: tensor<64xf32>) -> tensor<4x64xf32
   %y = graph.mul %n, %w : (tensor<4x64xf32>, tensor<64xf32>) -> tensor<4x64xf32>
   func.return %y : tensor<4x64xf32>
 }
+
+// A transpose that keeps its last dim last (a transformer's head split) reads and writes whole rows: no tiles.
+
+// CHECK-LABEL: func.func @head_split(
+// CHECK-NEXT:    %{{.*}} = kernel.generated "transpose_0"(%{{.*}}) schedule <tile = [0, 0, 0], vector = 8, order = [0, 1, 2], threads = 2>
+func.func @head_split(%x: tensor<64x12x64xf32>) -> tensor<12x64x64xf32> {
+  %t = graph.transpose %x {permutation = array<i64: 1, 0, 2>} : (tensor<64x12x64xf32>) -> tensor<12x64x64xf32>
+  func.return %t : tensor<12x64x64xf32>
+}

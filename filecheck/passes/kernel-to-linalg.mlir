@@ -151,3 +151,20 @@ kernel.func @conv_relu_conv_0(%x: tensor<1x8x12x12xf32>, %w: tensor<16x8x1x1xf32
   %e = graph.conv %r, %d {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 16 : i64} : (tensor<1x16x12x12xf32>, tensor<16x1x3x3xf32>) -> tensor<1x16x12x12xf32>
   kernel.yield %e : tensor<1x16x12x12xf32>
 }
+
+// A `?` dim: one function for every size. The rows are read from the input's descriptor (memref.dim) and split
+// between the parts at run time.
+
+// CHECK-LABEL: func.func @add_relu_dynamic(
+// CHECK-SAME:      %[[X:[^:]*]]: memref<?x8xf32>, %{{[^:]*}}: memref<8xf32>, %[[Y:[^:]*]]: memref<?x8xf32>, %[[PART:[^:]*]]: index, %[[PARTS:[^:]*]]: index)
+// CHECK:         %[[ROWS:.*]] = memref.dim %[[X]], %{{.*}} : memref<?x8xf32>
+// CHECK-NEXT:    %[[FIRST:.*]] = arith.muli %[[ROWS]], %[[PART]] : index
+// CHECK-NEXT:    %[[BEGIN:.*]] = arith.divui %[[FIRST]], %[[PARTS]] : index
+// CHECK:         %[[XV:.*]] = memref.subview %[[X]][%[[BEGIN]], 0] [%{{.*}}, 8] [1, 1] : memref<?x8xf32> to memref<?x8xf32, strided<[8, 1], offset: ?>>
+// CHECK-NEXT:    %[[YV:.*]] = memref.subview %[[Y]][%[[BEGIN]], 0] [%{{.*}}, 8] [1, 1]
+// CHECK-NEXT:    linalg.generic
+kernel.func @add_relu_dynamic(%x: tensor<?x8xf32>, %b: tensor<8xf32>) -> tensor<?x8xf32> attributes {kind = "generated", schedule = #kernel.schedule<tile = [0, 0], vector = 8, order = [0, 1], threads = 2>} {
+  %s = graph.add %x, %b : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  %r = graph.relu %s : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  kernel.yield %r : tensor<?x8xf32>
+}

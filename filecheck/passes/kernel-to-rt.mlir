@@ -1,8 +1,9 @@
 // RUN: gnomon-opt %s --split-input-file -p kernel-to-rt | filecheck %s
 // RUN: not gnomon-opt %S/Inputs/kernel-to-rt-dynamic.mlir -p kernel-to-rt 2>&1 | filecheck %s --check-prefix=DYNAMIC
 
-// The runtime needs static shapes: a dynamic dim is one clear line naming the function and type.
-// DYNAMIC: gnomon-opt: error: @dynamic: tensor<?x8xf32> has a dynamic dim; the runtime needs static shapes (give --input-shape or example inputs)
+// The runtime plans memory at each dynamic dim's bound: an unnamed one is one clear line naming the function, the
+// value and the dim (kernel-to-rt-dynamic.mlir has named, bounded ones).
+// DYNAMIC: gnomon-opt: error: @dynamic: dim 0 of input 0 (tensor<?x8xf32>) is `?` without a name; the runtime plans memory at each dynamic dim's bound: name it and declare its range
 
 // Three transposes (not pointwise: none may overwrite its input) need two buffers, the third
 // reusing the first's memory; identical kernels are outlined once. The pointwise mul+relu writes

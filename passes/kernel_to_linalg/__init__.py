@@ -14,6 +14,10 @@ so the runtime can run the slices on threads of its own (the bundled MLIR has no
 - The schedule's loop order permutes the loops. A loop with a tile size is split into an
   `scf.for` over tiles, with the `linalg.generic` on `memref.subview`s of one tile (a blocked
   transpose); a tiled loop is never coalesced.
+- Shapes may have `?` dims (but a matmul's or convolution's, planned for static sizes): loop
+  extents, subview sizes and per-row buffers are read from the memref arguments (`memref.dim`), so
+  one function serves every size; `LoweredKernel.parts_rule` tells the runtime how many slices a
+  call splits into, from its arrays.
 - A kernel may instead start with an anchor that is not one pointwise generic, and follow it
   with an elementwise epilogue over the anchor's result, in place in the output buffer and split
   between threads exactly as the anchor is:

@@ -5,6 +5,10 @@ anchor (a matmul, a reduction over trailing axes, a softmax over the last axis) 
 then its elementwise epilogue in place in the output buffer, split between threads as the anchor is.
 A reduction may also come after elementwise ops, which it computes as it reads (its prologue), and its
 epilogue may return to its input's shape (a normalization: RMS norm in one kernel).
+
+A kernel with `?` dims (all but matmuls and convolutions) is one function for every size: its loops, subviews and
+per-row buffers read their sizes from the memref arguments, and `PartsRule` tells the runtime how many slices a
+call may split into, from the arrays it binds.
 """
 
 from __future__ import annotations
@@ -16,14 +20,15 @@ from math import prod
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.arith import FastMathFlagsAttr
-from xdsl.dialects.builtin import FunctionType, MemRefType, ModuleOp, TensorType, UnitAttr
+from xdsl.dialects.builtin import DYNAMIC_INDEX, AnyFloat, FunctionType, MemRefType, ModuleOp, TensorType, UnitAttr, i64
 from xdsl.dialects.linalg.ops import YieldOp as LinalgYieldOp
 from xdsl.dialects.utils.fast_math import FastMathFlag
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from gnomon.dialects import kernel
+from gnomon.dialects.graph.base import dim_names
 from gnomon.dialects.graph.linalg import MatmulOp
 from gnomon.dialects.graph.nn import ConvOp, LogSoftmaxOp, SoftmaxOp
 from gnomon.dialects.graph.reduce import ReduceMaxOp, ReduceMeanOp, ReduceMinOp, ReduceOp, ReduceProdOp, ReduceSumOp
@@ -43,6 +48,7 @@ from gnomon.passes.kernel_to_linalg.nest import (
     plan_loops,
     scheduled_loops,
     shape_of,
+    static_product,
 )
 from gnomon.passes.kernel_to_linalg.support import CodegenError, generatable
 
@@ -64,7 +70,44 @@ class LoweredKernel:
     parts: int
     """The most slices its outer loops split into; 1 runs it whole."""
     work: int
-    """Scalar results it computes (multiply-adds, for a matmul): what a thread's share is measured in."""
+    """Scalar results it computes (multiply-adds, for a matmul): what a thread's share is measured in; DYNAMIC_INDEX
+    when it depends on `?` dims (the runtime counts its largest array's elements)."""
+    parts_rule: PartsRule | None = None
+    """Where loop 0's extent has `?` dims: how to count its parts from a call's arrays (at most `parts` otherwise)."""
+
+
+@dataclass(frozen=True)
+class PartsRule:
+    """The most slices a call of a kernel with a dynamic loop 0 splits into: its extent is the product of the
+    sizes of `dims` of argument `argument` (an output, whose dims are the nest's), cut into tiles of `tile`."""
+
+    argument: int
+    dims: tuple[int, ...]
+    tile: int
+
+    def parts(self, shapes: Sequence[Sequence[int]]) -> int:
+        """The parts of a call whose arguments (inputs, then outputs) have `shapes`."""
+        shape = shapes[self.argument]
+        return -(-prod(shape[d] for d in self.dims) // max(self.tile, 1))
+
+
+@dataclass
+class _Parts:
+    """The most parts of a kernel's nests, as they are emitted: static, and the rule of the first dynamic loop 0
+    (nests split alike, or a part's share of a nest with fewer units is empty)."""
+
+    most: int = 1
+    rule: PartsRule | None = None
+
+    def add(self, loops: Loops, output: SSAValue) -> None:
+        """A nest over `loops` whose dims are `output`'s (an argument of the kernel's function)."""
+        if not loops.dims:
+            return
+        if loops.extents[0] >= 0:
+            self.most = max(self.most, -(-loops.extents[0] // max(loops.tiles[0], 1)))
+        elif self.rule is None:
+            assert isinstance(output, BlockArgument)
+            self.rule = PartsRule(output.index, loops.dims[0], loops.tiles[0])
 
 
 def _fused_nests(
@@ -73,14 +116,17 @@ def _fused_nests(
     results: Sequence[tuple[SSAValue, SSAValue]],
     sources: dict[SSAValue, SSAValue],
     overwritten: SSAValue | None = None,
-) -> int:
-    """One fused generic per distinct result shape; returns the most parts any of them splits into. `overwritten`:
-    the input memref that the caller passes as the one output too (`lower_kernel`'s `in_place`)."""
-    by_shape: dict[tuple[int, ...], list[tuple[SSAValue, SSAValue]]] = {}
+) -> _Parts:
+    """One fused generic per distinct result type; returns the most parts any of them splits into. `overwritten`:
+    the input memref that the caller passes as the one output too (`lower_kernel`'s `in_place`). Types, not shapes,
+    tell nests apart: two `?` dims of different names are not the same loop."""
+    by_type: dict[tuple[tuple[int, ...], tuple[str, ...]], list[tuple[SSAValue, SSAValue]]] = {}
     for value, output in results:
-        by_shape.setdefault(shape_of(value), []).append((value, output))
-    parts = 1
-    for shape, outputs in by_shape.items():
+        assert isinstance(value.type, TensorType)
+        by_type.setdefault((shape_of(value), dim_names(value.type)), []).append((value, output))
+    parts = _Parts()
+    for outputs in by_type.values():
+        shape = shape_of(outputs[0][0])
         body = FusedBody(sources)
         identity = tuple(range(len(shape)))
         block = body.finish([(body.value(value, identity), element_of(value)) for value, _ in outputs])
@@ -89,8 +135,7 @@ def _fused_nests(
         operands = [*body.inputs, *(Operand(output, identity) for _, output in outputs)]
         loops = scheduled_loops(kernel_op, shape, [o.access for o in operands])
         nest.emit(loops, operands, block, len(body.inputs))
-        if loops.dims:
-            parts = max(parts, -(-loops.extents[0] // max(loops.tiles[0], 1)))
+        parts.add(loops, outputs[0][1])
     return parts
 
 
@@ -162,6 +207,7 @@ class _RowNests:
             (*loops.dims, *column_loops.dims),
             (*loops.extents, *column_loops.extents),
             (*loops.tiles, *column_loops.tiles),
+            shape,
         )
 
     def fill(self, target: SSAValue, value: float, access: Access) -> None:
@@ -197,7 +243,7 @@ def _row_kernel(
     anchor: Operation,
     result: tuple[SSAValue, SSAValue],
     sources: dict[SSAValue, SSAValue],
-) -> tuple[int, int]:
+) -> tuple[_Parts, int]:
     """A reduction over trailing axes or a softmax over the last one, then the kernel's epilogue; (parts, work).
 
     A reduction may read its input through elementwise ops before it (its prologue, computed in the reducing
@@ -219,8 +265,10 @@ def _row_kernel(
     # A reduction accumulates in the output, unless the epilogue changes the element type (a row max compared
     # with a bound is i1) or returns to the input's shape: then in a buffer of its own, one element per row.
     accumulator = output
+    # The rows' `?` sizes, for per-row buffers: the output's first `kept` dims are the rows.
+    row_sizes = [nest.as_index(nest.dim(output, k)) for k in range(kept) if rows[k] < 0]
     if isinstance(anchor, ReduceOp) and (normalizes or element_of(output) != element_of(anchor.results[0])):
-        accumulator = b.emit(memref.AllocOp.get(element_of(anchor.results[0]), 64, rows))
+        accumulator = b.emit(memref.AllocOp.get(element_of(anchor.results[0]), 64, rows, row_sizes))
 
     def accumulated(body: FusedBody, access: Access) -> SSAValue:
         return body.load(output, access) if accumulator is output else body.load(accumulator, access[:kept])
@@ -249,11 +297,24 @@ def _row_kernel(
             return body.value(x, x_access)
 
         nests.reduce(target, columns, sources, [element], lambda sb, xs, acc: combine(sb, acc, xs[0]))
-        count = prod(columns) if isinstance(anchor, ReduceMeanOp) else None
+        count: float | SSAValue | None = None
+        if isinstance(anchor, ReduceMeanOp):
+            # A `?` count of columns is read at run time, converted once before the nests that divide by it.
+            sizes = [nest.size_of(kept + i, c, prologue.inputs) for i, c in enumerate(columns)]
+            total_columns = nest.multiply(sizes)
+            if isinstance(total_columns, int):
+                count = float(total_columns)
+            else:
+                mean_type = element_of(anchor.results[0])
+                assert isinstance(mean_type, AnyFloat)
+                count = b.emit(arith.SIToFPOp(b.emit(arith.IndexCastOp(total_columns, i64)), mean_type))
 
         def reduced(body: FusedBody, access: Access) -> SSAValue:
             loaded = accumulated(body, access)
-            return loaded if count is None else body.builder.div(loaded, body.builder.like(count, loaded))
+            if count is None:
+                return loaded
+            divisor = count if isinstance(count, SSAValue) else body.builder.like(count, loaded)
+            return body.builder.div(loaded, divisor)
 
         computed = {anchor.results[0]: reduced}
         if normalizes:
@@ -268,8 +329,8 @@ def _row_kernel(
         # Each row's max and sum of exponentials; a part fills only its own rows.
         source = sources[x]
         element_type = element_of(x)
-        highest = b.emit(memref.AllocOp.get(element_type, 64, rows))
-        total = b.emit(memref.AllocOp.get(element_type, 64, rows))
+        highest = b.emit(memref.AllocOp.get(element_type, 64, rows, row_sizes))
+        total = b.emit(memref.AllocOp.get(element_type, 64, rows, row_sizes))
 
         def x_element(body: FusedBody) -> SSAValue:
             return body.load(source, x_access)
@@ -299,8 +360,9 @@ def _row_kernel(
         _epilogue(nest, kernel_op, result, sources, computed, lambda a: nests.with_columns(columns, a))
         b.insert(memref.DeallocOp.get(highest))
         b.insert(memref.DeallocOp.get(total))
-    parts = row_loops.extents[0] if row_loops.dims else 1
-    return parts, prod(shape)
+    parts = _Parts()
+    parts.add(row_loops, output)
+    return parts, static_product(shape)
 
 
 def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> LoweredKernel:
@@ -355,22 +417,25 @@ def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> Lower
             raise CodegenError(f"kernel @{name}: a kernel of a {anchor.name} must return one value of its shape")
         if isinstance(anchor, MatmulOp):
             count, work = _matmul_kernel(nest, kernel_op, anchor, results[0], sources)
-        else:
-            count, work = _row_kernel(nest, kernel_op, anchor, results[0], sources)
+            return _finish(name, entry, b, count, work)
+        parts, work = _row_kernel(nest, kernel_op, anchor, results[0], sources)
     else:
         overwritten = args[in_place] if in_place is not None else None
-        count = _fused_nests(nest, kernel_op, results, sources, overwritten)
-        work = sum(prod(shape_of(value)) for value, _ in results)
-    return _finish(name, entry, b, count, work)
+        parts = _fused_nests(nest, kernel_op, results, sources, overwritten)
+        sizes = [static_product(shape_of(value)) for value, _ in results]
+        work = DYNAMIC_INDEX if DYNAMIC_INDEX in sizes else sum(sizes)
+    return _finish(name, entry, b, parts.most, work, parts.rule)
 
 
-def _finish(name: str, entry: Block, b: ScalarBuilder, parts: int, work: int) -> LoweredKernel:
+def _finish(
+    name: str, entry: Block, b: ScalarBuilder, parts: int, work: int, rule: PartsRule | None = None
+) -> LoweredKernel:
     """The kernel's function: `entry` (arguments: inputs, outputs, part, parts) holding the body built in `b`."""
     entry.add_ops([*b.ops, func.ReturnOp()])
     signature = [arg.type for arg in entry.args]
     function = func.FuncOp(name, FunctionType.from_lists(signature, []), Region(entry))
     function.attributes["llvm.emit_c_interface"] = UnitAttr()
-    return LoweredKernel(function, parts, work)
+    return LoweredKernel(function, parts, work, rule)
 
 
 def _matmul_kernel(

@@ -5,6 +5,10 @@ memref arguments, reading each through an `Access` (which loop of the nest index
 `plan_loops` orders the loops, drops unit ones and coalesces neighbours every operand walks
 contiguously; a `Nest` emits the collapsed operands, this part's share of loop 0, the `scf.for`
 loops over tiles and the generic itself.
+
+Shapes may hold `?` dims (DYNAMIC_INDEX): a dynamic loop's extent is read at run time, as the product
+of `memref.dim`s of an operand that walks its dims, and so is a subview's size; only static 1s are
+dropped (a `?` that is 1 at run time keeps a loop of one trip).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.linalg.attrs import IteratorTypeAttr
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.dialects.linalg.ops import YieldOp as LinalgYieldOp
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
 from gnomon.dialects import kernel
@@ -35,6 +39,7 @@ from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.tensor import ExpandOp, TransposeOp
 from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
 from gnomon.passes.kernel_to_linalg.scalar import SCALAR_OPS
+from gnomon.passes.kernel_to_linalg.support import CodegenError
 
 Term = int | None
 """One index of an operand, as a loop of the nest (an output dim), or None for index 0."""
@@ -42,6 +47,14 @@ Access = tuple[Term, ...]
 """Where an operand is read for one point of the nest: one term per operand dim."""
 
 index = IndexType()
+
+Size = int | SSAValue
+"""A loop extent or a dim: a static size, or an index value read at run time (`memref.dim`)."""
+
+
+def static_product(sizes: Sequence[int]) -> int:
+    """The product of sizes; DYNAMIC_INDEX if any of them is dynamic."""
+    return DYNAMIC_INDEX if any(s < 0 for s in sizes) else prod(sizes)
 
 
 def shape_of(value: SSAValue) -> tuple[int, ...]:
@@ -139,8 +152,11 @@ class Loops:
     dims: tuple[tuple[int, ...], ...]
     """The output dims each loop covers, outermost loop first."""
     extents: tuple[int, ...]
+    """Static extent per loop; DYNAMIC_INDEX where it covers a `?` dim (`Nest.extent` reads it at run time)."""
     tiles: tuple[int, ...]
     """Tile size per loop; 0 for an untiled loop."""
+    shape: tuple[int, ...]
+    """The nest's shape, which `dims` index."""
 
     def loop_of(self) -> dict[int, int]:
         return {d: loop for loop, dims in enumerate(self.dims) for d in dims}
@@ -154,7 +170,7 @@ def plan_loops(
     `keep_first` keeps dim 0 as loop 0 on its own, whatever its extent: a matmul's epilogue runs
     over the rows the matmul gave this part.
     """
-    tile = [t if 0 < t < shape[d] else 0 for d, t in enumerate(tiles)]
+    tile = [t if 0 < t and (shape[d] < 0 or t < shape[d]) else 0 for d, t in enumerate(tiles)]
     kept = [d for d in order if shape[d] != 1 and not (keep_first and d == 0)]
     kept = [0, *kept] if keep_first else kept
     walked = [[t for t in access if t in kept] for access in accesses]
@@ -176,8 +192,9 @@ def plan_loops(
             groups.append([d])
     return Loops(
         tuple(tuple(g) for g in groups),
-        tuple(prod(shape[d] for d in g) for g in groups),
+        tuple(static_product([shape[d] for d in g]) for g in groups),
         tuple(tile[g[0]] if len(g) == 1 else 0 for g in groups),
+        tuple(shape),
     )
 
 
@@ -210,27 +227,74 @@ class Nest:
         self.b = b
         self.part = part
         self.parts = parts
-        self._ranges: dict[tuple[int, int], tuple[SSAValue, SSAValue]] = {}
+        self._ranges: dict[tuple[Size, int], tuple[SSAValue, SSAValue]] = {}
+        self._dims: dict[tuple[SSAValue, int], SSAValue] = {}
 
     def index(self, value: int) -> SSAValue:
         return self.b.const(value, index)
 
-    def thread_range(self, extent: int, tile: int) -> tuple[SSAValue, SSAValue]:
+    def dim(self, memref_value: SSAValue, k: int) -> Size:
+        """Dim `k` of a memref: its static size, or a `memref.dim` emitted once per (memref, dim)."""
+        size = shape_of(memref_value)[k]
+        if size >= 0:
+            return size
+        if (memref_value, k) not in self._dims:
+            self._dims[memref_value, k] = self.b.emit(memref.DimOp(memref_value, self.index(k)))
+        return self._dims[memref_value, k]
+
+    def multiply(self, sizes: Sequence[Size]) -> Size:
+        """The product of sizes, with `arith.muli`s for the dynamic ones."""
+        static = prod(s for s in sizes if isinstance(s, int))
+        dynamic = [s for s in sizes if not isinstance(s, int)]
+        if not dynamic:
+            return static
+        result = dynamic[0]
+        for s in dynamic[1:]:
+            result = self.b.emit(arith.MuliOp(result, s))
+        return result if static == 1 else self.b.emit(arith.MuliOp(result, self.index(static)))
+
+    def size_of(self, d: int, static: int, operands: Sequence[Operand]) -> Size:
+        """Nest dim `d`'s size: `static` if known, else a dim of an operand that walks it (a function argument
+        rather than a per-row buffer: its size is read once for every nest)."""
+        if static >= 0:
+            return static
+        found = [(operand.memref, k) for operand in operands for k, term in enumerate(operand.access) if term == d]
+        found.sort(key=lambda pair: not isinstance(pair[0], BlockArgument))
+        if not found:
+            raise CodegenError(f"no operand of the loop nest walks its dynamic dim {d}")
+        return self.dim(*found[0])
+
+    def extent(self, loops: Loops, loop: int, operands: Sequence[Operand]) -> Size:
+        """Loop `loop`'s extent: static, or the product of its dims' sizes read at run time."""
+        if loops.extents[loop] >= 0:
+            return loops.extents[loop]
+        return self.multiply([self.size_of(d, loops.shape[d], operands) for d in loops.dims[loop]])
+
+    def as_index(self, size: Size) -> SSAValue:
+        return self.index(size) if isinstance(size, int) else size
+
+    def thread_range(self, extent: Size, tile: int) -> tuple[SSAValue, SSAValue]:
         """[begin, end) of loop 0 for this part: an even share of its tiles (or iterations)."""
         if (extent, tile) not in self._ranges:
             self._ranges[extent, tile] = self._thread_range(extent, tile)
         return self._ranges[extent, tile]
 
-    def _thread_range(self, extent: int, tile: int) -> tuple[SSAValue, SSAValue]:
+    def _thread_range(self, extent: Size, tile: int) -> tuple[SSAValue, SSAValue]:
         b = self.b
         unit = max(tile, 1)
-        units = self.index(-(-extent // unit))
+        if isinstance(extent, int):
+            units = self.index(-(-extent // unit))
+        elif unit == 1:
+            units = extent
+        else:  # ceil(extent / unit) at run time
+            units = b.emit(arith.DivUIOp(b.emit(arith.AddiOp(extent, self.index(unit - 1))), self.index(unit)))
+        extent_value = self.as_index(extent)
 
         def bound(part: SSAValue) -> SSAValue:
             share = b.emit(arith.DivUIOp(b.emit(arith.MuliOp(units, part)), self.parts))
             if unit == 1:
                 return share
-            return b.emit(arith.MinUIOp(b.emit(arith.MuliOp(share, self.index(unit))), self.index(extent)))
+            return b.emit(arith.MinUIOp(b.emit(arith.MuliOp(share, self.index(unit))), extent_value))
 
         return bound(self.part), bound(b.emit(arith.AddiOp(self.part, self.index(1))))
 
@@ -260,7 +324,9 @@ class Nest:
                 if key not in memo:
                     memref_type = operand.memref.type
                     assert isinstance(memref_type, MemRefType)
-                    result = MemRefType(memref_type.element_type, [prod(shape[k] for k in g) for g in groups])
+                    result = MemRefType(
+                        memref_type.element_type, [static_product([shape[k] for k in g]) for g in groups]
+                    )
                     reassociation = ArrayAttr([ArrayAttr([IntegerAttr(k, 64) for k in g]) for g in groups])
                     memo[key] = b.emit(
                         memref.CollapseShapeOp(
@@ -276,9 +342,10 @@ class Nest:
         if len(loops.dims) == reductions:
             self._generic(b, loops, collapsed, {}, body, inputs, iterators)
             return
-        begin, end = rows if rows is not None else self.thread_range(loops.extents[0], loops.tiles[0])
         tiled = [loop for loop in range(len(loops.dims)) if loop == 0 or loops.tiles[loop]]
-        self._tile(b, loops, collapsed, tiled, {}, (begin, end), (body, inputs, iterators))
+        extents = {loop: self.extent(loops, loop, operands) for loop in tiled}
+        begin, end = rows if rows is not None else self.thread_range(extents[0], loops.tiles[0])
+        self._tile(b, loops, collapsed, tiled, {}, (begin, end), (body, inputs, iterators), extents)
 
     def _tile(
         self,
@@ -289,23 +356,24 @@ class Nest:
         ranges: dict[int, tuple[SSAValue, SSAValue]],
         outer: tuple[SSAValue, SSAValue],
         generic: tuple[Block, int, list[IteratorTypeAttr]],
+        extents: dict[int, Size],
     ) -> None:
         """Loops over the tiles of each loop in `tiled` (loop 0 within this part's range), then the generic."""
         if not tiled:
             self._generic(b, loops, operands, ranges, *generic)
             return
         loop, rest = tiled[0], tiled[1:]
-        begin, end = outer if loop == 0 else (b.const(0, index), b.const(loops.extents[loop], index))
+        begin, end = outer if loop == 0 else (b.const(0, index), self.as_index(extents[loop]))
         tile = loops.tiles[loop]
         if not tile:
             ranges = {**ranges, loop: (begin, b.emit(arith.SubiOp(end, begin)))}
-            self._tile(b, loops, operands, rest, ranges, outer, generic)
+            self._tile(b, loops, operands, rest, ranges, outer, generic, extents)
             return
         block = Block(arg_types=[index])
         inner = ScalarBuilder()
         iv = block.args[0]
         size = inner.emit(arith.MinUIOp(inner.const(tile, index), inner.emit(arith.SubiOp(end, iv))))
-        self._tile(inner, loops, operands, rest, {**ranges, loop: (iv, size)}, outer, generic)
+        self._tile(inner, loops, operands, rest, {**ranges, loop: (iv, size)}, outer, generic, extents)
         block.add_ops([*inner.ops, scf.YieldOp()])
         b.insert(scf.ForOp(begin, end, b.const(tile, index), [], block))
 
@@ -327,15 +395,16 @@ class Nest:
             memref_type = value.type
             assert isinstance(memref_type, MemRefType)
             shape = memref_type.get_shape()
-            strides = [prod(shape[k + 1 :]) for k in range(len(shape))]
+            strides = [static_product(shape[k + 1 :]) for k in range(len(shape))]
             offsets: list[SSAValue | int] = [ranges[loop][0] if loop in ranges else 0 for loop in group_loops]
             sizes: list[SSAValue | int] = [
-                ranges[loop][1] if loop in ranges else shape[k] for k, loop in enumerate(group_loops)
+                ranges[loop][1] if loop in ranges else self.dim(value, k) for k, loop in enumerate(group_loops)
             ]
             view_type = MemRefType(
                 memref_type.element_type,
                 [DYNAMIC_INDEX if loop in ranges else shape[k] for k, loop in enumerate(group_loops)],
-                StridedLayoutAttr(strides, None),
+                # A dynamic stride prints as `?` only as None (xDSL prints DYNAMIC_INDEX as a number).
+                StridedLayoutAttr([stride if stride >= 0 else None for stride in strides], None),
             )
             views.append(b.emit(memref.SubviewOp.get(value, offsets, sizes, [1] * len(shape), view_type)))
         count = len(loops.dims)

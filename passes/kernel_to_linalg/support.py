@@ -22,14 +22,14 @@ class CodegenError(GnomonError):
     """A generated kernel holds an op or a type the code generator cannot lower."""
 
 
-def _static_tensors(op: Operation) -> bool:
+def _ranked_tensors(op: Operation) -> bool:
+    """Tensors of supported element types; `?` dims are read from the memrefs at run time."""
     values = [*op.operands, *op.results]
-    return all(
-        isinstance(v.type, TensorType)
-        and all(d >= 0 for d in v.type.get_shape())
-        and supported_element(v.type.element_type)
-        for v in values
-    )
+    return all(isinstance(v.type, TensorType) and supported_element(v.type.element_type) for v in values)
+
+
+def _static(op: Operation) -> bool:
+    return all(isinstance(v.type, TensorType) and v.type.has_static_shape() for v in (*op.operands, *op.results))
 
 
 def _shape(value: SSAValue) -> tuple[int, ...]:
@@ -47,14 +47,18 @@ def is_depthwise(op: Operation) -> bool:
 
 
 def generatable(op: Operation) -> bool:
-    """Whether gnomon can generate a loop nest for `op` (static shapes, supported element types).
+    """Whether gnomon can generate a loop nest for `op` (supported element types).
 
     Elementwise ops with broadcasting, casts, `where`, transposes and expands (f32 and f64 for
     everything, i32/i64 for arithmetic and comparisons, i1 for logic); float sum/mean/prod/max/min
     reductions over trailing axes and softmax/log_softmax over the last; 2-D f32 matmuls when
     `MATMUL_GENERATED`; 2-D f32 convolutions, dense or depthwise (a depthwise one only after a dense one, `conv`).
+    All of them take `?` dims (sizes read at run time) but matmuls and convolutions, whose register blocks and
+    packed panels are planned for static sizes: with `?` dims they go to the library.
     """
-    if not op.results or not _static_tensors(op):
+    if not op.results or not _ranked_tensors(op):
+        return False
+    if isinstance(op, MatmulOp | ConvOp) and not _static(op):
         return False
     if isinstance(op, TransposeOp | ExpandOp):
         return True

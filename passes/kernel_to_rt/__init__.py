@@ -19,6 +19,14 @@ Each function whose graph ops are all in kernels becomes a function on memrefs:
 
 The plan is checked by `verify_plan` (no two buffers live at once overlap) before the pass
 returns; the runtime checks it again when it loads a program.
+
+Dynamic dims: every `?` dim must be named, and each symbol of its name bounded by the module's
+`gnomon.dim_bounds` (`gnomon.dialects.graph.base.dim_bounds`). Buffers are sized and planned at the
+bounds: live ranges do not depend on sizes, and at run time each buffer is a view of its actual size at
+its planned offset, no larger than its block, so live buffers stay apart; an in-place reuse joins two
+values of one type, of equal sizes at any shape. The rt values keep the names (`rt.buffer`/`rt.view`
+`dims`, the arguments' `rt.dims`) and the function the ranges (`rt.dim_ranges`), for the runtime. A
+slice or concat over `?` dims stays a copy: the offset of its window would depend on a `?`.
 """
 
 from __future__ import annotations
@@ -29,20 +37,31 @@ from math import prod
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FunctionType, IntegerAttr, MemRefType, ModuleOp, TensorType, i64
-from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    ArrayAttr,
+    DictionaryAttr,
+    FunctionType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import SymbolTable
 
 from gnomon.dialects import kernel, rt
-from gnomon.dialects.graph.base import ints, normalize_axis
+from gnomon.dialects.graph.base import dim_bounds, dim_names, i64_array, ints, normalize_axis
 from gnomon.dialects.graph.constant_values import element_bytes
 from gnomon.dialects.graph.elementwise import POINTWISE
 from gnomon.dialects.graph.grad import EmbeddingBagAdamUpdateOp, EmbeddingBagUpdateOp
 from gnomon.dialects.graph.tensor import ConcatOp, ConstantOp, ReshapeOp, SliceOp
 from gnomon.errors import GnomonError
+from gnomon.locations import location_name
 from gnomon.passes.kernel_to_rt.memory_plan import Buffer, MemoryPlan, MemoryPlanError, plan, verify
 
 ALIGNMENT = 64
@@ -50,27 +69,70 @@ ALIGNMENT = 64
 
 
 class LoweringError(GnomonError):
-    """A function cannot be lowered to the runtime (dynamic shapes, an op outside any kernel)."""
+    """A function cannot be lowered to the runtime (an unbounded dynamic dim, an op outside any kernel)."""
 
 
-def _byte_size(value: SSAValue) -> int:
-    """Bytes of a dense row-major buffer of the value's type (i1 takes a byte, as in NumPy)."""
+Bounds = dict[str, tuple[int, int]]
+"""Each symbol of the `?` dims: its (smallest, largest) size."""
+
+
+def _names(value: SSAValue) -> tuple[str, ...]:
+    """The names of a value's dims: a tensor's encoding, an rt value's `dims`."""
+    if isinstance(value.type, TensorType):
+        return dim_names(value.type)
+    return rt.dims_of(value)
+
+
+def _byte_size(value: SSAValue, bounds: Bounds) -> int:
+    """Bytes of a dense row-major buffer of the value's type (i1 takes a byte, as in NumPy), with each `?` dim at
+    its bound."""
     shaped = value.type
     assert isinstance(shaped, TensorType | MemRefType)
     size = element_bytes(shaped.element_type)
     if size is None:
         raise LoweringError(f"the runtime has no buffers of element type {shaped.element_type}")
-    return prod(shaped.get_shape()) * size
+    largest = {symbol: high for symbol, (_, high) in bounds.items()}
+    names = _names(value)
+    dynamic = [name for d, name in zip(shaped.get_shape(), names, strict=True) if d == DYNAMIC_INDEX]
+    if any(symbol not in largest for name in dynamic for symbol in name.split("*")):
+        raise LoweringError(f"a buffer of type {shaped} has dims {list(names)}, not all of them ranged")
+    return prod(rt.shape_at(MemRefType(shaped.element_type, shaped.get_shape()), names, largest)) * size
 
 
-def _check_static(function: func.FuncOp) -> None:
-    for op in function.walk():
-        for value in (*op.results, *(a for r in op.regions for b in r.blocks for a in b.args)):
-            if isinstance(value.type, TensorType) and any(d < 0 for d in value.type.get_shape()):
+def _described(value: SSAValue) -> str:
+    """A value as an error names it: an input by position, a result by its op and source location."""
+    owner = value.owner
+    if not isinstance(owner, Operation):
+        return f"input {value.index}" if isinstance(value, BlockArgument) else "a block argument"
+    location = location_name(owner.location)
+    return f"the result of {owner.name}" + (f" ({location})" if location != "?" else "")
+
+
+def _check_bounded(function: func.FuncOp, bounds: Bounds) -> None:
+    """Every `?` dim of a value is named, and each symbol of its name has a bound: the memory plan is made there."""
+    where = f"@{function.sym_name.data}"
+    values = [*function.body.block.args, *(result for op in function.walk() for result in op.results)]
+    for value in values:
+        if not isinstance(value.type, TensorType):
+            continue
+        for axis, (d, name) in enumerate(zip(value.type.get_shape(), dim_names(value.type), strict=True)):
+            if d != DYNAMIC_INDEX:
+                continue
+            if not name:
                 raise LoweringError(
-                    f"@{function.sym_name.data}: {value.type} has a dynamic dim; the runtime needs static shapes "
-                    "(give --input-shape or example inputs)"
+                    f"{where}: dim {axis} of {_described(value)} ({value.type}) is `?` without a name; the runtime "
+                    "plans memory at each dynamic dim's bound: name it and declare its range"
                 )
+            for symbol in name.split("*"):
+                if symbol not in bounds:
+                    raise LoweringError(
+                        f"{where}: dim {axis} ({name}) of {_described(value)} ({value.type}) has no upper bound; "
+                        f"declare its range (--input-shape {symbol}=1..N, dim_ranges={{{symbol!r}: (1, N)}})"
+                    )
+
+
+def _static(value: SSAValue) -> bool:
+    return isinstance(value.type, TensorType) and value.type.has_static_shape()
 
 
 def _pointwise(body: Region) -> bool:
@@ -197,6 +259,8 @@ def _concat_slots(block: Block, windows: dict[SSAValue, int]) -> dict[SSAValue, 
         axis = normalize_axis(concat.axis.value.data, len(shape), concat.name)
         arguments: list[SSAValue] = list(op.body.block.args)
         inputs = [op.inputs[arguments.index(v)] for v in concat.inputs]
+        if not all(_static(v) for v in (concat.result, *inputs)):
+            continue  # a slot's offset would depend on a `?`
         if prod(shape[:axis]) != 1 or len(set(inputs)) != len(inputs):
             continue
         if any(v not in computed or v in slots for v in inputs):
@@ -216,8 +280,8 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
 def _slice_window(op: Operation) -> int | None:
     """The element offset of a slice kernel's result in its input, if the result is a contiguous window of it."""
     inner = _only_op(op)
-    if not isinstance(inner, SliceOp):
-        return None
+    if not isinstance(inner, SliceOp) or not _static(inner.input) or not _static(inner.result):
+        return None  # with `?` dims, the window's offset would depend on them
     x, r = _shape(inner.input), _shape(inner.result)
     starts, steps = ints(inner.starts), ints(inner.steps)
     partial = [i for i in range(len(x)) if (starts[i], steps[i], r[i]) != (0, 1, x[i])]
@@ -250,7 +314,11 @@ class _Liveness:
 
 
 def _liveness(
-    function: func.FuncOp, slots: dict[SSAValue, _Slot], slices: dict[SSAValue, int], donated: set[SSAValue]
+    function: func.FuncOp,
+    slots: dict[SSAValue, _Slot],
+    slices: dict[SSAValue, int],
+    donated: set[SSAValue],
+    bounds: Bounds,
 ) -> _Liveness:
     """The arena's buffers: one per kernel result, but a concat's slots, a slice's view and a result written into
     the argument it updates (`donated`)."""
@@ -309,7 +377,7 @@ def _liveness(
             owner[result] = buffer
             if root is not result:
                 roots[root] = buffer
-            sizes[buffer], first[buffer], last[buffer] = _byte_size(root), step, step
+            sizes[buffer], first[buffer], last[buffer] = _byte_size(root, bounds), step, step
             candidates[buffer] = None if root is not result else candidate
     buffers = [
         Buffer(id=b, size=sizes[b], first=first[b], last=last[b], inplace_of=candidates[b]) for b in sorted(sizes)
@@ -342,9 +410,13 @@ def _kernel_name(op: kernel.GeneratedOp | kernel.LibraryOp, index: int) -> str:
     return f"{ops}_{index}"
 
 
-def lower_function(function: func.FuncOp) -> tuple[func.FuncOp, list[kernel.FuncOp], MemoryPlan]:
-    """The rt form of `function`, its outlined kernels and its memory plan."""
-    _check_static(function)
+def lower_function(
+    function: func.FuncOp, bounds: Bounds | None = None
+) -> tuple[func.FuncOp, list[kernel.FuncOp], MemoryPlan]:
+    """The rt form of `function`, its outlined kernels and its memory plan; `bounds` ranges the symbols of its `?`
+    dims (the module's `gnomon.dim_bounds`)."""
+    bounds = bounds or {}
+    _check_bounded(function, bounds)
     block = function.body.block
     slices: dict[SSAValue, int] = {}
     for op in block.ops:
@@ -354,7 +426,7 @@ def lower_function(function: func.FuncOp) -> tuple[func.FuncOp, list[kernel.Func
     slots = _concat_slots(block, slices)
     filled = {slot.concat for slot in slots.values()}
     donated = _donations(function, set(slots) | set(slices))
-    liveness = _liveness(function, slots, slices, set(donated))
+    liveness = _liveness(function, slots, slices, set(donated), bounds)
     memory_plan = plan(liveness.buffers, alignment=ALIGNMENT)
     verify(liveness.buffers, memory_plan)
 
@@ -370,7 +442,7 @@ def lower_function(function: func.FuncOp) -> tuple[func.FuncOp, list[kernel.Func
             new.add_op(constant)
             values[op.result] = constant.result
         elif isinstance(op, ReshapeOp):
-            view = rt.ViewOp(values[op.input], rt.memref_of(op.result.type))
+            view = rt.ViewOp(values[op.input], rt.memref_of(op.result.type), dims=rt.dims_attr(op.result.type))
             new.add_op(view)
             values[op.result] = view.result
         elif isinstance(op, func.ReturnOp):
@@ -390,7 +462,9 @@ def lower_function(function: func.FuncOp) -> tuple[func.FuncOp, list[kernel.Func
                 buffer_id = liveness.buffer_of[result]
                 root, offset = _slot_root(result, slots)
                 if buffer_id not in buffers:
-                    buffer = rt.BufferOp(memory_plan.offsets[buffer_id], rt.memref_of(root.type))
+                    buffer = rt.BufferOp(
+                        memory_plan.offsets[buffer_id], rt.memref_of(root.type), rt.dims_attr(root.type)
+                    )
                     new.add_op(buffer)
                     buffers[buffer_id] = buffer.result
                 if root is not result:
@@ -412,10 +486,25 @@ def lower_function(function: func.FuncOp) -> tuple[func.FuncOp, list[kernel.Func
     function_type = FunctionType.from_lists(
         list(new.arg_types), [rt.memref_of(t) for t in function.function_type.outputs]
     )
-    lowered = func.FuncOp(function.sym_name.data, function_type, Region(new))
+    arg_dims = [rt.dims_attr(arg.type) for arg in old.args]
+    arg_attrs = ArrayAttr(DictionaryAttr({} if dims is None else {rt.DIMS: dims}) for dims in arg_dims)
+    lowered = func.FuncOp(
+        function.sym_name.data, function_type, Region(new), arg_attrs=arg_attrs if any(arg_dims) else None
+    )
     lowered.attributes |= function.attributes
     lowered.attributes[rt.ARENA_SIZE] = IntegerAttr(memory_plan.arena_size, i64)
     lowered.attributes[rt.ARENA_LOWER_BOUND] = IntegerAttr(memory_plan.lower_bound, i64)
+    symbols = {
+        symbol
+        for value in (*old.args, *(r for op in old.ops for r in op.results))
+        if isinstance(value.type, TensorType)
+        for d, name in zip(value.type.get_shape(), dim_names(value.type), strict=True)
+        if d == DYNAMIC_INDEX
+        for symbol in name.split("*")
+    }
+    if symbols:
+        ranges = {symbol: i64_array(bounds[symbol]) for symbol in sorted(symbols)}
+        lowered.attributes[rt.DIM_RANGES] = DictionaryAttr(ranges)
     return lowered, list(outlined.values()), memory_plan
 
 
@@ -436,12 +525,13 @@ def plan_of(function: func.FuncOp) -> tuple[list[Buffer], MemoryPlan]:
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     shared: list[tuple[int, int, int]] = []
+    bounds = rt.dim_ranges(function)
     step = -1
     for op in block.ops:
         if isinstance(op, rt.BufferOp):
             buffer = len(offsets)
             buffer_ids[op.result] = owner[op.result] = buffer
-            offsets[buffer], sizes[buffer] = op.offset.value.data, _byte_size(op.result)
+            offsets[buffer], sizes[buffer] = op.offset.value.data, _byte_size(op.result, bounds)
         elif isinstance(op, rt.ViewOp) and op.source in owner:
             owner[op.result] = owner[op.source]
         elif isinstance(op, rt.LaunchOp):
@@ -516,7 +606,7 @@ class KernelToRtPass(ModulePass):
             # Kernel symbols are named per function; one program per module keeps them unique.
             raise LoweringError(f"kernel-to-rt: expected one function to lower, found {len(functions)}")
         for function in functions:
-            lowered, kernels, _ = lower_function(function)
+            lowered, kernels, _ = lower_function(function, dim_bounds(op))
             for kernel_func in kernels:
                 Rewriter.insert_op(kernel_func, InsertPoint.before(function))
             Rewriter.replace_op(function, lowered)

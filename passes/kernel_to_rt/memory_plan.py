@@ -10,6 +10,8 @@ What the caller settles before planning:
   caller merges each view into its source: the source's `last` becomes the last step that reads it or
   any view of it, and the view gets no buffer of its own.
 - Memory that the caller binds outside the arena (model inputs, weights) is not a buffer here.
+- A buffer with dynamic dims has its size at their bounds: at run time it is a view of its actual size
+  at its offset, no larger than its block, so the plan holds at every size (`kernel-to-rt`).
 
 In place: a buffer may name in `inplace_of` an input of the step that writes it (an elementwise kernel
 can overwrite its input as it reads it). `plan` takes that reuse, greedily in step order, when it is

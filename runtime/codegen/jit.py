@@ -7,6 +7,9 @@ into a shared library in the disk cache. Every kernel, compiled now or found in 
 loaded from that library with ctypes, so a process that finds its kernels cached imports no MLIR
 at all; a cached library is loaded only once its checksum holds (`gnomon.runtime.codegen.cache`).
 Identical kernels compile once per process (the library is memoized by its path).
+
+A kernel with `?` dims is compiled once for every size: a call binds arrays of any size there, each memref
+descriptor takes its array's sizes, and the parts a call splits into are counted from them (`PartsRule`).
 """
 
 # torch-mlir's MLIR bindings are a C extension without type stubs: pyright cannot see their names.
@@ -27,12 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, ModuleOp, StringAttr
 
 from gnomon.cost.threads import parts_for
 from gnomon.dialects import kernel
+from gnomon.dialects.graph.base import shape_str
 from gnomon.dialects.graph.constant_values import numpy_dtype
 from gnomon.passes.kernel_to_linalg import CodegenError, lower_kernel
+from gnomon.passes.kernel_to_linalg.lowering import PartsRule
 from gnomon.runtime.codegen.cache import cache_directory, cache_key, verified_entry, write_entry
 from gnomon.runtime.codegen.threads import ParallelCall, cpu_count
 
@@ -167,20 +172,23 @@ class CompiledKernel:
     threads: int
     """Threads its calls split over, from the schedule."""
     parts: int
-    """The most slices its outer loop splits into."""
+    """The most slices its outer loop splits into (with `parts_rule`, at least so many)."""
     work: int
-    """Scalar results per call (multiply-adds for a matmul)."""
+    """Scalar results per call (multiply-adds for a matmul); DYNAMIC_INDEX when a call's arrays tell (their largest)."""
     signature: tuple[tuple[tuple[int, ...], np.dtype[Any]], ...]
-    """Shape and dtype of each argument: inputs, then outputs."""
+    """Shape and dtype of each argument: inputs, then outputs; a `?` dim (DYNAMIC_INDEX) takes any size."""
     inputs: int
     _library: _Library = field(repr=False)
     in_place: int | None = None
     """The input its result is written over (see `lower_kernel`): a call must pass that array as the output."""
+    parts_rule: PartsRule | None = None
+    """How a call counts its parts from its arrays, where loop 0 has `?` dims."""
 
     def bind(
         self, args: Sequence[np.ndarray], results: Sequence[np.ndarray], threads: int | None = None
     ) -> Callable[[], None]:
-        """A closure that runs the kernel on `args` into `results` (C-contiguous, of the kernel's shapes and dtypes).
+        """A closure that runs the kernel on `args` into `results` (C-contiguous, of the kernel's shapes and dtypes:
+        any size for a `?` dim).
 
         The memref descriptors are built here, once; a call of the closure is one ctypes call. The
         closure keeps the arrays alive. It splits over the schedule's threads where each gets at
@@ -196,9 +204,10 @@ class CompiledKernel:
             raise CodegenError(f"kernel @{self.name}: compiled in place, its output must be input {self.in_place}")
         descriptors: list[_Descriptor] = []
         for position, (array, (shape, dtype)) in enumerate(zip(arrays, self.signature, strict=True)):
-            if array.shape != shape or array.dtype != dtype:
+            fits = len(array.shape) == len(shape) and all(d in (n, DYNAMIC_INDEX) for n, d in zip(array.shape, shape))
+            if not fits or array.dtype != dtype:
                 raise CodegenError(
-                    f"kernel @{self.name}: argument {position} must be a {dtype} array of shape {shape}, "
+                    f"kernel @{self.name}: argument {position} must be a {dtype} array of shape {shape_str(shape)}, "
                     f"got {array.dtype} {array.shape}"
                 )
             if not array.flags.c_contiguous:
@@ -207,13 +216,16 @@ class CompiledKernel:
             descriptor.allocated = descriptor.aligned = array.ctypes.data
             descriptor.offset = 0
             if shape:
-                descriptor.sizes[:] = list(shape)
+                descriptor.sizes[:] = list(array.shape)
                 descriptor.strides[:] = [stride // array.itemsize for stride in array.strides]
             descriptor.array = array
             descriptors.append(descriptor)
-        parts = (
-            max(1, min(self.parts, threads)) if threads is not None else parts_for(self.work, self.parts, self.threads)
-        )
+        most, work = self.parts, self.work
+        if self.parts_rule is not None:
+            most = max(most, self.parts_rule.parts([a.shape for a in arrays]))
+        if work == DYNAMIC_INDEX:
+            work = max(a.size for a in arrays)
+        parts = max(1, min(most, threads)) if threads is not None else parts_for(work, most, self.threads)
         if parts == 1:
             return partial(self._library.function, *(ctypes.byref(d) for d in descriptors), 0, 1)
         return ParallelCall(_compiler(), self._library.packed, descriptors, parts, parts)
@@ -258,4 +270,5 @@ def compile_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> Com
         len(kernel_op.function_type.inputs),
         library,
         in_place,
+        lowered.parts_rule,
     )

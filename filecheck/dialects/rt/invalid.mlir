@@ -53,3 +53,27 @@ func.func @launch_missing(%x: memref<4xf32>) {
   rt.launch @nothing(%x) outs(%b) : (memref<4xf32>) -> (memref<4xf32>)
   func.return
 }
+
+// -----
+
+func.func @buffer_unnamed() -> memref<?x8xf32> attributes {rt.arena_size = 512 : i64} {
+  // CHECK: rt.buffer: dim 0 of memref<?x8xf32> is `?` without a name
+  %b = rt.buffer 0 : memref<?x8xf32>
+  func.return %b : memref<?x8xf32>
+}
+
+// -----
+
+func.func @view_dynamic_count(%x: memref<?x8xf32> {rt.dims = #graph.dims<["seq", ""]>}) -> memref<?x4xf32> {
+  // CHECK: rt.view: memref<?x8xf32> and memref<?x4xf32> differ in element count
+  %v = rt.view %x dims #graph.dims<["seq", ""]> : memref<?x8xf32> -> memref<?x4xf32>
+  func.return %v : memref<?x4xf32>
+}
+
+// -----
+
+func.func @view_dynamic_window(%x: memref<?x8xf32> {rt.dims = #graph.dims<["seq", ""]>}) -> memref<?x4xf32> {
+  // CHECK: rt.view: a window of memref<?x8xf32> as memref<?x4xf32> has `?` dims; windows are static
+  %v = rt.view %x [4] dims #graph.dims<["seq", ""]> : memref<?x8xf32> -> memref<?x4xf32>
+  func.return %v : memref<?x4xf32>
+}
