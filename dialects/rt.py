@@ -51,7 +51,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure, SymbolTable, SymbolUserOpInterface
 from xdsl.utils.exceptions import VerifyException
 
-from gnomon.dialects.graph.base import SymbolicDimsAttr, dim_names, ints
+from gnomon.dialects.graph.base import SymbolicDimsAttr, dim_names, dim_value, ints
 
 __all__ = [
     "ARENA_LOWER_BOUND",
@@ -90,7 +90,7 @@ DIM_RANGES = "rt.dim_ranges"
 
 def dim_size(name: str, sizes: Mapping[str, int]) -> int:
     """The size of a named dim when each symbol has its size in `sizes`: a symbol, or a product `batch*seq`."""
-    return prod(sizes[symbol] for symbol in name.split("*"))
+    return dim_value(name, sizes)
 
 
 def shape_at(memref: MemRefType, names: Sequence[str], sizes: Mapping[str, int]) -> tuple[int, ...]:
@@ -157,7 +157,14 @@ def _verify_dims(op: str, memref: MemRefType, dims: SymbolicDimsAttr | None) -> 
 def _count(memref: MemRefType, names: Sequence[str]) -> tuple[int, list[str]]:
     """A memref's element count: the product of its static dims, and the symbols its `?` dims multiply by."""
     static = prod(d for d in memref.get_shape() if d != DYNAMIC_INDEX)
-    return static, sorted(symbol for name in names if name for symbol in name.split("*"))
+    factors: list[str] = []
+    for name in names:
+        if "+" in name:  # a sum is one factor
+            factors.append(name)
+            continue
+        static *= prod(int(part) for part in name.split("*") if part.isdigit())
+        factors += [part for part in name.split("*") if part and not part.isdigit()]
+    return static, sorted(factors)
 
 
 @irdl_op_definition

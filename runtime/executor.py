@@ -31,7 +31,7 @@ from xdsl.ir import SSAValue
 from xdsl.rewriter import Rewriter
 
 from gnomon.dialects import kernel, rt
-from gnomon.dialects.graph.base import ints
+from gnomon.dialects.graph.base import dim_symbols, ints
 from gnomon.dialects.graph.constant_values import constant_to_numpy, element_bytes, numpy_dtype, resource_storage
 from gnomon.errors import GnomonError
 from gnomon.locations import location_name
@@ -222,7 +222,7 @@ def _symbol_dims(args: Sequence[SSAValue], ranges: Mapping[str, tuple[int, int]]
     found = [(index, axis, name) for index, arg in enumerate(args) for axis, name in enumerate(rt.dims_of(arg)) if name]
     read = {name for _, _, name in found}
     for index, axis, name in found:
-        for symbol in name.split("*"):
+        for symbol in dim_symbols(name):
             if symbol not in read or symbol not in ranges:
                 why = "no input dim is it alone" if symbol not in read else f"{rt.DIM_RANGES} has no range for it"
                 raise ProgramError(f"input {index}: dim {axis} ({name}): the size of {symbol} is unknown ({why})")

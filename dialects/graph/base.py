@@ -23,7 +23,8 @@ unnamed `?`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import TypeVar, cast
 
 from xdsl.dialects.builtin import (
@@ -159,6 +160,41 @@ class SymbolicDim(int):
 
     def __repr__(self) -> str:
         return self.symbol
+
+
+def dim_symbols(name: str) -> list[str]:
+    """The symbols in a dim's name: `seq` -> [seq], `2*batch*seq` -> [batch, seq], `past+1` -> [past] (integers are
+    sizes, not symbols). A name is a symbol, a product of symbols and an integer, or a sum of those."""
+    return [part for term in name.split("+") for part in term.split("*") if part and not part.isdigit()]
+
+
+def dim_value(name: str, sizes: Mapping[str, int]) -> int:
+    """The size a dim's name stands for when each symbol has its size in `sizes`."""
+    return sum(math.prod(int(p) if p.isdigit() else sizes[p] for p in term.split("*")) for term in name.split("+"))
+
+
+def product_name(factor: int, names: Sequence[str]) -> str:
+    """The canonical name of a dim of `factor` times the dims named `names`: `2*batch*seq` (integer first, then the
+    symbols sorted, so that equal products have equal names). A sum among `names` is kept whole only alone
+    (a product of sums has no name: the caller leaves the dim unnamed)."""
+    if any("+" in name for name in names):
+        return names[0] if factor == 1 and len(names) == 1 else ""
+    symbols: list[str] = []
+    for name in names:
+        for part in name.split("*"):
+            if part.isdigit():
+                factor *= int(part)
+            elif part:
+                symbols.append(part)
+    return "*".join(([str(factor)] if factor != 1 else []) + sorted(symbols))
+
+
+def sum_name(constant: int, names: Sequence[str]) -> str:
+    """The canonical name of a dim of `constant` plus the dims named `names`: `past+1` (terms sorted, the integer
+    last)."""
+    terms = sorted(term for name in names for term in name.split("+") if not term.isdigit())
+    constant += sum(int(term) for name in names for term in name.split("+") if term.isdigit())
+    return "+".join(terms + ([str(constant)] if constant else []))
 
 
 def dim_names(tensor: TensorT) -> tuple[str, ...]:

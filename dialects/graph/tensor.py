@@ -35,16 +35,20 @@ from xdsl.utils.exceptions import VerifyException
 from gnomon.dialects.graph.base import (
     DYN,
     GraphOperation,
+    SymbolicDim,
     TensorT,
     broadcast_shapes,
     dim_str,
+    dim_symbols,
     dims_compatible,
     dtype_of,
     ints,
     multiply_dims,
     normalize_axis,
+    product_name,
     shape_of,
     shape_str,
+    sum_name,
     tensor_of,
     tensor_type,
 )
@@ -154,6 +158,16 @@ class ReshapeOp(GraphOperation):
             # ? * k elements reshaped to ? * k: the same dim, so it keeps its name (a flatten of [N, C, 1, 1]).
             shape[shape.index(DYN)] = dynamic_in[0]
             return [tensor_of(out.get_element_type(), shape)]
+        if dynamic_in and DYN in shape and all(isinstance(d, SymbolicDim) for d in dynamic_in):
+            # The result's `?` holds what its static dims leave of the input's named ones: a view of [2, seq, 64]
+            # as [?, 64] is `2*seq`, and back as [2, ?, 64] is `seq` again.
+            names = [d.symbol for d in dynamic_in if isinstance(d, SymbolicDim)]
+            static = multiply_dims([d for d in x.get_shape() if d != DYN])
+            total = product_name(static, names)
+            factor = int(total.split("*")[0]) if total.split("*")[0].isdigit() else 1
+            if total and "+" not in total and known and factor % known == 0:
+                shape[shape.index(DYN)] = SymbolicDim(product_name(factor // known, dim_symbols(total)))
+                return [tensor_of(out.get_element_type(), shape)]
         if count_in == DYN or DYN not in shape or known == 0:
             return [out]
         if count_in % known:
@@ -214,7 +228,12 @@ class ConcatOp(GraphOperation):
                     f"graph.concat: input #{i} shape {shape_str(shape)}"
                     f" does not match {shape_str(shapes[0])} off axis {axis}"
                 )
-        out[axis] = DYN if any(s[axis] == DYN for s in shapes) else sum(s[axis] for s in shapes)
+        along = [s[axis] for s in shapes]
+        out[axis] = sum(along) if DYN not in along else DYN
+        if DYN in along and all(isinstance(d, SymbolicDim) for d in along if d == DYN):
+            # A KV cache grown by a step: [?past] and [1] make `past+1`.
+            names = [d.symbol for d in along if isinstance(d, SymbolicDim)]
+            out[axis] = SymbolicDim(sum_name(sum(d for d in along if d != DYN), names))
         return [tensor_of(dtype_of(self.inputs[0], "input"), out)]
 
 

@@ -55,7 +55,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import SymbolTable
 
 from gnomon.dialects import kernel, rt
-from gnomon.dialects.graph.base import dim_bounds, dim_names, i64_array, ints, normalize_axis
+from gnomon.dialects.graph.base import dim_bounds, dim_names, dim_symbols, i64_array, ints, normalize_axis
 from gnomon.dialects.graph.constant_values import element_bytes
 from gnomon.dialects.graph.elementwise import POINTWISE
 from gnomon.dialects.graph.grad import EmbeddingBagAdamUpdateOp, EmbeddingBagUpdateOp
@@ -94,7 +94,7 @@ def _byte_size(value: SSAValue, bounds: Bounds) -> int:
     largest = {symbol: high for symbol, (_, high) in bounds.items()}
     names = _names(value)
     dynamic = [name for d, name in zip(shaped.get_shape(), names, strict=True) if d == DYNAMIC_INDEX]
-    if any(symbol not in largest for name in dynamic for symbol in name.split("*")):
+    if any(symbol not in largest for name in dynamic for symbol in dim_symbols(name)):
         raise LoweringError(f"a buffer of type {shaped} has dims {list(names)}, not all of them ranged")
     return prod(rt.shape_at(MemRefType(shaped.element_type, shaped.get_shape()), names, largest)) * size
 
@@ -123,7 +123,7 @@ def _check_bounded(function: func.FuncOp, bounds: Bounds) -> None:
                     f"{where}: dim {axis} of {_described(value)} ({value.type}) is `?` without a name; the runtime "
                     "plans memory at each dynamic dim's bound: name it and declare its range"
                 )
-            for symbol in name.split("*"):
+            for symbol in dim_symbols(name):
                 if symbol not in bounds:
                     raise LoweringError(
                         f"{where}: dim {axis} ({name}) of {_described(value)} ({value.type}) has no upper bound; "
@@ -500,7 +500,7 @@ def lower_function(
         if isinstance(value.type, TensorType)
         for d, name in zip(value.type.get_shape(), dim_names(value.type), strict=True)
         if d == DYNAMIC_INDEX
-        for symbol in name.split("*")
+        for symbol in dim_symbols(name)
     }
     if symbols:
         ranges = {symbol: i64_array(bounds[symbol]) for symbol in sorted(symbols)}
