@@ -1,25 +1,25 @@
-"""`graph-predicate{device=... taken=... max-unroll=...}`: data-dependent control flow made straight-line where the
-cost model predicts it faster.
+"""`graph-predicate{device=... taken=... max-unroll=...}`: data-dependent control flow made straight-line where the cost
+model predicts it faster.
 
-A `graph.if` becomes both of its sides, computed one after the other, and a `graph.where` per result that selects
-by the predicate. A `graph.while` with a bound on its trips (`max_trips`, at most `max-unroll`) becomes that many
-copies of its condition and body: each copy's condition is and-ed into an `active` flag, and each carried value
-becomes the body's new value where the flag holds, else stays. Where a condition folds (a counted loop's counter
-against its trip count), `graph-fold-constants` and `graph-canonicalize` then remove the selects: the loop is
-unrolled. Either way the program is one static schedule, with no decision on the host: on a GPU that is what a
-captured graph needs; on a CPU it saves the host runtime's round trips and copies.
+A `graph.if` becomes both of its sides, computed one after the other, and a `graph.where` per result that selects by the
+predicate. A `graph.while` with a bound on its trips (`max_trips`, at most `max-unroll`) becomes that many copies of its
+condition and body: each copy's condition is and-ed into an `active` flag, and each carried value becomes the body's new
+value where the flag holds, else stays. Where a condition folds (a counted loop's counter against its trip count),
+`graph-fold-constants` and `graph-canonicalize` then remove the selects: the loop is unrolled. Either way the program is
+one static schedule, with no decision on the host: on a GPU that is what a captured graph needs; on a CPU it saves the
+host runtime's round trips and copies.
 
 Each candidate is priced both ways by `gnomon.cost.control_flow`: kept, as the host runs it (a decision costs
-`Device.host_branch_s` plus the copies across sub-schedules; a branch's sides weighed by `taken`, the share of runs
-that take the then side; a loop at its bound), and predicated, as the straight-line ops it becomes once their
-constants fold (built, folded and priced before the choice). It is predicated when that is predicted faster. The
-decision and both figures are recorded in the IR: `gnomon.predicate = {decision = "host", host_s, predicated_s}`
-on a control op kept, and on the ops that compute a predicated op's results `gnomon.predicated = {op, index, at,
-host_s, predicated_s}` (`index` numbers the predicated ops, `at` is the op's location). Innermost ops are decided
-first, so an outer op is priced with its inner ones as decided.
+`Device.host_branch_s` plus the copies across sub-schedules; a branch's sides weighed by `taken`, the share of runs that
+take the then side; a loop at its expected trips: its bound if counted, else half way), and predicated, as the
+straight-line ops it becomes once their constants fold (built, folded and priced before the choice). It is predicated
+when that is predicted faster. The decision and both figures are recorded in the IR: `gnomon.predicate = {decision =
+"host", host_s, predicated_s}` on a control op kept, and on the ops that compute a predicated op's results
+`gnomon.predicated = {op, index, at, host_s, predicated_s}` (`index` numbers the predicated ops, `at` is the op's
+location). Innermost ops are decided first, so an outer op is priced with its inner ones as decided.
 
-Not predicated: a loop without a bound, or one whose body changes a carried value's shape (a select needs one
-shape), and a branch whose sides yield different shapes.
+Not predicated: a loop without a bound, or one whose body changes a carried value's shape (a select needs one shape),
+and a branch whose sides yield different shapes.
 """
 
 from __future__ import annotations
@@ -46,12 +46,25 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from gnomon.cost.analytical import CostModelError
-from gnomon.cost.control_flow import block_s, host_if_s, host_while_s
+from gnomon.cost.control_flow import (
+    Price,
+    Priced,
+    crossing,
+    expected_trips,
+    host_if_s,
+    host_while_s,
+    region_s,
+)
+from gnomon.cost.critical_path import schedule
 from gnomon.cost.devices import Device
+from gnomon.cost.program import GPU_STREAMS, gnomon_steps
 from gnomon.dialects.graph.control_flow import IfOp, WhileOp
 from gnomon.dialects.graph.elementwise import AndOp, WhereOp
-from gnomon.dialects.graph.tensor import ReshapeOp
+from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
 from gnomon.locations import location_name
+from gnomon.passes.graph_fuse import GraphFusePass, fusion_device
+from gnomon.passes.graph_to_kernel import GraphToKernelPass
+from gnomon.passes.kernel_to_rt import KernelToRtPass
 
 __all__ = ["HOST_ATTR", "PREDICATED_ATTR", "GraphPredicatePass", "PredicateDecision", "explain", "predicate_decisions"]
 
@@ -173,6 +186,53 @@ def _record(values: Sequence[SSAValue], block: Block, entry: dict[str, Attribute
         owner.attributes[PREDICATED_ATTR] = DictionaryAttr(entry)
 
 
+def _compiled(device_name: str, device: Device, ctx: Context) -> Price:
+    """Straight-line ops priced as gnomon compiles them: outlined into a program of their own (the values they read
+    from outside as its inputs, constants cloned in, the values read after them as its results), fused and lowered
+    as the lowering pipeline does, each launch and copy priced by `gnomon_steps`."""
+
+    def price(ops: Sequence[Operation]) -> Priced:
+        module = _outlined(ops)
+        GraphFusePass(device=device_name).apply(ctx, module)
+        GraphToKernelPass().apply(ctx, module)
+        KernelToRtPass().apply(ctx, module)
+        steps = gnomon_steps(module, device)
+        tasks = [step.task for step in steps]
+        e2e = schedule(tasks, 1 if device.kind == "cpu" else GPU_STREAMS, synchronous=device.kind == "cpu").e2e_s
+        copies = sum(step.task.host_s for step in steps if step.cost is None)  # a CPU's copies, one after another
+        return Priced(e2e - copies, copies)
+
+    return price
+
+
+def _predicated_s(block: Block, device: Device, price: Price, taken: float) -> float:
+    """The predicted seconds of predicated code: inside the program around it, straight-line code pays its kernels,
+    not the copies of a sub-schedule; control flow kept for the host in it (an inner op not predicated) splits it."""
+    if any(isinstance(op, IfOp | WhileOp) for op in block.ops):
+        return region_s(block, device, price, taken)
+    ops = list(block.ops)
+    return price(ops).run_s if any(not isinstance(op, ConstantOp) for op in ops) else 0.0
+
+
+def _outlined(ops: Sequence[Operation]) -> ModuleOp:
+    """`ops` cloned into a function of their own: a scratch program to price."""
+    inputs, outputs = crossing(ops)
+    block = Block(arg_types=[v.type for v in inputs])
+    values: dict[SSAValue, SSAValue] = dict(zip(inputs, block.args, strict=True))
+    for op in ops:
+        for operand in op.operands:  # constants from outside: cloned, as weights are into every segment
+            if operand not in values and isinstance(operand.owner, ConstantOp):
+                constant = operand.owner.clone()
+                block.add_op(constant)
+                values[operand] = constant.results[0]
+        clone = op.clone(values)
+        values.update(zip(op.results, clone.results, strict=True))
+        block.add_op(clone)
+    block.add_op(func.ReturnOp(*(values[v] for v in outputs)))
+    signature = FunctionType.from_lists([v.type for v in inputs], [v.type for v in outputs])
+    return ModuleOp([func.FuncOp("priced", signature, Region(block))])
+
+
 def _seconds(value: float) -> FloatAttr:
     return FloatAttr(value, f64)
 
@@ -193,8 +253,6 @@ class GraphPredicatePass(ModulePass):
     """`auto` (by predicted time), `always` (every op that can be), `never` (record the predictions only)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from gnomon.passes.graph_fuse import fusion_device
-
         if self.mode not in ("auto", "always", "never"):
             raise ValueError(f"graph-predicate: mode must be auto, always or never, got {self.mode!r}")
         if not 0.0 <= self.taken <= 1.0:
@@ -206,12 +264,13 @@ class GraphPredicatePass(ModulePass):
 
     def _decide(self, op: IfOp | WhileOp, device: Device, ctx: Context, number: int) -> bool:
         """Predicate `op` (the `number`-th so far) or keep it; whether it was predicated."""
+        price = _compiled(self.device, device, ctx)
         host_s: float | None = None
         try:
             if isinstance(op, IfOp):
-                host_s = host_if_s(op, device, self.taken)
+                host_s = host_if_s(op, device, price, self.taken)
             elif op.trip_bound is not None:
-                host_s = host_while_s(op, device, op.trip_bound, self.taken)
+                host_s = host_while_s(op, device, expected_trips(op), price, self.taken)
         except CostModelError:
             pass
         try:
@@ -221,7 +280,7 @@ class GraphPredicatePass(ModulePass):
             return False
         block, values = _folded(block, values, ctx)
         try:
-            predicated_s: float | None = block_s(block, device, self.taken)
+            predicated_s: float | None = _predicated_s(block, device, price, self.taken)
         except CostModelError:
             predicated_s = None
         faster = host_s is not None and predicated_s is not None and predicated_s < host_s

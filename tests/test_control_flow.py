@@ -10,7 +10,7 @@ from xdsl.parser import Parser
 
 from gnomon.context import gnomon_context
 from gnomon.cost import load_device
-from gnomon.cost.control_flow import host_if_s
+from gnomon.cost.control_flow import counted, expected_trips, host_if_s, op_sum
 from gnomon.dialects.graph.control_flow import IfOp, WhileOp
 from gnomon.passes.graph_predicate import GraphPredicatePass, predicate_decisions
 from gnomon.passes.graph_shape_inference import GraphShapeInferencePass
@@ -69,6 +69,17 @@ func.func @main(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<i64>) {
   func.return %h, %n : tensor<2x4xf32>, tensor<i64>
 }
 """
+
+
+# The then side is a 512^3 product, the else side a relu.
+COSTLY = (
+    BRANCH.replace("2x4", "512x512")
+    .replace("graph.relu %x :", "graph.matmul %x, %x :")
+    .replace(
+        "(tensor<512x512xf32>) -> tensor<512x512xf32>\n    graph.yield %r",
+        "(tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>\n    graph.yield %r",
+    )
+)
 
 
 def parse(text: str) -> ModuleOp:
@@ -148,15 +159,7 @@ def test_predication_is_decided_by_predicted_time() -> None:
         assert decision.predicated_s < decision.host_s
     # A costly side (a 512^3 product) computed for nothing costs more than the decision and the copies of a host
     # branch: it stays on the host.
-    costly = (
-        BRANCH.replace("2x4", "512x512")
-        .replace("graph.relu %x :", "graph.matmul %x, %x :")
-        .replace(
-            "(tensor<512x512xf32>) -> tensor<512x512xf32>\n    graph.yield %r",
-            "(tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>\n    graph.yield %r",
-        )
-    )
-    (decision,) = predicate_decisions(predicated(costly, device="generic-cpu"))
+    (decision,) = predicate_decisions(predicated(COSTLY, device="generic-cpu"))
     assert decision.decision == "host"
     assert decision.host_s is not None
     assert decision.predicated_s is not None
@@ -164,10 +167,12 @@ def test_predication_is_decided_by_predicted_time() -> None:
 
 
 def test_host_branch_weighs_its_sides_by_the_share_taken() -> None:
-    (branch,) = [op for op in parse(BRANCH.replace("2x4", "256x256")).walk() if isinstance(op, IfOp)]
+    (branch,) = [op for op in parse(COSTLY).walk() if isinstance(op, IfOp)]
     device = load_device("generic-cpu")
-    then_heavy, else_heavy = host_if_s(branch, device, 1.0), host_if_s(branch, device, 0.0)
-    assert host_if_s(branch, device, 0.5) == pytest.approx((then_heavy + else_heavy) / 2)
+    price = op_sum(device)
+    then_heavy, else_heavy = host_if_s(branch, device, price, 1.0), host_if_s(branch, device, price, 0.0)
+    assert host_if_s(branch, device, price, 0.5) == pytest.approx((then_heavy + else_heavy) / 2)
+    assert then_heavy > 2 * else_heavy
 
 
 def test_unbounded_loop_stays_on_the_host_and_says_why() -> None:
@@ -191,3 +196,54 @@ def test_native_program_with_or_without_predication_computes_what_the_reference_
         expected, trips = halving(x)
         assert int(n) == trips
         np.testing.assert_allclose(h, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("predicate", ["always", "never"])
+def test_torch_early_exit_and_loop_run_natively_as_eager_does(predicate: str) -> None:
+    import torch
+    from torch._higher_order_ops.while_loop import while_loop
+
+    import gnomon
+
+    class EarlyExitThenRefine(torch.nn.Module):
+        """Answer from a first head when it is confident, else from a deeper one; then refine while the step is
+        large, at most 4 trips (a bound gnomon reads from the counted condition)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.stem, self.exit, self.deep = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+            self.step = torch.nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = torch.relu(self.stem(x))
+            y = torch.cond(h.sum() > 1.0, lambda h: self.exit(h), lambda h: torch.tanh(self.deep(h)) * 2, (h,))
+
+            def go(i: torch.Tensor, y: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+                return (i < 4) & (delta > 0.5)
+
+            def refine(i: torch.Tensor, y: torch.Tensor, delta: torch.Tensor):
+                new = torch.tanh(self.step(y))
+                return i + 1, new, (new - y).abs().amax()
+
+            return while_loop(go, refine, (torch.zeros((), dtype=torch.int64), y, torch.ones(())))[1]
+
+    model = EarlyExitThenRefine().eval()
+    example = (torch.randn(2, 8),)
+    executable = gnomon.compile(model, example, predicate=predicate)
+    assert (executable.host is None) == (predicate == "always")
+    for scale in (0.01, 1.0, 30.0):
+        x = torch.randn(2, 8, generator=torch.Generator().manual_seed(int(scale * 100))) * scale
+        with torch.no_grad():
+            expected = model(x).numpy()
+        np.testing.assert_allclose(executable(x)[0], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_counted_loop_is_priced_at_its_bound_and_one_on_data_half_way() -> None:
+    (data,) = [op for op in parse(HALVING).walk() if isinstance(op, WhileOp)]
+    assert not counted(data)
+    assert expected_trips(data) == 3.0  # a bound of 5 trips, stopped by the data at any of them
+    counter_only = HALVING.replace("%go = graph.and %lt, %big", "%go = graph.and %lt, %lt")
+    (fixed,) = [op for op in parse(counter_only).walk() if isinstance(op, WhileOp)]
+    assert counted(fixed)
+    assert expected_trips(fixed) == 5.0

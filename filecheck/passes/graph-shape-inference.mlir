@@ -90,3 +90,18 @@ func.func @named_dims(%x: tensor<?x3x?x8xf32, #graph.dims<["N", "", "H", ""]>>, 
   // CHECK-NEXT: func.return {{.*}} : tensor<?x10xf32, #graph.dims<["N", ""]>>
   func.return %y : tensor<?x10xf32>
 }
+
+// Derived dynamic dims are named after the dims they come from, so that the runtime can size them: a view of
+// [2, seq, 64] as [?, 64] holds `2*seq` rows, and back as [2, ?, 64] `seq` again; a cache of `past` positions grown
+// by one step has `past+1`.
+
+// CHECK-LABEL: func.func @derived_names(
+// CHECK:         graph.reshape %x : ({{.*}}) -> tensor<?x64xf32, #graph.dims<["2*seq", ""]>>
+// CHECK:         graph.reshape %{{.*}} : ({{.*}}) -> tensor<2x?x64xf32, #graph.dims<["", "seq", ""]>>
+// CHECK:         graph.concat %k, %new {{.*}} -> tensor<1x?x16xf32, #graph.dims<["", "past+1", ""]>>
+func.func @derived_names(%x: tensor<2x?x64xf32, #graph.dims<["", "seq", ""]>>, %k: tensor<1x?x16xf32, #graph.dims<["", "past", ""]>>, %new: tensor<1x1x16xf32>) -> (tensor<2x?x64xf32>, tensor<1x?x16xf32>) {
+  %flat = graph.reshape %x : (tensor<2x?x64xf32, #graph.dims<["", "seq", ""]>>) -> tensor<?x64xf32>
+  %back = graph.reshape %flat : (tensor<?x64xf32>) -> tensor<2x?x64xf32>
+  %grown = graph.concat %k, %new {axis = 1 : i64} : (tensor<1x?x16xf32, #graph.dims<["", "past", ""]>>, tensor<1x1x16xf32>) -> tensor<1x?x16xf32>
+  func.return %back, %grown : tensor<2x?x64xf32>, tensor<1x?x16xf32>
+}
