@@ -1,7 +1,7 @@
 """Dynamic shapes: one compilation for a range of sizes, against recompiling per size and padding to the maximum
 (issue 19, acceptance 2).
 
-Two workloads, over lengths 1..128 (`--lengths` narrows them):
+Two workloads, over lengths 1..128 (`--lengths` changes them; the encoder's positions stop at 128):
 - encoder: `gnomon.models.BertEncoder` (token and position embeddings, 2 post-norm layers, d_model 64, batch 2)
   at every sequence length;
 - decode: a GPT-2-style decoder step (one new token against a KV cache of `past` positions, 2 layers, d_model 64,
@@ -19,6 +19,7 @@ the table prints a sample of lengths and the geomeans over all of them. Targets:
 than per shape, runs within 1.1x of per shape (geomean), and at least 1.5x faster than padded.
 
     python bench/dynamic.py [--workloads encoder,decode] [--lengths 1-128] [--repeats 5]
+    python bench/dynamic.py --workloads decode --lengths 8-1024:8   # GPT-2's context, every 8th cache length
 
 Run it alone on the machine (never beside the tests or another benchmark).
 """
@@ -180,8 +181,9 @@ def encoder(lengths: Sequence[int], repeats: int) -> None:
 
 
 def decode(lengths: Sequence[int], repeats: int) -> None:
-    step = DecoderStep()
-    layers, heads, dh, top = step.layers, step.heads, step.head_dim, max(lengths)
+    top = max(lengths)
+    step = DecoderStep(max_len=top + 1)
+    layers, heads, dh = step.layers, step.heads, step.head_dim
 
     def caches(past: int) -> list[torch.Tensor]:
         torch.manual_seed(past)
@@ -264,8 +266,10 @@ def _report(
 
 
 def parse_lengths(text: str) -> list[int]:
-    low, _, high = text.partition("-")
-    return list(range(int(low), int(high or low) + 1))
+    """`1-128` (every length), `8-1024:8` (every 8th)."""
+    span, _, step = text.partition(":")
+    low, _, high = span.partition("-")
+    return list(range(int(low), int(high or low) + 1, int(step or 1)))
 
 
 def main() -> None:

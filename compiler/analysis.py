@@ -12,12 +12,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
+
 from gnomon.cost.devices import Device, load_device
 from gnomon.cost.eager import eager_report
 from gnomon.cost.eager_training import eager_training_report
 from gnomon.cost.program import program_report
 from gnomon.cost.report import TARGETS, AnalysisError, Report
 from gnomon.cost.steps import count_parameters
+from gnomon.dialects.graph.base import dim_names
 from gnomon.errors import GnomonError
 
 if TYPE_CHECKING:
@@ -75,12 +79,33 @@ def analyze(
         if batch is None:
             raise
         raise AnalysisError(f"--batch {batch}: {error}") from error
+    _check_static(module, name)
     if target == "torch-eager":
         return eager_report(module, resolved, name)
     from gnomon.executable import lower
 
     lowered = lower(module, name, verify_each=verify_each, dump_ir=dump_ir)
     return program_report(lowered, resolved, name, count_parameters(lowered))
+
+
+def _check_static(module: ModuleOp, name: str) -> None:
+    """A prediction is for static shapes: a dynamic input dim is one line saying how to fix it."""
+    dims = sorted(
+        {
+            dim_name or "?"
+            for function in module.ops
+            if isinstance(function, func.FuncOp)
+            for arg in function.function_type.inputs.data
+            if isinstance(arg, TensorType)
+            for d, dim_name in zip(arg.get_shape(), dim_names(arg), strict=True)
+            if d == DYNAMIC_INDEX
+        }
+    )
+    if dims:
+        raise AnalysisError(
+            f"{name} has dynamic input dims ({', '.join(dims)}); a prediction is for static shapes: give the batch"
+            " (--batch N) or the input shapes (--input-shape NAME=DIMS)"
+        )
 
 
 def _training_report(

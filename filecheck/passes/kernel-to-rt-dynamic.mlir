@@ -16,7 +16,7 @@
 // CHECK-NEXT:    %[[V:.*]] = rt.view %[[R]] dims #graph.dims<["seq", ""]> : memref<1x?x8xf32> -> memref<?x8xf32>
 // CHECK-NEXT:    func.return %[[V]] : memref<?x8xf32>
 
-// UNBOUNDED: gnomon-opt: error: @unbounded: dim 0 (n) of input 0 (tensor<?x8xf32, #graph.dims<["n", ""]>>) has no upper bound; declare its range (--input-shape n=1..N, dim_ranges={'n': (1, N)})
+// UNBOUNDED: gnomon-opt: error: @unbounded: dim 0 (n) of input 0 (tensor<?x8xf32, #graph.dims<["n", ""]>>) has no upper bound; declare its range (e.g. --input-shape n=1..64, or dim_ranges={'n': (1, 64)})
 
 builtin.module attributes {gnomon.dim_bounds = {seq = 16 : i64}, gnomon.dim_lower_bounds = {seq = 2 : i64}} {
   func.func @dynamic(%x: tensor<3x?x8xf32, #graph.dims<["", "seq", ""]>>) -> tensor<?x8xf32, #graph.dims<["seq", ""]>> {

@@ -127,7 +127,7 @@ def _check_bounded(function: func.FuncOp, bounds: Bounds) -> None:
                 if symbol not in bounds:
                     raise LoweringError(
                         f"{where}: dim {axis} ({name}) of {_described(value)} ({value.type}) has no upper bound; "
-                        f"declare its range (--input-shape {symbol}=1..N, dim_ranges={{{symbol!r}: (1, N)}})"
+                        f"declare its range (e.g. --input-shape {symbol}=1..64, or dim_ranges={{{symbol!r}: (1, 64)}})"
                     )
 
 
