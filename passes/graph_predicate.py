@@ -24,7 +24,7 @@ and a branch whose sides yield different shapes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -320,7 +320,7 @@ class GraphPredicatePass(ModulePass):
         op.attributes[HOST_ATTR] = DictionaryAttr(entry)
 
 
-def _optional_seconds(entries: dict[str, Attribute], key: str) -> float | None:
+def _optional_seconds(entries: Mapping[str, Attribute], key: str) -> float | None:
     value = entries.get(key)
     return value.value.data if isinstance(value, FloatAttr) else None
 

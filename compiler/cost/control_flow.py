@@ -63,7 +63,9 @@ def crossing(ops: Sequence[Operation]) -> tuple[list[SSAValue], list[SSAValue]]:
             owner = operand.owner
             if owner not in inside and not isinstance(owner, ConstantOp) and operand not in inputs:
                 inputs.append(operand)
-    outputs = [r for op in ops for r in op.results if any(use.operation not in inside for use in r.uses)]
+    outputs: list[SSAValue] = [
+        r for op in ops for r in op.results if any(use.operation not in inside for use in r.uses)
+    ]
     return inputs, outputs
 
 

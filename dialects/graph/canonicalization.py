@@ -234,8 +234,9 @@ class SelectByConstantCondition(RewritePattern):
 class DropConstantConjunct(RewritePattern):
     """`x and true` is x; `x and false` is the false constant (each where it has the result's type)."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: ew.AndOp, rewriter: PatternRewriter) -> None:
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, ew.AndOp):
+            return
         for constant, other in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
             truth = _uniform_truth(constant)
             if truth is None:
@@ -289,7 +290,9 @@ def _bound(op: WhileOp, condition: SSAValue, region: Block, after_trip: bool) ->
             index = _counter(compare.lhs, body)
         else:
             index = region.args.index(compare.lhs) if compare.lhs in region.args else None
-            index = index if index is not None and _counter(body.last_op.operands[index], body) == index else None
+            yielded = body.last_op
+            assert yielded is not None
+            index = index if index is not None and _counter(yielded.operands[index], body) == index else None
         start = None if index is None else _constant_int(op.inits[index])
         if start is None:
             continue

@@ -123,7 +123,8 @@ class IfOp(IRDLOperation):
 
     def verify_(self) -> None:
         self.infer_result_types()
-        _check_results(self, self.then_region.block.last_op.operands, self.else_region.block.last_op.operands)
+        then_values = _yielded(self.then_region, "graph.if then region").values
+        _check_results(self, then_values, _yielded(self.else_region, "graph.if else region").values)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")

@@ -80,14 +80,16 @@ def _condition(value: SSAValue) -> SSAValue | bool:
     owner = value.owner
     if isinstance(owner, ConstantBoolOp):
         return bool(owner.value.value.data)
-    name = torch_op_name(owner) if isinstance(owner, Operation) else ""
+    if not isinstance(owner, Operation):
+        raise NotConvertible("a condition that is a block argument, not computed from a tensor")
+    name = torch_op_name(owner)
     tensor: SSAValue | None = None
     if name == "torch.aten.Bool.Tensor":
         tensor = owner.operands[0]
     elif name == "torch.aten.Bool.int" and isinstance(inner := owner.operands[0].owner, Operation):
         tensor = inner.operands[0] if torch_op_name(inner) == "torch.aten.item" else None
     if tensor is None:
-        raise NotConvertible(f"a condition computed by {name or 'a block argument'}, not from a tensor")
+        raise NotConvertible(f"a condition computed by {name}, not from a tensor")
     if not isinstance(tensor.type, TensorType):
         raise NotConvertible("a condition computed from a tensor that did not convert")
     if any(d != 1 for d in tensor.type.get_shape()):
@@ -184,7 +186,7 @@ def convert_loop(args: AtenArgs) -> list[SSAValue]:
 
     # do: the old body, then the counter's step and the new condition
     counter = body_block.args[0] if counted else None
-    values = dict(zip(carried_args, body_block.args[len(state) :], strict=True))
+    values: dict[SSAValue, SSAValue] = dict(zip(carried_args, body_block.args[len(state) :], strict=True))
     for op in list(body.ops):
         if isinstance(op, UnrealizedConversionCastOp) and ITERATION_CAST in op.attributes:
             assert counter is not None
