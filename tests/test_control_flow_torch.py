@@ -251,6 +251,7 @@ def test_exported_control_flow_computes_what_torch_does(
     [
         (ScriptedIf, [(X,), (-X,)]),
         (ScriptedRowLoop, [(X,), (-X,)]),
+        (ScriptedRowSum, [(X,), (-X,)]),
         (ScriptedCountLoop, [(X, torch.tensor(n)) for n in (0, 1, 4)]),
         (ScriptedWhile, [(scaled(total),) for total in (0.5, 1.5, 40.0)]),
     ],

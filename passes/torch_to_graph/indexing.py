@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 from xdsl.dialects.builtin import IntegerType, TensorType, i1, i64
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import (
@@ -32,7 +32,7 @@ from gnomon.dialects.graph.tensor import (
     TransposeOp,
 )
 from gnomon.dialects.torch import NoneType, PrimListUnpackOp, ValueTensorType
-from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
+from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, fold_scalar, tensor_type, torch_op_name
 from gnomon.passes.torch_to_graph.registry import converts
 
 
@@ -142,6 +142,19 @@ def unbind(a: AtenArgs) -> list[SSAValue]:
     return _unpacked(a, reshaped)
 
 
+def _runtime_index(value: SSAValue) -> SSAValue | None:
+    """The one-element integer tensor a runtime index is the item of; None otherwise."""
+    owner = value.owner
+    if not isinstance(owner, Operation) or torch_op_name(owner) not in ("torch.aten.item", "torch.aten.Int.Tensor"):
+        return None
+    tensor = owner.operands[0]
+    if not isinstance(tensor.type, TensorType) or any(d != 1 for d in tensor.type.get_shape()):
+        return None
+    if not isinstance(tensor.type.get_element_type(), IntegerType) or tensor.type.get_element_type() == i1:
+        return None
+    return tensor
+
+
 def slice_along(a: AtenArgs, dim: int, start: int, end: int, step: int) -> SSAValue:
     """`self[start:end:step]` along `dim` (Python's bounds), the input itself when that is all of it."""
     x = a.tensor("self")
@@ -170,8 +183,15 @@ def slice_tensor(a: AtenArgs) -> SSAValue:
 
 @converts("torch.aten.select.int", args="self dim index")
 def select(a: AtenArgs) -> SSAValue:
-    index = a.int("index")
     dim = a.int("dim")
+    if fold_scalar(a.values["index"]) is None and (position := _runtime_index(a.values["index"])) is not None:
+        # x[i] with i known only at run time (a loop's counter): a gather of one position, which drops the dim.
+        x, position = a.tensor("self"), a.reshape(position, [])
+        axis = dim % len(shape_of(x, "select input"))
+        properties = {"axis": i64_attr(axis)}
+        gather = GatherOp.build(operands=[x, position], properties=properties, result_types=[a.result_type()])
+        return a.value(gather)
+    index = a.int("index")
     piece = slice_along(a, dim, index, index + 1 if index != -1 else 2**62, 1)
     return a.value(ReshapeOp.build(operands=[piece], result_types=[a.result_type()]))
 
