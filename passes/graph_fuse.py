@@ -24,20 +24,32 @@ legal join, as `graph-to-kernel` does by itself, and says so (`decision = "fuse"
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr, UnitAttr, f64, i64
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    DictionaryAttr,
+    FloatAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    UnitAttr,
+    f64,
+    i64,
+)
 from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 
 from gnomon.cost.analytical import CostModelError, boundary_bytes
 from gnomon.cost.calls import library_calls
 from gnomon.cost.devices import LOCAL, Device, load_device, local_device_path
 from gnomon.cost.program import kernel_cost
-from gnomon.dialects.graph.base import GraphOperation
+from gnomon.dialects.graph.base import GraphOperation, dim_bounds, dim_names, dim_symbols, dim_value, tensor_of
 from gnomon.dialects.graph.nn import ConvOp
 from gnomon.dialects.graph.reduce import ReduceOp
 from gnomon.locations import location_name
@@ -121,12 +133,32 @@ def depthwise_pair(ops: Sequence[Operation], index: int) -> Group | None:
     return group if len(group.ops) > 1 and isinstance(group.ops[-1], ConvOp) else None
 
 
+def _at_sizes(kernel: Operation, sizes: Mapping[str, int]) -> None:
+    """Give the named `?` dims of an outlined candidate (a scratch copy) the sizes of their symbols, so that the cost
+    model prices it as it runs there."""
+    for value in [
+        *(a for block in kernel.walk_blocks() for a in block.args),
+        *(r for o in kernel.walk() for r in o.results),
+    ]:
+        tensor = value.type
+        if not isinstance(tensor, TensorType) or DYNAMIC_INDEX not in tensor.get_shape():
+            continue
+        shape = [
+            dim_value(name, sizes) if d == DYNAMIC_INDEX and name and all(s in sizes for s in dim_symbols(name)) else d
+            for d, name in zip(tensor.get_shape(), dim_names(tensor), strict=True)
+        ]
+        Rewriter.replace_value_with_new_type(value, tensor_of(tensor.get_element_type(), shape))
+
+
 class Fuser:
     """Forms one function's kernel groups in program order, pricing each choice."""
 
-    def __init__(self, device: Device, threads: int):
+    def __init__(self, device: Device, threads: int, sizes: Mapping[str, int] | None = None):
         self.device = device
         self.threads = threads
+        self.sizes = dict(sizes or {})
+        """The size each dynamic dim's symbol is priced at: the top of its declared range, where the memory plan is
+        made and where the time is (a `?` the model cannot size stays unpriced)."""
         self._prices: dict[tuple[Kind, tuple[int, ...]], float] = {}
 
     def price(self, group: Group) -> float:
@@ -136,6 +168,8 @@ class Fuser:
             built = build_kernel(group, 0, self.threads)
             try:
                 kernel = outline_kernel(built, "candidate")
+                if self.sizes:
+                    _at_sizes(kernel, self.sizes)
                 calls = library_calls(kernel)
                 # As a serving loop runs it: each function it calls last ran about one kernel's traffic ago.
                 moved = boundary_bytes([op for op in kernel.body.block.ops if isinstance(op, GraphOperation)])
@@ -265,7 +299,8 @@ class GraphFusePass(ModulePass):
     """Threads per generated kernel, as `graph-to-kernel`'s option; 0 means all of this machine's cores."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        fuser = Fuser(fusion_device(self.device), self.threads or os.cpu_count() or 1)
+        sizes = {symbol: high for symbol, (_, high) in dim_bounds(op).items()}
+        fuser = Fuser(fusion_device(self.device), self.threads or os.cpu_count() or 1, sizes)
         for function in op.ops:
             if isinstance(function, func.FuncOp) and function.body.blocks:
                 fuser.fuse(function)
