@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DYNAMIC_INDEX, ArrayAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    ArrayAttr,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    UnitAttr,
+)
 from xdsl.ir import BlockArgument
 
 from gnomon.dialects import rt
@@ -51,6 +60,10 @@ __all__ = [
 BACKENDS = ("native", "reference")
 
 """The classes (by qualified name, so that torch need not load) of the live models `compile_model` takes."""
+
+
+HOST_PROGRAM_ATTR = "gnomon.host_program"
+"""Marks a saved graph program whose control flow runs on the host: `load_compiled` lowers its segments."""
 
 
 class InputError(GnomonError):
@@ -321,11 +334,13 @@ class Executable:
         return self._program.profile
 
     def save(self, path: str | Path) -> None:
-        """Write the lowered program (weights included) so that `load_compiled` runs it without re-importing."""
+        """Write the lowered program (weights included) so that `load_compiled` runs it without re-importing. A
+        program with control flow on the host is written as its graph program, rewritten (predication decided) and
+        marked `HOST_PROGRAM_ATTR`: loading lowers its segments again (their kernels come from the disk cache)."""
         from gnomon.printing import print_module
 
         if self._host is not None:
-            raise GnomonError(f"cannot save {path}: saving a compiled program with control flow is not supported yet")
+            self.module.attributes[HOST_PROGRAM_ATTR] = UnitAttr()
         with writing(path) as stream:
             print_module(self.module, stream)
 
@@ -441,10 +456,15 @@ def load_compiled(path: str | Path) -> Executable:
         module = parse_with_resources(path.read_text(), {"func": lambda: Func, **DIALECTS}, str(path))
     except Exception as error:  # xDSL raises several types for malformed text
         raise GnomonError(f"{path} is not a gnomon program: {_first_line(error)}") from error
-    if not rt_functions(module):
+    host = HOST_PROGRAM_ATTR in module.attributes
+    if not rt_functions(module) and not host:
         raise GnomonError(f"{path} holds no compiled program (write one with `gnomon compile`)")
     try:
         module.verify()
+        if host:
+            from gnomon.host_program import lower_host
+
+            return Executable(module, "native", host=lower_host(module, path.name))
         return Executable(module, "native")  # its Program runs `verify_program` before it compiles a kernel
     except (VerifyException, ProgramError, MemoryPlanError, LoweringError) as error:
         raise ProgramError(f"{path}: {_first_line(error)}") from error

@@ -22,7 +22,7 @@ from gnomon.dialects.graph.elementwise import DropoutOp
 from gnomon.dialects.graph.nn import BatchNormOp
 from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.errors import GnomonError
-from gnomon.executable import Executable, InputError, executable_from_graph
+from gnomon.executable import Executable, InputError, executable_from_graph, load_compiled
 from gnomon.host_program import split
 from gnomon.passes.kernel_to_rt import LoweringError
 from gnomon.reference import run_reference
@@ -365,9 +365,14 @@ def test_gnomon_compile_runs_an_onnx_loop_with_an_if(tmp_path: Path):
     _check_shared_arena(native)
 
 
-def test_saving_control_flow_is_refused(tmp_path: Path):
+def test_a_saved_program_with_control_flow_loads_and_runs(tmp_path: Path):
     executable = _compiled(IF_PROGRAM)
-    with pytest.raises(GnomonError, match="control flow is not supported yet"):
-        executable.save(tmp_path / "model.mlir")
     with pytest.raises(GnomonError, match="control flow"):
         _ = executable.program
+    path = tmp_path / "model.mlir"
+    executable.save(path)
+    assert "graph.if" in path.read_text()
+    loaded = load_compiled(path)
+    assert loaded.host is not None
+    for seed in (1, 2):
+        _check(loaded, IF_PROGRAM, [_x(seed)])
