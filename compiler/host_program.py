@@ -23,6 +23,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
 
+from gnomon.dialects.graph.base import dim_names
 from gnomon.dialects.graph.constant_values import constant_to_numpy
 from gnomon.dialects.graph.control_flow import IfOp, WhileOp
 from gnomon.dialects.graph.tensor import ConstantOp
@@ -68,10 +69,14 @@ class _Splitter:
         return self.slots[value]
 
     def static_slots(self, values: Sequence[SSAValue], op: IfOp | WhileOp) -> tuple[int, ...]:
-        """The slots of a control op's results or of its regions' arguments, which must have static shapes: each
-        segment is compiled once, for the shapes it is given."""
+        """The slots of a control op's results or of its regions' arguments, whose dynamic dims must be named (the
+        model's own, whose sizes the inputs give): an unnamed `?` is a size that changes at run time (branches or
+        trips that make different shapes), which no segment's memory plan can hold."""
         for value in values:
-            if isinstance(value.type, TensorType) and any(d < 0 for d in value.type.get_shape()):
+            unnamed = isinstance(value.type, TensorType) and any(
+                d < 0 and not name for d, name in zip(value.type.get_shape(), dim_names(value.type), strict=True)
+            )
+            if unnamed:
                 raise LoweringError(
                     f"{self.source}: {op.name} at {location_name(op.location)} carries {value.type}, whose size "
                     "changes at run time; the native backend needs static shapes (use backend='reference')"

@@ -45,7 +45,6 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
-from gnomon.cost.analytical import CostModelError
 from gnomon.cost.control_flow import (
     Price,
     Priced,
@@ -58,9 +57,11 @@ from gnomon.cost.control_flow import (
 from gnomon.cost.critical_path import schedule
 from gnomon.cost.devices import Device
 from gnomon.cost.program import GPU_STREAMS, gnomon_steps
+from gnomon.dialects.graph.base import DIM_BOUNDS_ATTR, DIM_LOWER_BOUNDS_ATTR
 from gnomon.dialects.graph.control_flow import IfOp, WhileOp
 from gnomon.dialects.graph.elementwise import AndOp, WhereOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
+from gnomon.errors import GnomonError
 from gnomon.locations import location_name
 from gnomon.passes.graph_fuse import GraphFusePass, fusion_device
 from gnomon.passes.graph_to_kernel import GraphToKernelPass
@@ -186,13 +187,14 @@ def _record(values: Sequence[SSAValue], block: Block, entry: dict[str, Attribute
         owner.attributes[PREDICATED_ATTR] = DictionaryAttr(entry)
 
 
-def _compiled(device_name: str, device: Device, ctx: Context) -> Price:
+def _compiled(device_name: str, device: Device, ctx: Context, attributes: Mapping[str, Attribute]) -> Price:
     """Straight-line ops priced as gnomon compiles them: outlined into a program of their own (the values they read
     from outside as its inputs, constants cloned in, the values read after them as its results), fused and lowered
     as the lowering pipeline does, each launch and copy priced by `gnomon_steps`."""
 
     def price(ops: Sequence[Operation]) -> Priced:
         module = _outlined(ops)
+        module.attributes.update(attributes)  # the declared ranges of dynamic dims: the plan is made at their tops
         GraphFusePass(device=device_name).apply(ctx, module)
         GraphToKernelPass().apply(ctx, module)
         KernelToRtPass().apply(ctx, module)
@@ -264,14 +266,16 @@ class GraphPredicatePass(ModulePass):
 
     def _decide(self, op: IfOp | WhileOp, device: Device, ctx: Context, number: int) -> bool:
         """Predicate `op` (the `number`-th so far) or keep it; whether it was predicated."""
-        price = _compiled(self.device, device, ctx)
+        module = op.get_toplevel_object()
+        ranges = {k: v for k, v in module.attributes.items() if k in (DIM_BOUNDS_ATTR, DIM_LOWER_BOUNDS_ATTR)}
+        price = _compiled(self.device, device, ctx, ranges)
         host_s: float | None = None
         try:
             if isinstance(op, IfOp):
                 host_s = host_if_s(op, device, price, self.taken)
             elif op.trip_bound is not None:
                 host_s = host_while_s(op, device, expected_trips(op), price, self.taken)
-        except CostModelError:
+        except GnomonError:  # a shape the cost model or the lowering cannot take
             pass
         try:
             block, values = _predicated_if(op) if isinstance(op, IfOp) else _predicated_while(op, self.max_unroll)
@@ -281,7 +285,7 @@ class GraphPredicatePass(ModulePass):
         block, values = _folded(block, values, ctx)
         try:
             predicated_s: float | None = _predicated_s(block, device, price, self.taken)
-        except CostModelError:
+        except GnomonError:
             predicated_s = None
         faster = host_s is not None and predicated_s is not None and predicated_s < host_s
         if self.mode == "never" or (self.mode == "auto" and not faster):

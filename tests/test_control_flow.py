@@ -247,3 +247,31 @@ def test_a_counted_loop_is_priced_at_its_bound_and_one_on_data_half_way() -> Non
     (fixed,) = [op for op in parse(counter_only).walk() if isinstance(op, WhileOp)]
     assert counted(fixed)
     assert expected_trips(fixed) == 5.0
+
+
+def test_a_branch_on_a_dynamic_length_runs_natively_at_every_size() -> None:
+    import torch
+    from torch.export import Dim
+
+    import gnomon
+
+    class Gate(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.linear = torch.nn.Linear(16, 16)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.tanh(self.linear(x))
+            return torch.cond(y.sum() > 0, lambda y: y * 2, lambda y: y.relu(), (y,))
+
+    model = Gate().eval()
+    seq = Dim("seq", min=1, max=64)
+    executable = gnomon.compile(model, (torch.randn(2, 8, 16),), dynamic_shapes=({1: seq},), predicate="never")
+    assert executable.host is not None
+    for length in (1, 9, 64):
+        for sign in (1.0, -1.0):
+            x = sign * torch.ones(2, length, 16) + 0.1 * torch.randn(2, length, 16)
+            with torch.no_grad():
+                expected = model(x).numpy()
+            np.testing.assert_allclose(executable(x)[0], expected, rtol=1e-5, atol=1e-6)
