@@ -260,15 +260,14 @@ class GraphPredicatePass(ModulePass):
         if not 0.0 <= self.taken <= 1.0:
             raise ValueError(f"graph-predicate: taken must be in [0, 1], got {self.taken}")
         device = fusion_device(self.device)
+        ranges = {k: v for k, v in op.attributes.items() if k in (DIM_BOUNDS_ATTR, DIM_LOWER_BOUNDS_ATTR)}
+        price = _compiled(self.device, device, ctx, ranges)
         predicated = 0  # numbers the predicated ops: several ops may carry each one's entry
         for control in [o for o in op.walk(region_first=True) if isinstance(o, IfOp | WhileOp)]:
-            predicated += self._decide(control, device, ctx, predicated + 1)
+            predicated += self._decide(control, price, device, ctx, predicated + 1)
 
-    def _decide(self, op: IfOp | WhileOp, device: Device, ctx: Context, number: int) -> bool:
+    def _decide(self, op: IfOp | WhileOp, price: Price, device: Device, ctx: Context, number: int) -> bool:
         """Predicate `op` (the `number`-th so far) or keep it; whether it was predicated."""
-        module = op.get_toplevel_object()
-        ranges = {k: v for k, v in module.attributes.items() if k in (DIM_BOUNDS_ATTR, DIM_LOWER_BOUNDS_ATTR)}
-        price = _compiled(self.device, device, ctx, ranges)
         host_s: float | None = None
         try:
             if isinstance(op, IfOp):
