@@ -8,24 +8,20 @@ OSError or MemoryError that no check caught first.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
-from gnomon.errors import GnomonError, GnomonWarning, InputShapeError
+from gnomon.errors import GnomonError, GnomonWarning
 from gnomon.files import check_readable, check_writable, writing
-from gnomon.limits import check_fits
+from gnomon.input_shapes import dim_ranges_of, input_shapes_of
 
 if TYPE_CHECKING:
     from gnomon.recompute import RecomputeOptions
 
 EXIT_USER_ERROR = 2
-
-_MAX_DIM = 2**63 - 1
-"""The largest dim MLIR's i64 shapes hold."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,56 +29,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
-
-
-def parse_input_shape(text: str) -> tuple[str, list[int]]:
-    """`NAME=1x3x224x224` -> ("NAME", [1, 3, 224, 224])."""
-    name, sep, dims = text.rpartition("=")
-    try:
-        shape = [int(d) for d in dims.split("x")]
-    except ValueError:
-        shape = None
-    if not sep or not name or shape is None or any(d < 0 for d in shape):
-        raise InputShapeError(f"--input-shape {text!r} is not NAME=DIMS, e.g. x=1x3x224x224")
-    if any(d > _MAX_DIM for d in shape):
-        raise InputShapeError(f"--input-shape {text!r}: a dim is larger than {_MAX_DIM}")
-    # At least a byte per element: a typo such as 99999999999x3 fails here, not when the runtime allocates.
-    elements = math.prod(shape)
-    check_fits(f"--input-shape {text!r} (at least a byte for each of {elements} elements)", elements)
-    return name, shape
-
-
-def parse_dim_range(text: str) -> tuple[str, tuple[int, int]] | None:
-    """`seq=1..128` -> ("seq", (1, 128)); None for text that is no range (an input's shape)."""
-    name, sep, span = text.rpartition("=")
-    low, dots, high = span.partition("..")
-    if not sep or not dots:
-        return None
-    if not name or not low.isdigit() or not high.isdigit():
-        raise InputShapeError(f"--input-shape {text!r} is not DIM=LOW..HIGH, e.g. seq=1..128")
-    if not 1 <= int(low) <= int(high) <= _MAX_DIM:
-        raise InputShapeError(f"--input-shape {text!r}: a range needs 1 <= LOW <= HIGH <= {_MAX_DIM}")
-    return name, (int(low), int(high))
-
-
-def _dim_ranges(values: Sequence[str] | None) -> dict[str, tuple[int, int]] | None:
-    """The `--input-shape DIM=LOW..HIGH` ranges of named dynamic dims."""
-    ranges = dict(r for value in values or () if (r := parse_dim_range(value)) is not None)
-    return ranges or None
-
-
-def _input_shapes(values: Sequence[str] | None) -> dict[str, list[int]] | None:
-    if not values:
-        return None
-    shapes: dict[str, list[int]] = {}
-    for value in values:
-        if parse_dim_range(value) is not None:
-            continue
-        name, shape = parse_input_shape(value)
-        if name in shapes:
-            raise InputShapeError(f"--input-shape given twice for input '{name}'")
-        shapes[name] = shape
-    return shapes
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -155,7 +101,7 @@ def _cmd_import(args: argparse.Namespace) -> None:
         raise GnomonError("--loss trains the model: add --train")
     module = load(
         args.model,
-        input_shapes=_input_shapes(args.input_shape),
+        input_shapes=input_shapes_of(args.input_shape),
         verify_each=args.verify_each,
         dump_ir=args.dump_ir,
         train=args.train,
@@ -174,7 +120,7 @@ def _cmd_summary(args: argparse.Namespace) -> None:
     from gnomon.summary import summarize
 
     check_readable(args.model)
-    imported = import_model(args.model, input_shapes=_input_shapes(args.input_shape))
+    imported = import_model(args.model, input_shapes=input_shapes_of(args.input_shape))
     module = to_graph(imported, verify_each=args.verify_each, dump_ir=args.dump_ir)
     print(summarize(module, imported.input_names, imported.output_names).render())
 
@@ -187,7 +133,7 @@ def _cmd_compile(args: argparse.Namespace) -> None:
     from gnomon.passes.graph_predicate import explain as explain_predication
 
     _check_paths(args.model, {"-o": args.output})
-    input_shapes = _input_shapes(args.input_shape)
+    input_shapes = input_shapes_of(args.input_shape)
     device = fusion_device(args.device)  # a wrong name fails here, before the import's seconds
     if args.train:
         _compile_training(args, input_shapes)
@@ -199,7 +145,7 @@ def _cmd_compile(args: argparse.Namespace) -> None:
     executable = compile_model(
         args.model,
         input_shapes=input_shapes,
-        dim_ranges=_dim_ranges(args.input_shape),
+        dim_ranges=dim_ranges_of(args.input_shape),
         verify_each=args.verify_each,
         dump_ir=args.dump_ir,
         device=args.device,
@@ -265,7 +211,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
             )
         train_command(
             args.model,
-            input_shapes=_input_shapes(args.input_shape),
+            input_shapes=input_shapes_of(args.input_shape),
             loss=args.loss,
             optimizer=optimizer_from_flags(args.optimizer, args.lr, args.momentum),
             steps=args.steps,
@@ -286,7 +232,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
         )
     run_command(
         args.model,
-        input_shapes=_input_shapes(args.input_shape),
+        input_shapes=input_shapes_of(args.input_shape),
         inputs=args.inputs,
         save_outputs=args.save_outputs,
         backend=args.backend,
@@ -297,7 +243,7 @@ def _cmd_run(args: argparse.Namespace) -> None:
         verify_each=args.verify_each,
         dump_ir=args.dump_ir,
         predicate=args.predicate,
-        dim_ranges=_dim_ranges(args.input_shape),
+        dim_ranges=dim_ranges_of(args.input_shape),
     )
 
 
@@ -366,7 +312,7 @@ def _cmd_memory(args: argparse.Namespace) -> None:
     memory_command(
         args.model,
         train=args.train,
-        input_shapes=_input_shapes(args.input_shape),
+        input_shapes=input_shapes_of(args.input_shape),
         batch=args.batch,
         loss=args.loss,
         optimizer=optimizer_from_flags(args.optimizer, args.lr, args.momentum),
@@ -384,7 +330,7 @@ def _cmd_tune(args: argparse.Namespace) -> None:
     check_readable(args.model)
     tune_command(
         args.model,
-        input_shapes=_input_shapes(args.input_shape),
+        input_shapes=input_shapes_of(args.input_shape),
         budget_s=args.budget_s,
         top=args.top,
         retune=args.retune,
@@ -418,7 +364,7 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
         model,
         device=args.device,
         target=args.target,
-        input_shapes=_input_shapes(args.input_shape),
+        input_shapes=input_shapes_of(args.input_shape),
         batch=args.batch,
         verify_each=args.verify_each,
         dump_ir=args.dump_ir,

@@ -20,7 +20,7 @@ Each function whose graph ops are all in kernels becomes a function on memrefs:
 The plan is checked by `verify_plan` (no two buffers live at once overlap) before the pass
 returns; the runtime checks it again when it loads a program.
 
-Dynamic dims: every `?` dim must be named, and each symbol of its name bounded by the module's
+Dynamic dims (`dynamic_dims`): every `?` dim must be named, and each symbol of its name bounded by the module's
 `gnomon.dim_bounds` (`gnomon.dialects.graph.base.dim_bounds`). Buffers are sized and planned at the
 bounds: live ranges do not depend on sizes, and at run time each buffer is a view of its actual size at
 its planned offset, no larger than its block, so live buffers stay apart; an in-place reuse joins two
@@ -38,97 +38,30 @@ from math import prod
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
-    DYNAMIC_INDEX,
     ArrayAttr,
     DictionaryAttr,
     FunctionType,
     IntegerAttr,
-    MemRefType,
     ModuleOp,
     TensorType,
     i64,
 )
-from xdsl.ir import Block, BlockArgument, Operation, OpResult, Region, SSAValue
+from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import SymbolTable
 
 from gnomon.dialects import kernel, rt
-from gnomon.dialects.graph.base import dim_bounds, dim_names, dim_symbols, i64_array, ints, normalize_axis
-from gnomon.dialects.graph.constant_values import element_bytes
+from gnomon.dialects.graph.base import dim_bounds, ints, normalize_axis
 from gnomon.dialects.graph.elementwise import POINTWISE
 from gnomon.dialects.graph.grad import EmbeddingBagAdamUpdateOp, EmbeddingBagUpdateOp
 from gnomon.dialects.graph.tensor import ConcatOp, ConstantOp, ReshapeOp, SliceOp
-from gnomon.errors import GnomonError
-from gnomon.locations import location_name
+from gnomon.passes.kernel_to_rt.dynamic_dims import Bounds, LoweringError, byte_size, check_bounded, ranges_read
 from gnomon.passes.kernel_to_rt.memory_plan import Buffer, MemoryPlan, MemoryPlanError, plan, verify
 
 ALIGNMENT = 64
 """Byte alignment of every buffer: a cache line, and enough for any vector load."""
-
-
-class LoweringError(GnomonError):
-    """A function cannot be lowered to the runtime (an unbounded dynamic dim, an op outside any kernel)."""
-
-
-Bounds = dict[str, tuple[int, int]]
-"""Each symbol of the `?` dims: its (smallest, largest) size."""
-
-
-def _names(value: SSAValue) -> tuple[str, ...]:
-    """The names of a value's dims: a tensor's encoding, an rt value's `dims`."""
-    if isinstance(value.type, TensorType):
-        return dim_names(value.type)
-    return rt.dims_of(value)
-
-
-def _byte_size(value: SSAValue, bounds: Bounds) -> int:
-    """Bytes of a dense row-major buffer of the value's type (i1 takes a byte, as in NumPy), with each `?` dim at
-    its bound."""
-    shaped = value.type
-    assert isinstance(shaped, TensorType | MemRefType)
-    size = element_bytes(shaped.element_type)
-    if size is None:
-        raise LoweringError(f"the runtime has no buffers of element type {shaped.element_type}")
-    largest = {symbol: high for symbol, (_, high) in bounds.items()}
-    names = _names(value)
-    dynamic = [name for d, name in zip(shaped.get_shape(), names, strict=True) if d == DYNAMIC_INDEX]
-    if any(symbol not in largest for name in dynamic for symbol in dim_symbols(name)):
-        raise LoweringError(f"a buffer of type {shaped} has dims {list(names)}, not all of them ranged")
-    return prod(rt.shape_at(MemRefType(shaped.element_type, shaped.get_shape()), names, largest)) * size
-
-
-def _described(value: SSAValue) -> str:
-    """A value as an error names it: an input by position, a result by its op and source location."""
-    owner = value.owner
-    if not isinstance(owner, Operation):
-        return f"input {value.index}" if isinstance(value, BlockArgument) else "a block argument"
-    location = location_name(owner.location)
-    return f"the result of {owner.name}" + (f" ({location})" if location != "?" else "")
-
-
-def _check_bounded(function: func.FuncOp, bounds: Bounds) -> None:
-    """Every `?` dim of a value is named, and each symbol of its name has a bound: the memory plan is made there."""
-    where = f"@{function.sym_name.data}"
-    values = [*function.body.block.args, *(result for op in function.walk() for result in op.results)]
-    for value in values:
-        if not isinstance(value.type, TensorType):
-            continue
-        for axis, (d, name) in enumerate(zip(value.type.get_shape(), dim_names(value.type), strict=True)):
-            if d != DYNAMIC_INDEX:
-                continue
-            if not name:
-                raise LoweringError(
-                    f"{where}: dim {axis} of {_described(value)} ({value.type}) is `?` without a name; the runtime "
-                    "plans memory at each dynamic dim's bound: name it and declare its range"
-                )
-            for symbol in dim_symbols(name):
-                if symbol not in bounds:
-                    raise LoweringError(
-                        f"{where}: dim {axis} ({name}) of {_described(value)} ({value.type}) has no upper bound; "
-                        f"declare its range (e.g. --input-shape {symbol}=1..64, or dim_ranges={{{symbol!r}: (1, 64)}})"
-                    )
 
 
 def _static(value: SSAValue) -> bool:
@@ -377,7 +310,7 @@ def _liveness(
             owner[result] = buffer
             if root is not result:
                 roots[root] = buffer
-            sizes[buffer], first[buffer], last[buffer] = _byte_size(root, bounds), step, step
+            sizes[buffer], first[buffer], last[buffer] = byte_size(root, bounds), step, step
             candidates[buffer] = None if root is not result else candidate
     buffers = [
         Buffer(id=b, size=sizes[b], first=first[b], last=last[b], inplace_of=candidates[b]) for b in sorted(sizes)
@@ -416,7 +349,7 @@ def lower_function(
     """The rt form of `function`, its outlined kernels and its memory plan; `bounds` ranges the symbols of its `?`
     dims (the module's `gnomon.dim_bounds`)."""
     bounds = bounds or {}
-    _check_bounded(function, bounds)
+    check_bounded(function, bounds)
     block = function.body.block
     slices: dict[SSAValue, int] = {}
     for op in block.ops:
@@ -494,17 +427,8 @@ def lower_function(
     lowered.attributes |= function.attributes
     lowered.attributes[rt.ARENA_SIZE] = IntegerAttr(memory_plan.arena_size, i64)
     lowered.attributes[rt.ARENA_LOWER_BOUND] = IntegerAttr(memory_plan.lower_bound, i64)
-    symbols = {
-        symbol
-        for value in (*old.args, *(r for op in old.ops for r in op.results))
-        if isinstance(value.type, TensorType)
-        for d, name in zip(value.type.get_shape(), dim_names(value.type), strict=True)
-        if d == DYNAMIC_INDEX
-        for symbol in dim_symbols(name)
-    }
-    if symbols:
-        ranges = {symbol: i64_array(bounds[symbol]) for symbol in sorted(symbols)}
-        lowered.attributes[rt.DIM_RANGES] = DictionaryAttr(ranges)
+    if ranges := ranges_read(old, bounds):
+        lowered.attributes[rt.DIM_RANGES] = ranges
     return lowered, list(outlined.values()), memory_plan
 
 
@@ -531,7 +455,7 @@ def plan_of(function: func.FuncOp) -> tuple[list[Buffer], MemoryPlan]:
         if isinstance(op, rt.BufferOp):
             buffer = len(offsets)
             buffer_ids[op.result] = owner[op.result] = buffer
-            offsets[buffer], sizes[buffer] = op.offset.value.data, _byte_size(op.result, bounds)
+            offsets[buffer], sizes[buffer] = op.offset.value.data, byte_size(op.result, bounds)
         elif isinstance(op, rt.ViewOp) and op.source in owner:
             owner[op.result] = owner[op.source]
         elif isinstance(op, rt.LaunchOp):
