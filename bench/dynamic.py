@@ -30,9 +30,11 @@ import argparse
 import math
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -41,6 +43,9 @@ from torch.export import Dim
 
 import gnomon
 from gnomon.models import BertEncoder
+
+sys.path.insert(0, str(Path(__file__).parent))
+from timing import timed
 
 
 class PaddedBert(nn.Module):
@@ -108,19 +113,6 @@ class DecoderStep(nn.Module):
 
 def _fresh_cache() -> None:
     os.environ["GNOMON_CACHE_DIR"] = tempfile.mkdtemp(prefix="gnomon-bench-dynamic-")
-
-
-def timed(run: Callable[[], object], repeats: int, calls: int) -> tuple[float, float]:
-    """The smallest of `repeats` medians of `calls` timed calls, and their spread (max - min)."""
-    medians = []
-    for _ in range(repeats):
-        times = []
-        for _ in range(calls):
-            start = time.perf_counter_ns()
-            run()
-            times.append(time.perf_counter_ns() - start)
-        medians.append(statistics.median(times) * 1e-9)
-    return min(medians), max(medians) - min(medians)
 
 
 def compile_timed(build: Callable[[], object]) -> tuple[object, float]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, IntegerType, TensorType
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -290,11 +290,6 @@ def _check_results(op: IfOp | WhileOp, *sources: Sequence[SSAValue]) -> None:
         for index, (result, value) in enumerate(zip(op.outputs, values, strict=True)):
             if not types_compatible(result.type, value.type):
                 raise VerifyException(f"{op.name}: result #{index} type {result.type} does not hold {value.type}")
-
-
-def region_block(arg_types: Sequence[Attribute]) -> Region:
-    """An empty single-block region taking values of `arg_types`."""
-    return Region(Block(arg_types=list(arg_types)))
 
 
 CONTROL_FLOW_OPS = [IfOp, WhileOp, YieldOp]

@@ -12,7 +12,7 @@ constantly true, ahead of the loop's own values; `max_trips` is a constant trip 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from xdsl.dialects.builtin import IntegerType, TensorType, UnitAttr, UnrealizedConversionCastOp, i1, i64
@@ -114,9 +114,9 @@ def _is_true(value: SSAValue) -> bool:
     return isinstance(value.owner, ConstantBoolOp) and bool(value.owner.value.value.data)
 
 
-def _move_body(source: Block, target: Block, values: dict[SSAValue, SSAValue]) -> Operation:
-    """Move `source`'s ops but its terminator into `target`, reading `values` in place of its arguments; the
-    terminator is left in `source` and returned."""
+def move_body(source: Block, target: Block, values: Mapping[SSAValue, SSAValue]) -> Operation:
+    """Move `source`'s ops but its terminator into `target`, reading `values` in place of its arguments (a loop's
+    body into the new loop's); the terminator is left in `source` and returned."""
     for old, new in values.items():
         old.replace_all_uses_with(new)
     terminator = source.last_op
@@ -142,7 +142,7 @@ def convert_if(args: AtenArgs) -> list[SSAValue]:
     regions = [Region(Block()), Region(Block())]
     yielded: list[list[SSAValue]] = []
     for old, new in zip(args.op.regions, regions, strict=True):
-        terminator = _move_body(old.block, new.block, {})
+        terminator = move_body(old.block, new.block, {})
         values = _converted(terminator.operands, "a branch yields")
         new.block.add_op(YieldOp(*values))
         yielded.append(values)
@@ -193,7 +193,7 @@ def convert_loop(args: AtenArgs) -> list[SSAValue]:
             op.results[0].replace_all_uses_with(counter)
             op.detach()
             op.erase()
-    _move_body(body, body_block, values)
+    move_body(body, body_block, values)
     new_state: list[SSAValue] = []
     if counter is not None:
         one = _add(body_block, _constant(args, 1, counter_type))

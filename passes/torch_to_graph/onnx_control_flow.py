@@ -30,10 +30,16 @@ from gnomon.dialects.graph.elementwise import AddOp, AndOp, LtOp, SubOp
 from gnomon.dialects.graph.tensor import ExpandOp, GatherOp, ReshapeOp, ScatterElementsOp
 from gnomon.dialects.torch import ListType
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, fold_tensor, tensor_type
+from gnomon.passes.torch_to_graph.control_flow import move_body
 from gnomon.passes.torch_to_graph.registry import converts
 
 COUNTER = TensorType(i64, [])
 """The loop's iteration counter: a 0-d i64 tensor, as ONNX's iteration number is."""
+
+
+def _moved(body: Block, target: Block, arguments: Sequence[SSAValue]) -> list[SSAValue]:
+    """The body's ops moved into `target`, reading `arguments` for its own; the values its terminator yields."""
+    return list(move_body(body, target, dict(zip(body.args, arguments, strict=True))).operands)
 
 
 @dataclass
@@ -110,21 +116,6 @@ def _buffer(a: AtenArgs, row: SSAValue, length: int, axis: int) -> SSAValue:
     return a.splat(0, TensorType(row_type.get_element_type(), shape))
 
 
-def _move_body(body: Block, target: Block, arguments: Sequence[SSAValue]) -> list[SSAValue]:
-    """Move the body's ops but its terminator into `target`, reading `arguments` in place of the body's own;
-    the values the terminator yields."""
-    for old, new in zip(body.args, arguments, strict=True):
-        old.replace_all_uses_with(new)
-    terminator = body.last_op
-    assert terminator is not None
-    for op in list(body.ops):
-        if op is terminator:
-            break
-        op.detach()
-        target.add_op(op)
-    return list(terminator.operands)
-
-
 def _one_element(value: SSAValue, what: str) -> TensorT:
     value_type = tensor_type(value)
     if any(d != 1 for d in value_type.get_shape()):
@@ -175,7 +166,7 @@ def onnx_loop(a: AtenArgs) -> list[SSAValue]:
     emit = _Emitter(do_block, a.op.location)
     counter, flag = do_block.args[0], do_block.args[1]
     number = emit.reshape(counter, tensor_type(iteration).get_shape())
-    moved = _move_body(body, do_block, [number, flag, *do_block.args[2 : 2 + len(inits)]])
+    moved = _moved(body, do_block, [number, flag, *do_block.args[2 : 2 + len(inits)]])
     next_cond, next_values, scans = moved[0], moved[1 : 1 + len(inits)], moved[1 + len(inits) :]
     rows = [
         emit.write_row(buffer, scan, counter, 0)
@@ -269,7 +260,7 @@ def onnx_scan(a: AtenArgs) -> list[SSAValue]:
         emit.row(s, backwards if reverse else counter, axis)
         for s, axis, reverse in zip(sequences, input_axes, input_reversed, strict=True)
     ]
-    moved = _move_body(body, do_block, [*do_block.args[1 : 1 + len(states)], *rows])
+    moved = _moved(body, do_block, [*do_block.args[1 : 1 + len(states)], *rows])
     written = [
         emit.write_row(buffer, y, backwards if reverse else counter, axis)
         for buffer, y, axis, reverse in zip(
