@@ -15,7 +15,7 @@ at the pass's assumption (a branch's sides taken equally often; a loop at its bo
 trips each input ran). "right" says whether the decision taken is the way measured faster on these inputs. The H100
 columns are predictions from its datasheet device (no GPU runs here): the same two figures and the decision.
 
-    python bench/predicate.py [--repeats 5] [--models early_exit_small,...]
+    python bench/predicate.py [--repeats 5] [--models early_exit_small,...] [--widths 64,1024]
 
 Run it alone on the machine (never beside the tests or another benchmark).
 """
@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -36,6 +37,9 @@ import gnomon
 from gnomon.executable import Executable
 from gnomon.passes.graph_fuse import fusion_device
 from gnomon.passes.graph_predicate import PredicateDecision
+
+sys.path.insert(0, str(Path(__file__).parent))
+from timing import timed
 
 
 class EarlyExit(torch.nn.Module):
@@ -107,10 +111,11 @@ def _fixed_point_inputs(width: int) -> dict[str, np.ndarray]:
     return {f"x*{scale:g}": (rng.standard_normal((1, width)) * scale).astype(np.float32) for scale in (0.0, 0.05, 1.0)}
 
 
-def cases(names: Sequence[str] | None) -> list[Case]:
+def cases(names: Sequence[str] | None, widths: Sequence[int]) -> list[Case]:
     torch.manual_seed(0)
     built: list[Case] = []
-    for width, label in ((64, "small"), (1024, "large")):
+    for width in widths:
+        label = {64: "small", 1024: "large"}.get(width, f"w{width}")
         early = EarlyExit(width).eval()
         built.append(Case(f"early_exit_{label}", early, _early_exit_inputs(early, width)))
         loop = FixedPoint(width).eval()
@@ -118,19 +123,6 @@ def cases(names: Sequence[str] | None) -> list[Case]:
             loop.w.weight.mul_(0.5 / max(1.0, float(torch.linalg.matrix_norm(loop.w.weight, 2))))
         built.append(Case(f"fixed_point_{label}", loop, _fixed_point_inputs(width)))
     return [c for c in built if names is None or c.name in names]
-
-
-def timed(run: Callable[[], object], repeats: int, calls: int) -> tuple[float, float]:
-    """The smallest of `repeats` medians of `calls` timed calls, and their spread (max - min)."""
-    medians = []
-    for _ in range(repeats):
-        times = []
-        for _ in range(calls):
-            start = time.perf_counter_ns()
-            run()
-            times.append(time.perf_counter_ns() - start)
-        medians.append(statistics.median(times) * 1e-9)
-    return min(medians), max(medians) - min(medians)
 
 
 def compiled(case: Case, predicate: str, device: str = "auto") -> tuple[Executable, list[PredicateDecision]]:
@@ -162,6 +154,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--models", help="comma-separated case names (default: all)")
+    parser.add_argument(
+        "--widths",
+        default="64,1024",
+        help="the models' widths (64: small, 1024: large; the pricing was refined on these, others are held out)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     local = fusion_device("auto")
@@ -172,7 +169,8 @@ def main() -> None:
     )
     rows: list[str] = []
     verdicts: list[bool] = []
-    for case in cases(args.models.split(",") if args.models else None):
+    widths = [int(w) for w in args.widths.split(",")]
+    for case in cases(args.models.split(",") if args.models else None, widths):
         host_exe, local_never = compiled(case, "never")
         straight_exe, _ = compiled(case, "always")
         auto_exe, auto_decisions = compiled(case, "auto")
