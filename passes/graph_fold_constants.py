@@ -18,7 +18,7 @@ from xdsl.interpreter import Interpreter
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriter, PatternRewriteWalker, RewritePattern
-from xdsl.traits import Pure
+from xdsl.traits import NoMemoryEffect
 from xdsl.utils.exceptions import InterpretationError
 
 from gnomon.dialects.graph.base import GraphOperation
@@ -88,8 +88,8 @@ class FoldConstantOperands(RewritePattern):
     """A reference interpreter over the module being folded."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        # Only pure ops may run at compile time; an op without operands (a constant) has nothing to fold.
-        if not isinstance(op, GraphOperation) or not op.operands or not op.has_trait(Pure):
+        # Only ops without side effects may run at compile time; an op without operands (a constant) has nothing to fold.
+        if not isinstance(op, GraphOperation) or not op.operands or not op.has_trait(NoMemoryEffect):
             return
         constants = [v.owner for v in op.operands if isinstance(v.owner, ConstantOp)]
         if len(constants) != len(op.operands):
@@ -117,7 +117,7 @@ class FoldEmptyResults(RewritePattern):
     operands (a triangle of a 3 x 0 x 5 tensor), and kernels over empty buffers would be generated for nothing."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, GraphOperation) or isinstance(op, ConstantOp) or not op.has_trait(Pure):
+        if not isinstance(op, GraphOperation) or isinstance(op, ConstantOp) or not op.has_trait(NoMemoryEffect):
             return
         if not op.results or not all(_foldable_type(r) and _elements(r) == 0 for r in op.results):
             return

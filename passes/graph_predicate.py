@@ -19,7 +19,9 @@ when that is predicted faster. The decision and both figures are recorded in the
 location). Innermost ops are decided first, so an outer op is priced with its inner ones as decided.
 
 Not predicated: a loop without a bound, or one whose body changes a carried value's shape (a select needs one shape),
-and a branch whose sides yield different shapes.
+a branch whose sides yield different shapes, and code that is not safe to compute where its result is thrown away
+(xDSL's `is_speculatable`): a gather or an embedding at indices from data, which the branch may guard (`if i < n:
+x[i]`), or an inner loop without a bound.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
+from xdsl.traits import is_speculatable
 
 from gnomon.cost.control_flow import (
     Price,
@@ -61,6 +64,7 @@ from gnomon.dialects.graph.base import DIM_BOUNDS_ATTR, DIM_LOWER_BOUNDS_ATTR
 from gnomon.dialects.graph.control_flow import IfOp, WhileOp
 from gnomon.dialects.graph.elementwise import AndOp, WhereOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
+from gnomon.dialects.graph.traits import ReadsAtDataIndices
 from gnomon.errors import GnomonError
 from gnomon.locations import location_name
 from gnomon.passes.graph_fuse import GraphFusePass, fusion_device
@@ -158,6 +162,17 @@ def _predicated_while(op: WhileOp, max_unroll: int) -> tuple[Block, list[SSAValu
         new = _inline(op.body_region, carried, block)
         carried = [_select(block, active, n, o) for n, o in zip(new, carried, strict=True)]
     return block, carried
+
+
+def _not_speculatable(op: Operation) -> str:
+    """Why `op` may not be computed where its result could be thrown away (on the side of a branch not taken)."""
+    where = location_name(op.location)
+    at = f" ({where})" if where not in ("", "?") else ""
+    if op.has_trait(ReadsAtDataIndices):
+        return f"{op.name}{at} reads at indices from data: where the branch is not taken they may be out of range"
+    if isinstance(op, WhileOp):
+        return f"the inner graph.while{at} has no bound on its trips"
+    return f"{op.name}{at} is not safe to compute where its result is not used"
 
 
 def _folded(block: Block, results: Sequence[SSAValue], ctx: Context) -> tuple[Block, list[SSAValue]]:
@@ -282,6 +297,10 @@ class GraphPredicatePass(ModulePass):
             self._keep(op, host_s, None, str(reason))
             return False
         block, values = _folded(block, values, ctx)
+        unsafe = next((inner for inner in block.ops if not is_speculatable(inner)), None)
+        if unsafe is not None:
+            self._keep(op, host_s, None, _not_speculatable(unsafe))
+            return False
         try:
             predicated_s: float | None = _predicated_s(block, device, price, self.taken)
         except GnomonError:

@@ -181,6 +181,69 @@ def test_unbounded_loop_stays_on_the_host_and_says_why() -> None:
     assert [(d.decision, d.reason) for d in decisions] == [("host", "no bound on its trips")]
 
 
+# Row %i of x where %i is a row (i < 4), else zeros: the gather is only safe on the side that is taken.
+GUARDED = """
+func.func @main(%x: tensor<4x8xf32>, %i: tensor<1xi64>) -> tensor<1x8xf32> {
+  %n = graph.constant {value = dense<4> : tensor<1xi64>} : () -> tensor<1xi64>
+  %p = graph.lt %i, %n : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi1>
+  %y = graph.if %p : tensor<1xi1> -> (tensor<1x8xf32>) {
+    %r = graph.gather %x, %i {axis = 0 : i64} : (tensor<4x8xf32>, tensor<1xi64>) -> tensor<1x8xf32>
+    graph.yield %r : tensor<1x8xf32>
+  } else {
+    %z = graph.constant {value = dense<0.0> : tensor<1x8xf32>} : () -> tensor<1x8xf32>
+    graph.yield %z : tensor<1x8xf32>
+  }
+  func.return %y : tensor<1x8xf32>
+}
+"""
+
+# The sum of x's rows, read one by one at a counter: once unrolled, each gather's index folds to a constant.
+ROW_SUM = """
+func.func @main(%x: tensor<4x8xf32>) -> tensor<1x8xf32> {
+  %i0 = graph.constant {value = dense<0> : tensor<1xi64>} : () -> tensor<1xi64>
+  %s0 = graph.constant {value = dense<0.0> : tensor<1x8xf32>} : () -> tensor<1x8xf32>
+  %n, %s = graph.while (%i0, %s0) : (tensor<1xi64>, tensor<1x8xf32>) -> (tensor<1xi64>, tensor<1x8xf32>)
+      {max_trips = 4 : i64} cond {
+  ^bb0(%i: tensor<1xi64>, %a: tensor<1x8xf32>):
+    %four = graph.constant {value = dense<4> : tensor<1xi64>} : () -> tensor<1xi64>
+    %go = graph.lt %i, %four : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi1>
+    graph.yield %go : tensor<1xi1>
+  } do {
+  ^bb0(%i: tensor<1xi64>, %a: tensor<1x8xf32>):
+    %one = graph.constant {value = dense<1> : tensor<1xi64>} : () -> tensor<1xi64>
+    %next = graph.add %i, %one : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
+    %row = graph.gather %x, %i {axis = 0 : i64} : (tensor<4x8xf32>, tensor<1xi64>) -> tensor<1x8xf32>
+    %b = graph.add %a, %row : (tensor<1x8xf32>, tensor<1x8xf32>) -> tensor<1x8xf32>
+    graph.yield %next, %b : tensor<1xi64>, tensor<1x8xf32>
+  }
+  func.return %s : tensor<1x8xf32>
+}
+"""
+
+
+def test_a_gather_at_an_index_the_branch_guards_is_not_predicated_and_runs_natively() -> None:
+    from gnomon.executable import executable_from_graph
+
+    (decision,) = predicate_decisions(predicated(GUARDED, mode="always"))
+    assert (decision.decision, decision.reason) == (
+        "host",
+        "graph.gather reads at indices from data: where the branch is not taken they may be out of range",
+    )
+    executable = executable_from_graph(parse(GUARDED), "guarded", predicate="always")
+    x = np.random.default_rng(6).standard_normal((4, 8)).astype(np.float32)
+    for i in (0, 3, 4, 1 << 40):
+        (y,) = executable(x, np.array([i], dtype=np.int64))
+        np.testing.assert_array_equal(y, x[i : i + 1] if i < 4 else np.zeros((1, 8), np.float32))
+
+
+def test_a_gather_at_a_counted_loops_counter_is_predicated_once_its_indices_fold() -> None:
+    module = predicated(ROW_SUM, mode="always")
+    assert [d.decision for d in predicate_decisions(module)] == ["predicated"]
+    x = np.random.default_rng(7).standard_normal((4, 8)).astype(np.float32)
+    (s,) = run_reference(module, [x])
+    np.testing.assert_allclose(s, x.sum(axis=0, keepdims=True), rtol=1e-6)
+
+
 @pytest.mark.parametrize("predicate", ["always", "never"])
 def test_native_program_with_or_without_predication_computes_what_the_reference_does(predicate: str) -> None:
     from gnomon.executable import executable_from_graph

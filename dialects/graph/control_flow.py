@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import DYNAMIC_INDEX, IntegerAttr, IntegerType, TensorType
-from xdsl.ir import Attribute, Region, SSAValue
+from xdsl.ir import Attribute, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -46,7 +46,7 @@ from xdsl.irdl import (
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.traits import HasParent, IsTerminator, RecursiveMemoryEffect
+from xdsl.traits import HasParent, IsTerminator, Pure, RecursiveMemoryEffect, RecursivelySpeculatable
 from xdsl.utils.exceptions import VerifyException
 
 from gnomon.dialects.graph.base import (
@@ -101,7 +101,7 @@ class IfOp(IRDLOperation):
     outputs = var_result_def(TensorType)
     then_region = region_def("single_block")
     else_region = region_def("single_block")
-    traits = traits_def(RecursiveMemoryEffect())
+    traits = traits_def(RecursiveMemoryEffect(), RecursivelySpeculatable())
 
     def __init__(self, pred: SSAValue, result_types: Sequence[Attribute], then_region: Region, else_region: Region):
         super().__init__(operands=[pred], result_types=[list(result_types)], regions=[then_region, else_region])
@@ -154,6 +154,15 @@ class IfOp(IRDLOperation):
         return op
 
 
+class SpeculatableWhenBounded(RecursivelySpeculatable):
+    """A loop is safe to run on data whose result may be thrown away when it has a bound on its trips (without one,
+    data a branch guards could keep it running) and its regions are."""
+
+    @classmethod
+    def is_speculatable(cls, op: Operation) -> bool:
+        return isinstance(op, WhileOp) and op.trip_bound is not None and super().is_speculatable(op)
+
+
 @irdl_op_definition
 class WhileOp(IRDLOperation):
     """While `cond` yields true on the carried values, run `do` on them; the results are the last carried values."""
@@ -164,7 +173,7 @@ class WhileOp(IRDLOperation):
     max_trips = opt_prop_def(IntegerAttr)
     cond_region = region_def("single_block")
     body_region = region_def("single_block")
-    traits = traits_def(RecursiveMemoryEffect(), WhileCanonicalization())
+    traits = traits_def(RecursiveMemoryEffect(), SpeculatableWhenBounded(), WhileCanonicalization())
 
     def __init__(
         self,
@@ -257,7 +266,7 @@ class YieldOp(IRDLOperation):
 
     name = "graph.yield"
     values = var_operand_def(TensorType)
-    traits = traits_def(IsTerminator(), HasParent(IfOp, WhileOp))
+    traits = traits_def(IsTerminator(), HasParent(IfOp, WhileOp), Pure())
 
     def __init__(self, *values: SSAValue):
         super().__init__(operands=[list(values)])

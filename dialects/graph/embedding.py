@@ -8,7 +8,6 @@ from typing import ClassVar
 from xdsl.dialects.builtin import BoolAttr, IntegerType, StringAttr, TensorType
 from xdsl.ir import SSAValue
 from xdsl.irdl import irdl_op_definition, operand_def, opt_operand_def, prop_def, result_def, traits_def
-from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from gnomon.dialects.graph.base import (
@@ -21,6 +20,7 @@ from gnomon.dialects.graph.base import (
     shape_str,
     tensor_of,
 )
+from gnomon.dialects.graph.traits import ReadsAtDataIndices
 
 
 def _check_integer(op: str, value: SSAValue, what: str) -> None:
@@ -47,7 +47,7 @@ class EmbeddingOp(GraphOperation):
     table = operand_def(TensorType)
     indices = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(ReadsAtDataIndices())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         table = _table_shape(self.name, self.table)
@@ -75,7 +75,7 @@ class EmbeddingBagOp(GraphOperation):
     mode = prop_def(StringAttr)
     include_last_offset = prop_def(BoolAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(ReadsAtDataIndices())
 
     MODES: ClassVar[tuple[str, ...]] = ("sum", "mean", "max")
 

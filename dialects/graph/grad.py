@@ -30,6 +30,7 @@ from gnomon.dialects.graph.base import (
     tensor_type,
 )
 from gnomon.dialects.graph.nn import activation_shape, check_spatial, spatial_output
+from gnomon.dialects.graph.traits import ReadsAtDataIndices
 
 
 def _check_gradient(op: str, gradient: Sequence[int], expected: Sequence[int]) -> None:
@@ -162,7 +163,7 @@ class EmbeddingBagGradOp(GraphOperation):
     mode = prop_def(StringAttr)
     rows = prop_def(IntegerAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(ReadsAtDataIndices())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         dy = _check_bags(self)
@@ -188,7 +189,7 @@ class EmbeddingBagUpdateOp(GraphOperation):
     mode = prop_def(StringAttr)
     scale = prop_def(FloatAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(ReadsAtDataIndices())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         dy = _check_bags(self)
@@ -230,7 +231,7 @@ class EmbeddingBagAdamUpdateOp(GraphOperation):
     new_table = result_def(TensorType)
     new_exp_avg = result_def(TensorType)
     new_exp_avg_sq = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(ReadsAtDataIndices())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         dy = _check_bags(self)

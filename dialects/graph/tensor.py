@@ -56,6 +56,7 @@ from gnomon.dialects.graph.constant_values import splat_bytes
 from gnomon.dialects.graph.traits import (
     ExpandCanonicalization,
     FoldsIntegerConstants,
+    ReadsAtDataIndices,
     ReshapeCanonicalization,
     TransposeCanonicalization,
 )
@@ -366,7 +367,7 @@ class GatherOp(GraphOperation):
     indices = operand_def(TensorType)
     axis = prop_def(IntegerAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure(), FoldsIntegerConstants())
+    traits = traits_def(ReadsAtDataIndices(), FoldsIntegerConstants())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         x, idx = shape_of(self.input, "graph.gather input"), shape_of(self.indices, "graph.gather indices")
@@ -387,7 +388,7 @@ class GatherElementsOp(GraphOperation):
     indices = operand_def(TensorType)
     axis = prop_def(IntegerAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(ReadsAtDataIndices())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         x, idx = shape_of(self.input, "graph.gather_elements input"), shape_of(self.indices, "indices")
@@ -416,7 +417,7 @@ class ScatterElementsOp(GraphOperation):
     axis = prop_def(IntegerAttr)
     reduction = prop_def(StringAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(ReadsAtDataIndices())
 
     REDUCTIONS: ClassVar[tuple[str, ...]] = ("none", "add", "mul", "max", "min")
 

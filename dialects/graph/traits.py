@@ -1,4 +1,5 @@
-"""The canonicalization traits of graph ops: which patterns of `canonicalization` each op roots.
+"""The traits of graph ops: which patterns of `canonicalization` each op roots, and which ops may be computed on data
+a branch guards.
 
 An op carrying one of these traits is simplified by xDSL's own `canonicalize` pass, and by
 `graph-canonicalize`, which drives the same traits. As in xDSL's arith dialect, the patterns are
@@ -7,8 +8,9 @@ imported when first asked for: they build ops of the modules that carry these tr
 
 from __future__ import annotations
 
+from xdsl.ir import Operation
 from xdsl.pattern_rewriter import RewritePattern
-from xdsl.traits import HasCanonicalizationPatternsTrait
+from xdsl.traits import ConditionallySpeculatable, ConstantLike, HasCanonicalizationPatternsTrait, NoMemoryEffect
 
 
 class FoldsIntegerConstants(HasCanonicalizationPatternsTrait):
@@ -127,3 +129,19 @@ class WhileCanonicalization(HasCanonicalizationPatternsTrait):
         from gnomon.dialects.graph.canonicalization import InferTripBound
 
         return (InferTripBound(),)
+
+
+DATA_INDEX_OPERANDS = ("indices", "offsets")
+"""The operands of an op with `ReadsAtDataIndices` that hold positions into another operand."""
+
+
+class ReadsAtDataIndices(NoMemoryEffect, ConditionallySpeculatable):
+    """Ops that read (or write) at positions taken from data: gather, embedding and scatter. They have no side effects,
+    but an index out of range fails the kernel, so they are speculatable (safe to compute where the result may be
+    thrown away, as `graph-predicate`'s if-conversion does) only when their indices are constants: an index a branch
+    guards (`if i < n: x[i]`) is computed on the side not taken too."""
+
+    @classmethod
+    def is_speculatable(cls, op: Operation) -> bool:
+        indices = [getattr(op, name) for name in DATA_INDEX_OPERANDS if getattr(op, name, None) is not None]
+        return all(isinstance(v.owner, Operation) and v.owner.has_trait(ConstantLike) for v in indices)

@@ -74,3 +74,22 @@ func.func @unbounded(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   }
   func.return %h : tensor<2x4xf32>
 }
+
+// A gather at an index the branch guards is not computed on the side not taken: there it may be out of range.
+
+// CHECK-LABEL: func.func @guarded(
+// CHECK:         graph.if %p
+// CHECK:           graph.gather %x, %i
+// CHECK:         } {gnomon.predicate = {decision = "host", host_s = {{.*}} : f64, reason = "graph.gather reads at indices from data: where the branch is not taken they may be out of range"}}
+func.func @guarded(%x: tensor<4x8xf32>, %i: tensor<1xi64>) -> tensor<1x8xf32> {
+  %n = graph.constant {value = dense<4> : tensor<1xi64>} : () -> tensor<1xi64>
+  %p = graph.lt %i, %n : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi1>
+  %y = graph.if %p : tensor<1xi1> -> (tensor<1x8xf32>) {
+    %r = graph.gather %x, %i {axis = 0 : i64} : (tensor<4x8xf32>, tensor<1xi64>) -> tensor<1x8xf32>
+    graph.yield %r : tensor<1x8xf32>
+  } else {
+    %z = graph.constant {value = dense<0.0> : tensor<1x8xf32>} : () -> tensor<1x8xf32>
+    graph.yield %z : tensor<1x8xf32>
+  }
+  func.return %y : tensor<1x8xf32>
+}

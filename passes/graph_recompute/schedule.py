@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from xdsl.dialects import func
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
-from xdsl.traits import Pure
+from xdsl.traits import NoMemoryEffect
 
 from gnomon.cost.values import nbytes
 from gnomon.dialects import rt
@@ -136,7 +136,7 @@ def read_schedule(function: func.FuncOp, price: Callable[[Group], float]) -> Sch
                 backward_uses=tuple(sorted(u for u in uses[value] if u > boundary)),
                 inputs=tuple(sorted(index_of[v] for v in reads[step] if v in index_of)),
                 recompute_s=prices[step],
-                recomputable=all(op.has_trait(Pure) for op in group.all_ops()),
+                recomputable=all(op.has_trait(NoMemoryEffect) for op in group.all_ops()),
                 name=f"{group.ops[0].name} at {location_name(group.ops[0].location)}",
                 overwrites=overwrites[0] if overwrites else None,
             )
