@@ -384,6 +384,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> None:
 
     if args.output is not None:
         check_writable(args.output, "-o")
+    if args.collectives:
+        from gnomon.calibrate_collectives import calibrate_collectives_command
+
+        calibrate_collectives_command(args.output, 2 if args.ranks is None else args.ranks, quick=args.quick)
+        return
+    if args.ranks is not None:
+        raise GnomonError("--ranks is the number of processes of `gnomon calibrate --collectives`: add --collectives")
     calibrate_command(args.output, quick=args.quick, fit=not args.no_fit, force=args.force)
 
 
@@ -509,6 +516,13 @@ def build_parser() -> argparse.ArgumentParser:
     calibrator.add_argument(
         "--force", action="store_true", help="replace the device file even when the machine was busy meanwhile"
     )
+    calibrator.add_argument(
+        "--collectives",
+        action="store_true",
+        help="time all-reduce, all-gather, reduce-scatter and all-to-all between --ranks processes over gloo "
+        "(the `local` system of `--devices Nxlocal`) instead of the device",
+    )
+    calibrator.add_argument("--ranks", type=int, help="processes for --collectives (default: 2)")
     calibrator.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     calibrator.set_defaults(run=_cmd_calibrate)
     return parser

@@ -88,7 +88,7 @@ class FoldConstantOperands(RewritePattern):
     """A reference interpreter over the module being folded."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        # Only ops without side effects may run at compile time; an op without operands (a constant) has nothing to fold.
+        # Only ops without side effects run at compile time; an op without operands (a constant) has nothing to fold.
         if not isinstance(op, GraphOperation) or not op.operands or not op.has_trait(NoMemoryEffect):
             return
         constants = [v.owner for v in op.operands if isinstance(v.owner, ConstantOp)]

@@ -41,6 +41,7 @@ TORCH_AT_MODULE_LEVEL: dict[str, tuple[str, ...]] = {
         "gnomon.frontends.training_lstm",
         "gnomon.models",
         "gnomon.pytorch_memory",
+        "gnomon.runtime.distributed",  # torch.distributed's processes, spawned by `gnomon calibrate --collectives`
         "gnomon.runtime.library",
         "gnomon.runtime.torch_eager",
     ),

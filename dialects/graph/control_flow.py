@@ -46,7 +46,7 @@ from xdsl.irdl import (
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.traits import HasParent, IsTerminator, Pure, RecursiveMemoryEffect, RecursivelySpeculatable
+from xdsl.traits import HasParent, IsTerminator, Pure, RecursivelySpeculatable, RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException
 
 from gnomon.dialects.graph.base import (

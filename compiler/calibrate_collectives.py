@@ -1,0 +1,94 @@
+"""`gnomon calibrate --collectives --ranks N`: time the collectives between N processes on this machine, over
+torch.distributed (gloo on a CPU), into the `local` system (`gnomon.cost.topology.measured`).
+
+Each collective is timed at message sizes from 4 KiB to 64 MiB (x4 apart): the smallest of several medians of calls
+that end when the last rank is done (`gnomon.runtime.distributed`). The collective model interpolates between them
+(`gnomon.cost.collectives`); the table printed gives each size's time, the bus bandwidth it reached (nccl-tests'
+`busbw`: the bytes through each rank's link per second) and how far apart the medians were, then the latency and
+bandwidth of a link that fits each collective's times.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from pathlib import Path
+
+from gnomon.cost.collectives import COLLECTIVES, fit_latency_bandwidth, model_s
+from gnomon.cost.topology import TopologyError
+from gnomon.cost.topology.measured import MeasuredCollectives, local_collectives_path, write_collectives
+from gnomon.runtime.distributed import measure_collectives
+
+__all__ = ["SIZES", "calibrate_collectives", "calibrate_collectives_command"]
+
+SIZES = tuple(4096 * 4**k for k in range(8))
+"""4 KiB to 64 MiB: latency-bound to bandwidth-bound on loopback."""
+QUICK_SIZES = (65536, 1 << 20, 1 << 22)
+MIN_MEDIAN_S = 0.2
+"""Each median spans this long at least: on this 2-core VM, a small collective takes 0.2-0.6 ms or, in bursts of tens
+of milliseconds, 3-4 ms; medians of 20 calls moved by up to 60% between two calibrations."""
+
+
+def calibrate_collectives(ranks: int, quick: bool = False, threads_per_rank: int = 1) -> MeasuredCollectives:
+    sizes = QUICK_SIZES if quick else SIZES
+    repeats, iterations, min_median_s = (2, 5, 0.0) if quick else (5, 20, MIN_MEDIAN_S)
+    start = time.perf_counter()
+    timings = measure_collectives(
+        ranks,
+        sizes,
+        repeats=repeats,
+        iterations=iterations,
+        min_median_s=min_median_s,
+        threads_per_rank=threads_per_rank,
+    )
+    took = time.perf_counter() - start
+    points = {
+        collective: tuple(
+            (t.message_bytes, t.seconds, t.spread)
+            for t in sorted((t for t in timings if t.collective == collective), key=lambda t: t.message_bytes)
+        )
+        for collective in COLLECTIVES
+    }
+    source = (
+        f"gloo over loopback on {platform.node() or 'this machine'} ({os.cpu_count()} cores): {ranks} ranks of "
+        f"{threads_per_rank} thread(s), sizes {sizes[0]}..{sizes[-1]} bytes, the smallest of {repeats} medians of "
+        f"{iterations} calls each, measured by `gnomon calibrate --collectives` on {time.strftime('%Y-%m-%d')} "
+        f"in {took:.0f} s"
+    )
+    return MeasuredCollectives(source, "gloo", ranks, threads_per_rank, points)
+
+
+def _bus_bytes(collective: str, message_bytes: int, ranks: int) -> float:
+    """The bytes through each rank's link (nccl-tests' bus bandwidth factor): the model's time at no latency and a
+    bandwidth of one byte per second."""
+    return model_s(collective, message_bytes, ranks, 0.0, 1.0)[0]
+
+
+def render(measured: MeasuredCollectives) -> str:
+    lines = [f"collectives over {measured.backend}, {measured.ranks} ranks:"]
+    lines.append(f"  {'collective':<15} {'bytes':>10} {'seconds':>11} {'busbw GB/s':>11} {'spread':>7}")
+    for collective, points in measured.points.items():
+        for size, seconds, spread in points:
+            busbw = _bus_bytes(collective, size, measured.ranks) / seconds / 1e9
+            lines.append(f"  {collective:<15} {size:>10} {seconds:>11.3e} {busbw:>11.3f} {spread:>6.0%}")
+    lines.append("  fitted link (latency per step, bandwidth):")
+    for collective, points in measured.points.items():
+        try:
+            latency, bandwidth = fit_latency_bandwidth(collective, [(s, t) for s, t, _ in points], measured.ranks)
+        except TopologyError as error:
+            lines.append(f"  {collective:<15} {error}")
+            continue
+        lines.append(f"  {collective:<15} {latency * 1e6:8.1f} us {bandwidth / 1e9:8.3f} GB/s")
+    return "\n".join(lines)
+
+
+def calibrate_collectives_command(output: Path | None, ranks: int, quick: bool) -> None:
+    path = output if output is not None else local_collectives_path()
+    measured = calibrate_collectives(ranks, quick=quick)
+    print(render(measured))
+    try:
+        write_collectives(measured, path)
+    except OSError as error:
+        raise TopologyError(f"cannot write the collective file {path}: {error.strerror or error}") from error
+    print(f"wrote {path}" + (" (the `local` system's collectives)" if output is None else ""))

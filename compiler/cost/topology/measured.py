@@ -1,0 +1,147 @@
+"""This machine as a system of ranks: the collectives `gnomon calibrate --collectives` measured, kept beside the
+`local` device file as `collectives.toml`:
+
+    name = "local"
+    calibrated = true
+    source = "gloo over loopback: 2 ranks of 1 thread ..."
+    backend = "gloo"
+    ranks = 2
+    threads_per_rank = 1
+
+    [all_reduce]                  # one table per collective (gnomon.cost.collectives.COLLECTIVES)
+    bytes = [65536, 1048576]      # message sizes (nccl-tests' convention), ascending
+    seconds = [9.1e-05, 0.0011]   # the smallest of several medians at each size
+    spread = [0.03, 0.05]         # how far apart those medians were
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gnomon.cost.devices import DeviceError, load_device, local_device_path
+from gnomon.cost.topology.system import Link, System, TopologyError
+
+__all__ = ["MeasuredCollectives", "local_collectives_path", "local_system", "read_collectives", "write_collectives"]
+
+
+@dataclass(frozen=True)
+class MeasuredCollectives:
+    """What a collective calibration measured."""
+
+    source: str
+    backend: str
+    ranks: int
+    threads_per_rank: int
+    points: Mapping[str, tuple[tuple[int, float, float], ...]]
+    """Per collective: (message bytes, seconds, spread), by size."""
+
+
+def local_collectives_path() -> Path:
+    """`collectives.toml` beside the `local` device file."""
+    return local_device_path().with_name("collectives.toml")
+
+
+def write_collectives(measured: MeasuredCollectives, path: Path) -> None:
+    lines = [
+        'name = "local"',
+        "calibrated = true",
+        f"source = {json.dumps(measured.source)}",
+        f"backend = {json.dumps(measured.backend)}",
+        f"ranks = {measured.ranks}",
+        f"threads_per_rank = {measured.threads_per_rank}",
+    ]
+    for collective, points in measured.points.items():
+        lines += [
+            "",
+            f"[{collective}]",
+            f"bytes = [{', '.join(str(p[0]) for p in points)}]",
+            f"seconds = [{', '.join(repr(p[1]) for p in points)}]",
+            f"spread = [{', '.join(repr(round(p[2], 4)) for p in points)}]",
+        ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def read_collectives(path: Path) -> MeasuredCollectives:
+    if not path.is_file():
+        raise TopologyError(
+            f"no collective calibration of this machine ({path} does not exist): run `gnomon calibrate --collectives`"
+        )
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise TopologyError(f"collective file {path}: not valid TOML: {error}") from error
+    from gnomon.cost.collectives import COLLECTIVES
+
+    def field(key: str, kind: type) -> object:
+        value = data.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise TopologyError(f"collective file {path}: missing or mistyped '{key}'")
+        return value
+
+    def array(collective: str, table: object, key: str) -> list[float]:
+        value = table.get(key) if isinstance(table, dict) else None
+        if not isinstance(value, list) or not value or not all(isinstance(v, int | float) for v in value):
+            raise TopologyError(f"collective file {path}: '{collective}' needs arrays bytes, seconds and spread")
+        return [float(v) for v in value]
+
+    points: dict[str, tuple[tuple[int, float, float], ...]] = {}
+    for collective in COLLECTIVES:
+        if collective not in data:
+            continue
+        table = data[collective]
+        sizes, seconds, spread = (array(collective, table, key) for key in ("bytes", "seconds", "spread"))
+        if not len(sizes) == len(seconds) == len(spread) or sizes != sorted(sizes) or min(seconds) <= 0:
+            raise TopologyError(
+                f"collective file {path}: '{collective}' needs as many sizes (ascending) as positive times"
+            )
+        points[collective] = tuple((int(b), s, d) for b, s, d in zip(sizes, seconds, spread, strict=True))
+    source, backend = field("source", str), field("backend", str)
+    ranks, threads = field("ranks", int), field("threads_per_rank", int)
+    return MeasuredCollectives(str(source), str(backend), int(ranks), int(threads), points)  # pyright: ignore
+
+
+def local_system(ranks: int | None = None) -> System:
+    """`ranks` processes on this machine (default: as many as were measured), their collectives as measured."""
+    measured = read_collectives(local_collectives_path())
+    n = measured.ranks if ranks is None else ranks
+    cores = os.cpu_count() or 1
+    if n * measured.threads_per_rank > cores:
+        raise TopologyError(
+            f"system '{n}xlocal': this machine has {cores} cores, too few for {n} ranks of "
+            f"{measured.threads_per_rank} thread(s)"
+        )
+    try:
+        device = load_device("local")
+    except DeviceError:
+        device = load_device("generic-cpu")
+    curves = {name: tuple((b, s) for b, s, _ in points) for name, points in measured.points.items()}
+    latency, bandwidth = _link_of(curves, measured.ranks)
+    return System(
+        name=f"{n}xlocal",
+        device=device,
+        devices_per_node=n,
+        nodes=1,
+        intra_node=Link(measured.backend, bandwidth, latency),
+        inter_node=None,
+        collective_efficiency=1.0,
+        calibrated=True,
+        source=measured.source,
+        measured=curves,
+        measured_ranks=measured.ranks,
+    )
+
+
+def _link_of(curves: Mapping[str, Sequence[tuple[int, float]]], ranks: int) -> tuple[float, float]:
+    """The latency and bandwidth the all-reduce measurements fit (shown as the system's link)."""
+    from gnomon.cost.collectives import fit_latency_bandwidth
+
+    points = curves.get("all_reduce") or next(iter(curves.values()), ())
+    if len(points) < 2:
+        return 0.0, float("inf")
+    return fit_latency_bandwidth("all_reduce" if "all_reduce" in curves else next(iter(curves)), points, ranks)

@@ -1,0 +1,65 @@
+"""A system's figures: its devices, how many, and the links between them (`gnomon.cost.topology`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gnomon.cost.devices import Device, DeviceError
+
+__all__ = ["SYSTEM_DIR", "Link", "System", "TopologyError", "available_systems"]
+
+SYSTEM_DIR = Path(__file__).parent
+"""Where the shipped system files live (package data)."""
+
+
+class TopologyError(DeviceError):
+    """A system is unknown, or its file is missing or malformed, or it cannot hold the ranks asked for."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link, as one device sees it."""
+
+    name: str
+    bandwidth_bytes_per_s: float
+    """Per device and direction."""
+    latency_s: float
+    """The fixed cost of one step of a collective over it (a send and its matching receive)."""
+
+
+@dataclass(frozen=True)
+class System:
+    """`devices_per_node` x `nodes` devices of one kind and the links between them."""
+
+    name: str
+    device: Device
+    devices_per_node: int
+    nodes: int
+    intra_node: Link
+    inter_node: Link | None
+    collective_efficiency: float
+    """The share of a link's bandwidth collectives reach on large messages (NCCL's bus bandwidth over the link's)."""
+    calibrated: bool
+    source: str
+    measured: Mapping[str, tuple[tuple[int, float], ...]] = field(
+        default_factory=dict[str, tuple[tuple[int, float], ...]]
+    )
+    """A calibrated system's collectives: each one's measured (message bytes, seconds) at `measured_ranks`."""
+    measured_ranks: int = 0
+
+    @property
+    def ranks(self) -> int:
+        return self.devices_per_node * self.nodes
+
+    @property
+    def provenance(self) -> str:
+        if self.calibrated:
+            return f"{self.name}: collectives measured on this machine"
+        return f"{self.name}: datasheet figures, not measured; predicted times are analytical"
+
+
+def available_systems() -> tuple[str, ...]:
+    """The names of the shipped system files."""
+    return tuple(sorted(path.stem for path in SYSTEM_DIR.glob("*.toml")))

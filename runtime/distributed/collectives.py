@@ -1,0 +1,333 @@
+"""Timing torch.distributed's collectives across local ranks: one spawned process per rank, on 127.0.0.1.
+
+One call's time is the time until every rank has finished it: each timed call starts after a barrier, each
+rank times its own part, and the call's time is the largest of the ranks' (an all_reduce MAX of the times,
+after the timed calls). The barrier's own skew (ranks leave it a little apart) is in that figure; it is the
+price of timing without a shared clock.
+
+Before timing, each rank checks each collective's result once against a reference: a harness that times a
+wrong call (a misread API, a backend that drops data) measures nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import queue
+import signal
+import socket
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
+from multiprocessing.process import BaseProcess
+from typing import Any, NoReturn
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as torch_mp
+
+from gnomon.errors import GnomonError
+
+__all__ = ["COLLECTIVES", "CollectiveMeasureError", "CollectiveTiming", "measure_collectives"]
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+
+_WARMUP_CALLS = 3
+_MOST_ITERATIONS = 2000
+_ELEMENT_BYTES = 4  # fp32
+_REPORTED_EXIT = 1  # the exit code of a rank that caught its error and sent it to the parent
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# "undefined" is no backend, and "fake" communicates nothing: neither has a cost to measure.
+_NOT_MEASURABLE = ("undefined", "fake")
+
+
+class CollectiveMeasureError(GnomonError):
+    """The collectives could not be measured (bad arguments, a rank that died or failed, a run past its timeout)."""
+
+
+@dataclass(frozen=True)
+class CollectiveTiming:
+    """One collective's time at one message size on `ranks` local ranks."""
+
+    collective: str
+    ranks: int
+    message_bytes: int
+    """nccl-tests' convention: all_reduce: the tensor each rank reduces; all_gather: the gathered output (ranks x
+    each rank's input); reduce_scatter: the input (ranks x output); all_to_all: what each rank sends (= receives)."""
+    seconds: float
+    """The smallest of `repeats` medians, each median over at least `iterations` timed calls (more for short calls:
+    enough to last `min_median_s`)."""
+    spread: float
+    """(largest median - smallest) / smallest: how much the host disturbed the measurement."""
+
+
+def measure_collectives(
+    ranks: int,
+    sizes: Sequence[int],
+    *,
+    collectives: Sequence[str] = COLLECTIVES,
+    backend: str = "gloo",
+    repeats: int = 5,
+    iterations: int = 20,
+    min_median_s: float = 0.0,
+    threads_per_rank: int = 1,
+    timeout_s: float = 300.0,
+) -> list[CollectiveTiming]:
+    """Each collective's time at each message size (in bytes, rounded up to a multiple of 4 x ranks, fp32),
+    in that order; sizes or collectives given twice are measured once. `min_median_s` makes each median span that
+    long at least: on a shared host, short calls come in bursts of slow ones lasting tens of milliseconds, which a
+    median over a few milliseconds of calls does not outvote.
+
+    Raises CollectiveMeasureError for bad arguments, a rank that fails or dies, or no result within timeout_s;
+    the ranks never outlive the call."""
+    _validate(ranks, sizes, collectives, backend, repeats, iterations, threads_per_rank, timeout_s)
+    unit = _ELEMENT_BYTES * ranks
+    plan = _Plan(
+        parent_pid=os.getpid(),
+        ranks=ranks,
+        port=_free_port(),
+        backend=backend,
+        collectives=tuple(dict.fromkeys(collectives)),
+        message_bytes=tuple(dict.fromkeys(-(-size // unit) * unit for size in sizes)),
+        repeats=repeats,
+        iterations=iterations,
+        min_median_s=min_median_s,
+        threads_per_rank=threads_per_rank,
+        timeout_s=timeout_s,
+    )
+    context = torch_mp.get_context("spawn")
+    results: Any = context.Queue()
+    processes = [context.Process(target=_rank_main, args=(rank, plan, results), daemon=True) for rank in range(ranks)]
+    try:
+        for process in processes:
+            process.start()
+        return _collect(processes, results, timeout_s)
+    finally:  # on any way out (an error, Ctrl-C), no rank may outlive the call
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+            if process.pid is not None:
+                process.join()
+        results.close()
+
+
+def _validate(
+    ranks: int,
+    sizes: Sequence[int],
+    collectives: Sequence[str],
+    backend: str,
+    repeats: int,
+    iterations: int,
+    threads_per_rank: int,
+    timeout_s: float,
+) -> None:
+    def fail(message: str) -> NoReturn:
+        raise CollectiveMeasureError(f"collective measurement: {message}")
+
+    if ranks < 2:
+        fail(f"ranks must be at least 2, got {ranks}")
+    if not sizes:
+        fail("no message sizes given")
+    if bad_sizes := [size for size in sizes if size <= 0]:
+        fail(f"message sizes must be positive, got {bad_sizes[0]}")
+    if not collectives:
+        fail("no collectives given")
+    if unknown := [name for name in collectives if name not in COLLECTIVES]:
+        fail(f"unknown collective '{unknown[0]}' (known: {', '.join(COLLECTIVES)})")
+    available = [name for name in dist.Backend.backend_list if name not in _NOT_MEASURABLE and _available(name)]
+    if backend not in available:
+        fail(f"backend '{backend}' is not available in torch.distributed (available: {', '.join(available)})")
+    for name, value in (("repeats", repeats), ("iterations", iterations), ("threads_per_rank", threads_per_rank)):
+        if value < 1:
+            fail(f"{name} must be at least 1, got {value}")
+    if timeout_s <= 0:
+        fail(f"timeout_s must be positive, got {timeout_s:g}")
+
+
+def _available(backend: str) -> bool:
+    return dist.is_available() and dist.is_backend_available(backend)
+
+
+def _free_port() -> int:
+    """A port free now on 127.0.0.1 (the OS picks it): runs that overlap get different ones."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _collect(processes: Sequence[BaseProcess], results: Any, timeout_s: float) -> list[CollectiveTiming]:
+    """Rank 0's timings, once every rank has exited cleanly; a one-line error for a failed or dead rank."""
+    deadline = time.monotonic() + timeout_s
+    timings: list[CollectiveTiming] | None = None
+    while timings is None or any(process.exitcode is None for process in processes):
+        if time.monotonic() > deadline:
+            raise CollectiveMeasureError(f"collective measurement: no result within timeout_s = {timeout_s:g} s")
+        try:
+            kind, payload = results.get(timeout=0.05)
+        except queue.Empty:
+            _raise_for_exits(processes, results)
+            continue
+        if kind == "error":
+            raise _failure(processes, payload)
+        timings = payload
+    _raise_for_exits(processes, results)
+    return timings
+
+
+def _raise_for_exits(processes: Sequence[BaseProcess], results: Any) -> None:
+    """Raises for a rank that exited with an error: with the message it sent, if it sent one."""
+    if all(process.exitcode in (None, 0) for process in processes):
+        return
+    try:  # a rank that caught its error sent it before exiting
+        kind, payload = results.get(timeout=0.1)
+    except queue.Empty:
+        kind, payload = "", None
+    raise _failure(processes, payload if kind == "error" else None)
+
+
+def _failure(processes: Sequence[BaseProcess], message: str | None) -> CollectiveMeasureError:
+    """The error to report. A rank that died without a word (killed, crashed) is the cause, and its peers'
+    errors (a connection reset by it) are symptoms: they may report before it is reaped, hence the short wait."""
+    for _ in range(20 if message is not None else 1):
+        for rank, process in enumerate(processes):
+            if process.exitcode not in (None, 0, _REPORTED_EXIT):
+                return CollectiveMeasureError(
+                    f"collective measurement: rank {rank} exited with code {process.exitcode}"
+                )
+        time.sleep(0.01)
+    if message is not None:
+        return CollectiveMeasureError(message)
+    rank = next(rank for rank, process in enumerate(processes) if process.exitcode not in (None, 0))
+    return CollectiveMeasureError(f"collective measurement: rank {rank} exited with code {processes[rank].exitcode}")
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every rank measures, sent to each spawned process."""
+
+    parent_pid: int
+    ranks: int
+    port: int
+    backend: str
+    collectives: tuple[str, ...]
+    message_bytes: tuple[int, ...]
+    repeats: int
+    iterations: int
+    min_median_s: float
+    threads_per_rank: int
+    timeout_s: float
+
+
+def _rank_main(rank: int, plan: _Plan, results: Any) -> None:
+    """One rank's process: rank 0 sends ("done", timings); a rank that fails sends ("error", line) and exits."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it kills the ranks
+    _die_with_parent(plan.parent_pid)
+    try:
+        torch.set_num_threads(plan.threads_per_rank)
+        dist.init_process_group(
+            plan.backend,
+            init_method=f"tcp://127.0.0.1:{plan.port}",
+            rank=rank,
+            world_size=plan.ranks,
+            timeout=timedelta(seconds=plan.timeout_s),
+        )
+        try:
+            timings = _measure(rank, plan)
+        finally:
+            dist.destroy_process_group()
+    except Exception as error:
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if not isinstance(error, CollectiveMeasureError):
+            message = f"collective measurement: rank {rank}: {type(error).__name__}: {message}"
+        results.put(("error", message))
+        raise SystemExit(_REPORTED_EXIT) from None
+    if rank == 0:
+        results.put(("done", timings))
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """A parent killed by a signal never runs the `finally` that kills its ranks: on Linux the kernel does."""
+    if sys.platform != "linux":
+        return
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # it died before the prctl
+        os._exit(_REPORTED_EXIT)
+
+
+def _measure(rank: int, plan: _Plan) -> list[CollectiveTiming]:
+    for collective in plan.collectives:
+        _check(collective, rank, plan.ranks)
+    timings: list[CollectiveTiming] = []
+    for collective in plan.collectives:
+        for message_bytes in plan.message_bytes:
+            call = _call(collective, message_bytes // _ELEMENT_BYTES, plan.ranks)
+            seconds, spread = _time(call, plan.repeats, plan.iterations, plan.min_median_s)
+            timings.append(CollectiveTiming(collective, plan.ranks, message_bytes, seconds, spread))
+    return timings
+
+
+def _call(collective: str, elements: int, ranks: int) -> Callable[[], object]:
+    """One call of `collective` on a message of `elements` fp32 values (nccl-tests' convention), its buffers
+    allocated once."""
+    whole = torch.zeros(elements)  # zeros: repeated sums stay zeros, never overflow to inf or slow denormals
+    if collective == "all_reduce":
+        return partial(dist.all_reduce, whole)
+    if collective == "all_gather":
+        part = torch.zeros(elements // ranks)
+        return partial(dist.all_gather_single, whole, part)
+    if collective == "reduce_scatter":
+        part = torch.zeros(elements // ranks)
+        return partial(dist.reduce_scatter_single, part, whole)
+    received = torch.empty(elements)
+    return partial(dist.all_to_all_single, received, whole)
+
+
+def _time(call: Callable[[], object], repeats: int, iterations: int, min_median_s: float) -> tuple[float, float]:
+    """(smallest median, spread of the medians) of the calls' times, each the largest over the ranks."""
+    warm = torch.full((1,), math.inf, dtype=torch.float64)
+    for _ in range(_WARMUP_CALLS):
+        dist.barrier()
+        start = time.perf_counter()
+        call()
+        warm[0] = min(float(warm[0]), time.perf_counter() - start)
+    dist.all_reduce(warm, op=dist.ReduceOp.MAX)  # every rank must run as many calls: they agree on one count
+    iterations = min(_MOST_ITERATIONS, max(iterations, math.ceil(min_median_s / max(float(warm[0]), 1e-6))))
+    medians: list[float] = []
+    for _ in range(repeats):
+        times = torch.empty(iterations, dtype=torch.float64)
+        for index in range(iterations):
+            dist.barrier()
+            start = time.perf_counter()
+            call()
+            times[index] = time.perf_counter() - start
+        dist.all_reduce(times, op=dist.ReduceOp.MAX)
+        medians.append(statistics.median(times.tolist()))
+    return min(medians), (max(medians) - min(medians)) / min(medians)
+
+
+def _check(collective: str, rank: int, ranks: int) -> None:
+    """Runs `collective` once on values that tell the ranks apart, and compares the result with its reference."""
+    chunk = 3
+    ids = torch.arange(ranks, dtype=torch.float32).repeat_interleave(chunk)  # chunk j holds j
+    if collective == "all_reduce":
+        result, expected = torch.full((chunk,), rank + 1.0), torch.full((chunk,), ranks * (ranks + 1) / 2)
+        dist.all_reduce(result)
+    elif collective == "all_gather":
+        result, expected = torch.empty(ranks * chunk), ids
+        dist.all_gather_single(result, torch.full((chunk,), float(rank)))
+    elif collective == "reduce_scatter":  # rank r sends chunk j holding j + r; rank j gets ranks*j + sum(r)
+        result, expected = torch.empty(chunk), torch.full((chunk,), ranks * rank + ranks * (ranks - 1) / 2)
+        dist.reduce_scatter_single(result, ids + rank)
+    else:  # rank r sends chunk j holding ranks*r + j; rank j gets chunk r holding ranks*r + j
+        result, expected = torch.empty(ranks * chunk), ids * ranks + rank
+        dist.all_to_all_single(result, ranks * rank + ids)
+    if not torch.equal(result, expected):
+        raise CollectiveMeasureError(
+            f"collective measurement: {collective} on rank {rank} of {ranks} ({dist.get_backend()}) returned "
+            f"{result.tolist()}, expected {expected.tolist()}"
+        )

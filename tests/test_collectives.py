@@ -1,0 +1,166 @@
+"""Systems of devices and the time of their collectives: the shipped datasheet systems, the latency-bandwidth model
+of NCCL's algorithms, and a calibration's measurements interpolated and scaled to other rank counts."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gnomon.cost.collectives import COLLECTIVES, collective_s, fit_latency_bandwidth, model_s
+from gnomon.cost.topology import TopologyError, available_systems, load_system
+from gnomon.cost.topology.measured import MeasuredCollectives, local_collectives_path, write_collectives
+
+MIB = 1 << 20
+
+
+def test_shipped_systems_are_datasheet_figures() -> None:
+    assert {"8xh100", "8xh200", "4xa100"} <= set(available_systems())
+    for name in available_systems():
+        system = load_system(name)
+        assert not system.calibrated
+        assert "datasheet" in system.source
+        assert system.provenance.endswith("datasheet figures, not measured; predicted times are analytical")
+
+
+def test_a_system_of_n_devices_takes_a_shipped_systems_links() -> None:
+    four, two_nodes = load_system("4xh100"), load_system("2x8xh100")
+    dgx = load_system("8xh100")
+    assert (four.ranks, four.intra_node, four.inter_node) == (4, dgx.intra_node, dgx.inter_node)
+    assert (two_nodes.ranks, two_nodes.nodes, two_nodes.name) == (16, 2, "2x8xh100")
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("16xh100", "system '16xh100': a node of 8xh100 holds 8 h100 devices, not 16"),
+        ("4xv100", "no system of v100 devices is known, so '4xv100' has no links; known systems: 4xa100, 8xh100, "
+                   "8xh200, NxDEVICE or MxNxDEVICE of their devices, Nxlocal"),
+        ("tpu", "unknown system 'tpu'; known systems: 4xa100, 8xh100, 8xh200, NxDEVICE or MxNxDEVICE of their "
+                "devices, Nxlocal"),
+        ("nowhere/x.toml", "system file nowhere/x.toml does not exist"),
+    ],
+)  # fmt: skip
+def test_an_unknown_system_is_one_line(spec: str, message: str) -> None:
+    with pytest.raises(TopologyError) as error:
+        load_system(spec)
+    assert str(error.value) == message
+
+
+def test_a_malformed_system_file_names_the_key(tmp_path: Path) -> None:
+    text = (Path(load_system.__code__.co_filename).parent / "4xa100.toml").read_text()
+    path = tmp_path / "broken.toml"
+    path.write_text(text.replace("bandwidth_bytes_per_s = 300e9", 'bandwidth_bytes_per_s = "fast"'))
+    with pytest.raises(TopologyError) as error:
+        load_system(str(path))
+    assert str(error.value) == (
+        f"system file {path}: missing or mistyped 'intra_node.bandwidth_bytes_per_s' (expected float)"
+    )
+
+
+def test_ring_and_tree_all_reduce_and_the_faster_is_taken() -> None:
+    a, b = 2e-6, 100e9
+    # 8 ranks: the ring takes 14 steps and moves 2 * 7/8 of the message; the tree 6 steps and twice the message.
+    assert model_s("all_reduce", MIB, 8, a, b) == pytest.approx((6 * a + 2 * MIB / b, "tree"))
+    assert model_s("all_reduce", 256 * MIB, 8, a, b) == pytest.approx((14 * a + 1.75 * 256 * MIB / b, "ring"))
+    assert model_s("all_gather", MIB, 4, a, b) == pytest.approx((3 * a + 0.75 * MIB / b, "ring"))
+    assert model_s("all_to_all", MIB, 4, a, b) == pytest.approx((3 * a + 0.75 * MIB / b, "pairwise"))
+
+
+def test_one_node_uses_its_links_at_the_collective_efficiency() -> None:
+    system = load_system("4xa100")
+    bandwidth = system.collective_efficiency * system.intra_node.bandwidth_bytes_per_s
+    got = collective_s(system, "reduce_scatter", 64 * MIB)
+    assert got.seconds == pytest.approx(3 * system.intra_node.latency_s + 0.75 * 64 * MIB / bandwidth)
+    assert collective_s(system, "all_reduce", 64 * MIB, ranks=1).seconds == 0.0
+
+
+def test_across_nodes_an_all_reduce_is_hierarchical() -> None:
+    system = load_system("2x8xh100")
+    fast = system.collective_efficiency * system.intra_node.bandwidth_bytes_per_s
+    slow = system.collective_efficiency * system.inter_node.bandwidth_bytes_per_s  # pyright: ignore[reportOptionalMemberAccess]
+    m = 256 * MIB
+    within = 7 * system.intra_node.latency_s + 7 / 8 * m / fast
+    across = 2 * system.inter_node.latency_s + 2 * (1 / 2) * (m / 8) / slow  # pyright: ignore[reportOptionalMemberAccess]
+    got = collective_s(system, "all_reduce", m)
+    assert (got.algorithm, got.seconds) == ("hierarchical", pytest.approx(2 * within + across))
+    # The network carries an all-to-all's share bound for the other node: half of it, at 1/9 of NVLink's speed.
+    assert collective_s(system, "all_to_all", m).seconds > collective_s(load_system("8xh100"), "all_to_all", m).seconds
+
+
+def test_a_latency_and_bandwidth_are_recovered_from_exact_measurements() -> None:
+    a, b = 30e-6, 2e9
+    points = [(size, model_s("all_gather", size, 2, a, b)[0]) for size in (4096, 65536, MIB, 16 * MIB)]
+    assert fit_latency_bandwidth("all_gather", points, 2) == pytest.approx((a, b))
+
+
+@pytest.fixture
+def measured_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[tuple[int, float]]]:
+    monkeypatch.setenv("GNOMON_CACHE_DIR", str(tmp_path))
+    a, b = 50e-6, 1e9
+    curves = {c: [(size, model_s(c, size, 2, a, b)[0]) for size in (65536, MIB, 16 * MIB)] for c in COLLECTIVES}
+    points = {c: tuple((size, t, 0.01) for size, t in curve) for c, curve in curves.items()}
+    write_collectives(MeasuredCollectives("gloo over loopback (test)", "gloo", 2, 1, points), local_collectives_path())
+    return curves
+
+
+def test_measured_collectives_are_interpolated_between_sizes(measured_here: dict[str, list[tuple[int, float]]]) -> None:
+    system = load_system("local")
+    assert (system.name, system.calibrated, system.ranks) == ("2xlocal", True, 2)
+    (small, t0), (_, t1) = measured_here["all_reduce"][:2]
+    assert collective_s(system, "all_reduce", small).seconds == t0
+    between = collective_s(system, "all_reduce", 4 * small)  # a third of the way in log size, from 64 KiB to 1 MiB
+    assert between.algorithm == "measured"
+    assert t0 < between.seconds < t1
+    assert collective_s(system, "all_reduce", 1024).seconds == t0  # below the smallest: its (latency-bound) time
+
+
+def test_measured_collectives_scale_to_other_rank_counts_by_the_model(
+    measured_here: dict[str, list[tuple[int, float]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Measured on 2 ranks as a link of 50 us and 1 GB/s: on 4 ranks the model's time at the fitted link.
+    four = replace(load_system("2xlocal"), devices_per_node=4)
+    got = collective_s(four, "all_gather", MIB)
+    assert got.seconds == pytest.approx(model_s("all_gather", MIB, 4, 50e-6, 1e9)[0], rel=1e-6)
+    assert collective_s(load_system("1xlocal"), "all_gather", MIB).seconds == 0.0
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    with pytest.raises(TopologyError, match=r"^system '4xlocal': this machine has 2 cores, too few for 4 ranks"):
+        load_system("4xlocal")
+
+
+def test_a_missing_collective_calibration_says_what_to_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GNOMON_CACHE_DIR", str(tmp_path))
+    with pytest.raises(TopologyError) as error:
+        load_system("2xlocal")
+    assert str(error.value) == (
+        f"no collective calibration of this machine ({tmp_path / 'collectives.toml'} does not exist): "
+        "run `gnomon calibrate --collectives`"
+    )
+
+
+def test_calibrate_collectives_writes_what_the_local_system_predicts_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gnomon import cli
+
+    monkeypatch.setenv("GNOMON_CACHE_DIR", str(tmp_path))
+    assert cli.main(["calibrate", "--collectives", "--ranks", "2", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "collectives over gloo, 2 ranks:" in out
+    assert f"wrote {tmp_path / 'collectives.toml'} (the `local` system's collectives)" in out
+    system = load_system("2xlocal")
+    for collective in COLLECTIVES:
+        measured = system.measured[collective]
+        assert len(measured) == 3
+        size, seconds = measured[1]
+        assert collective_s(system, collective, size).seconds == seconds  # at a measured size: the measurement
+
+
+def test_ranks_without_collectives_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from gnomon import cli
+
+    assert cli.main(["calibrate", "--ranks", "4"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "gnomon: error: --ranks is the number of processes of `gnomon calibrate --collectives`: add --collectives"
+    )

@@ -1,0 +1,120 @@
+"""`gnomon.runtime.distributed`: timing torch.distributed's collectives on local ranks over gloo.
+
+The measured run checks the harness's contract (a result per collective and size, the message size convention,
+larger messages taking longer), not how fast gloo is. The sizes are 64 KiB and 16 MiB: on a shared 2-core host
+gloo's calls stall for 3-4 ms in bursts, which a 1 MiB call's time does not reliably exceed. The other runs check
+that a rank that dies, fails or never answers is one line of error and leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import time
+from typing import Any
+
+import pytest
+
+from gnomon.runtime.distributed import COLLECTIVES, CollectiveMeasureError, measure_collectives
+from gnomon.runtime.distributed import collectives as collectives_module
+
+SMALL, LARGE = 64 * 1024, 16 * 1024 * 1024
+
+
+def test_measures_every_collective_and_size(capfd: pytest.CaptureFixture[str]) -> None:
+    timings = measure_collectives(2, [SMALL, LARGE], repeats=3, iterations=5)
+    assert [(t.collective, t.message_bytes) for t in timings] == [(c, s) for c in COLLECTIVES for s in (SMALL, LARGE)]
+    for timing in timings:
+        assert timing.ranks == 2
+        assert timing.seconds > 0
+        assert timing.spread >= 0
+    seconds = {(t.collective, t.message_bytes): t.seconds for t in timings}
+    for collective in COLLECTIVES:
+        assert seconds[collective, LARGE] > seconds[collective, SMALL], collective
+    assert "Warning" not in capfd.readouterr().err  # the ranks' stderr: no deprecated collective was called
+
+
+def test_message_bytes_round_up_to_whole_elements_per_rank() -> None:
+    """3 ranks, fp32: messages are multiples of 12 bytes; sizes that round alike are measured once."""
+    timings = measure_collectives(3, [1, 12, 13], collectives=["all_gather"], repeats=1, iterations=1)
+    assert [(t.collective, t.ranks, t.message_bytes) for t in timings] == [("all_gather", 3, 12), ("all_gather", 3, 24)]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"ranks": 1}, "collective measurement: ranks must be at least 2, got 1"),
+        ({"sizes": []}, "collective measurement: no message sizes given"),
+        ({"sizes": [1024, 0]}, "collective measurement: message sizes must be positive, got 0"),
+        ({"collectives": []}, "collective measurement: no collectives given"),
+        (
+            {"collectives": ["all_reduce", "broadcast"]},
+            "collective measurement: unknown collective 'broadcast' "
+            "(known: all_reduce, all_gather, reduce_scatter, all_to_all)",
+        ),
+        ({"backend": "nosuch"}, "collective measurement: backend 'nosuch' is not available in torch.distributed"),
+        ({"backend": "fake"}, "collective measurement: backend 'fake' is not available in torch.distributed"),
+        ({"repeats": 0}, "collective measurement: repeats must be at least 1, got 0"),
+        ({"iterations": 0}, "collective measurement: iterations must be at least 1, got 0"),
+        ({"threads_per_rank": 0}, "collective measurement: threads_per_rank must be at least 1, got 0"),
+        ({"timeout_s": 0}, "collective measurement: timeout_s must be positive, got 0"),
+    ],
+)
+def test_argument_errors(arguments: dict[str, Any], message: str) -> None:
+    call: dict[str, Any] = {"ranks": 2, "sizes": [1024], **arguments}
+    with pytest.raises(CollectiveMeasureError) as raised:
+        measure_collectives(call.pop("ranks"), call.pop("sizes"), **call)
+    assert str(raised.value).startswith(message)
+    assert "\n" not in str(raised.value)
+
+
+def test_unavailable_backend_lists_the_available_ones() -> None:
+    with pytest.raises(CollectiveMeasureError, match=r"\(available: [^)]*gloo[^)]*\)$"):
+        measure_collectives(2, [1024], backend="nosuch")
+
+
+# Stand-ins for the ranks' main function, run in the spawned processes (so defined at module level).
+
+
+def _rank_dies(rank: int, plan: Any, results: Any) -> None:
+    if rank == 1:
+        os._exit(3)
+    time.sleep(60)
+
+
+def _drop(*args: object, **kwargs: object) -> None:
+    """A stand-in for dist.all_reduce that reduces nothing."""
+
+
+def _all_reduce_drops_data(rank: int, plan: Any, results: Any) -> None:
+    collectives_module.dist.all_reduce = _drop  # pyright: ignore[reportAttributeAccessIssue]
+    collectives_module._rank_main(rank, plan, results)  # pyright: ignore[reportPrivateUsage]
+
+
+def _assert_no_rank_left() -> None:
+    assert multiprocessing.active_children() == []
+
+
+def test_a_dead_rank_is_one_line_and_the_others_are_killed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(collectives_module, "_rank_main", _rank_dies)
+    start = time.monotonic()
+    with pytest.raises(CollectiveMeasureError, match=r"^collective measurement: rank 1 exited with code 3$"):
+        measure_collectives(2, [1024])
+    assert time.monotonic() - start < 30  # rank 0 sleeps for 60 s: it was killed, not waited for
+    _assert_no_rank_left()
+
+
+def test_a_wrong_result_fails_the_check_before_timing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(collectives_module, "_rank_main", _all_reduce_drops_data)
+    with pytest.raises(CollectiveMeasureError) as raised:
+        measure_collectives(2, [1024])
+    expected = r"collective measurement: all_reduce on rank [01] of 2 \(gloo\) returned \[([12])\.0, \1\.0, \1\.0\], "
+    assert re.fullmatch(expected + r"expected \[3\.0, 3\.0, 3\.0\]", str(raised.value)), str(raised.value)
+    _assert_no_rank_left()
+
+
+def test_no_result_within_the_timeout_kills_the_ranks() -> None:
+    with pytest.raises(CollectiveMeasureError, match=r"^collective measurement: no result within timeout_s = 0.5 s$"):
+        measure_collectives(2, [1024], timeout_s=0.5)
+    _assert_no_rank_left()
