@@ -28,13 +28,14 @@ takes it anyway).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gnomon.cost.devices import Device, DeviceError, MemoryLevel, load_device, local_device_path, save_device
 from gnomon.cost.fit import (
     DRAM_QUANTILE,
+    FITTED,
     FitResult,
     call_warm_costs,
     fastest_of_rounds,
@@ -83,16 +84,32 @@ class Calibration:
         return reasons
 
 
-def calibrate(quick: bool = False, fit: bool = True, log: Callable[[str], None] = print) -> Calibration:
-    """Measure this machine (see the module docstring); `log` gets each figure as it is measured."""
+def calibrate(
+    quick: bool = False,
+    fit: bool = True,
+    log: Callable[[str], None] = print,
+    start: Mapping[str, float] | None = None,
+    fitted: Sequence[str] = FITTED,
+) -> Calibration:
+    """Measure this machine (see the module docstring); `log` gets each figure as it is measured. The fit moves the
+    factors `fitted`, from `start`'s values where given (a steadier calibration's), else from the models' defaults."""
     m, rounds = measure(quick, fit, log, lambda module: lower(module, "the calibration suite", layout="nchw"))
-    return calibration_of(m, rounds, fit, log)
+    return calibration_of(m, rounds, fit, log, start, fitted)
 
 
-def calibration_of(m: Measurements, rounds: Rounds, fit: bool, log: Callable[[str], None]) -> Calibration:
-    """The device of what `measure` took: its measured figures, its steadiness, and (with `fit`) the factors fitted
-    to its rounds."""
+def calibration_of(
+    m: Measurements,
+    rounds: Rounds,
+    fit: bool,
+    log: Callable[[str], None],
+    start: Mapping[str, float] | None = None,
+    fitted: Sequence[str] = FITTED,
+) -> Calibration:
+    """The device of what `measure` took: its measured figures, its steadiness, and (with `fit`) the factors
+    `fitted` fitted to its rounds, from `start`'s where given."""
     device = _measured_device(m, rounds, log)
+    if start:
+        device = replace(device, efficiency=dict(start) | device.efficiency)
     device = replace(
         device,
         steadiness={
@@ -115,7 +132,7 @@ def calibration_of(m: Measurements, rounds: Rounds, fit: bool, log: Callable[[st
             device = replace(device, call_warm_s=call_warm_costs(device, fastest_of_rounds(rounds.probe_rounds)))
             warm = ", ".join(f"{name} {seconds * 1e6:.1f}" for name, seconds in device.call_warm_s.items())
             log(f"  warm library calls, us (tiny calls back to back, beyond launch and kernel): {warm}")
-        result = fit_efficiency(device, fastest_of_rounds(rounds.suite_rounds))
+        result = fit_efficiency(device, fastest_of_rounds(rounds.suite_rounds), names=fitted)
         device = replace(device, efficiency=device.efficiency | result.factors)
         _log_fit(result, log)
     summary = ", ".join(f"{key} {value:.4g}" for key, value in m.measured.items())

@@ -84,6 +84,10 @@ def render(measured: MeasuredCollectives) -> str:
 
 
 def calibrate_collectives_command(output: Path | None, ranks: int, quick: bool) -> None:
+    """Measure the collectives and, unless `output` names another file, the device each rank sees
+    (`gnomon.calibrate_ranks`): the two halves of the `Nxlocal` system."""
+    from gnomon.calibrate_ranks import calibrate_rank_device, local_rank_device_path, write_rank_device
+
     path = output if output is not None else local_collectives_path()
     measured = calibrate_collectives(ranks, quick=quick)
     print(render(measured))
@@ -92,3 +96,11 @@ def calibrate_collectives_command(output: Path | None, ranks: int, quick: bool) 
     except OSError as error:
         raise TopologyError(f"cannot write the collective file {path}: {error.strerror or error}") from error
     print(f"wrote {path}" + (" (the `local` system's collectives)" if output is None else ""))
+    if output is not None:
+        return
+    print(f"calibrating the device one of {ranks} ranks sees, all ranks at once ...")
+    device = calibrate_rank_device(ranks, quick=quick)
+    write_rank_device(device)
+    peak, dram = device.peak("fp32"), device.dram.bandwidth_bytes_per_s
+    print(f"  per rank: peak fp32 {peak / 1e9:.1f} GFLOP/s, DRAM {dram / 1e9:.1f} GB/s, {device.cores} core(s)")
+    print(f"wrote {local_rank_device_path()} (the device of the `local` system's ranks)")

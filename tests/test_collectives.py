@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gnomon.cost.collectives import COLLECTIVES, collective_s, fit_latency_bandwidth, model_s
+from gnomon.cost.devices import load_device, save_device
 from gnomon.cost.topology import TopologyError, available_systems, load_system
 from gnomon.cost.topology.measured import MeasuredCollectives, local_collectives_path, write_collectives
 
@@ -102,6 +103,7 @@ def measured_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     curves = {c: [(size, model_s(c, size, 2, a, b)[0]) for size in (65536, MIB, 16 * MIB)] for c in COLLECTIVES}
     points = {c: tuple((size, t, 0.01) for size, t in curve) for c, curve in curves.items()}
     write_collectives(MeasuredCollectives("gloo over loopback (test)", "gloo", 2, 1, points), local_collectives_path())
+    save_device(load_device("generic-cpu"), tmp_path / "rank.toml")  # what `calibrate --collectives` measures
     return curves
 
 

@@ -42,7 +42,7 @@ from gnomon.dialects.graph.grad import EmbeddingBagAdamUpdateOp, EmbeddingBagUpd
 from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.locations import location_name
 
-__all__ = ["DEFAULTS", "ForeachOp", "eager_training_report", "foreach_ops", "optimizer_key"]
+__all__ = ["DEFAULTS", "ForeachOp", "eager_training_report", "foreach_ops", "optimizer_key", "priced_ops"]
 
 DEFAULTS = {
     "autograd_record_s": 0.9e-6,
@@ -112,10 +112,10 @@ def eager_training_report(module: ModuleOp, device: Device, name: str, optimizer
     cost is the first backward op's host time; `zero_grad` and the optimizer's Python, the first foreach op's."""
     costs = {**DEFAULTS, **device.eager_training}
     block = program_function(module).body.block
-    ops = [op for op in block.ops if isinstance(op, GraphOperation) and not isinstance(op, ConstantOp)]
+    ops = _graph_ops(module)
     ret = block.last_op
     assert isinstance(ret, func.ReturnOp)
-    updates = {op for op in ops if location_name(op.location).startswith("optimizer")}
+    updates = _updates(ops)
     table_updates = {op for op in updates if isinstance(op, EmbeddingBagUpdateOp | EmbeddingBagAdamUpdateOp)}
     steps = eager_steps(module, device, skip=updates - table_updates)
     # What runs after the loss runs in backward(): the seed gradient is a folded constant, so program order, not
@@ -130,7 +130,7 @@ def eager_training_report(module: ModuleOp, device: Device, name: str, optimizer
         "optimizer": costs[f"{key}_step_s"] + trained * costs[f"{key}_param_s"],
     }
     priced: list[Step] = []
-    for op, step in zip([op for op in ops if op not in updates or op in table_updates], steps, strict=True):
+    for op, step in zip(priced_ops(module), steps, strict=True):
         if op in table_updates:
             host_s, host["optimizer"] = host["optimizer"], 0.0
         elif op in backward:
@@ -166,6 +166,23 @@ def _foreach_cost(call: ForeachOp, parameters: Sequence[SSAValue], device: Devic
         model="stream",
         first_touch_s=sum(c.first_touch_s for c in costs),
     )
+
+
+def _graph_ops(module: ModuleOp) -> list[GraphOperation]:
+    block = program_function(module).body.block
+    return [op for op in block.ops if isinstance(op, GraphOperation) and not isinstance(op, ConstantOp)]
+
+
+def _updates(ops: Sequence[GraphOperation]) -> set[GraphOperation]:
+    return {op for op in ops if location_name(op.location).startswith("optimizer")}
+
+
+def priced_ops(module: ModuleOp) -> list[GraphOperation]:
+    """The graph ops of a training step that `eager_training_report`'s first records price, one each, in order (the
+    foreach optimizer's calls follow them): all but the dense optimizer updates, which the foreach calls replace."""
+    ops = _graph_ops(module)
+    dense = {op for op in _updates(ops) if not isinstance(op, EmbeddingBagUpdateOp | EmbeddingBagAdamUpdateOp)}
+    return [op for op in ops if op not in dense]
 
 
 def _reading(ops: list[GraphOperation], sources: set[SSAValue]) -> set[Operation]:

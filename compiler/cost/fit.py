@@ -165,26 +165,29 @@ def geomean_error(device: Device, measured: Sequence[Measured]) -> float:
 
 def _fitted_device(device: Device, values: dict[str, float]) -> Device:
     """`device` with the fitted efficiency factors of `values`."""
-    return replace(device, efficiency=device.efficiency | {name: values[name] for name in FITTED})
+    return replace(device, efficiency=device.efficiency | values)
 
 
-def fit_efficiency(device: Device, measured: Sequence[Measured], sweeps: int = 3) -> FitResult:
+def fit_efficiency(
+    device: Device, measured: Sequence[Measured], sweeps: int = 3, names: Sequence[str] = FITTED
+) -> FitResult:
     """Coordinate descent on `FITTED`: each in turn takes the best of a geometric grid around its value, minimizing
     the mean absolute log error over the kernels. The launch overhead is not fitted: it is measured on its own (a
     tiny kernel's), and what a kernel split over threads adds is `pool_wake_s`; fitting it too let it soak up the
     errors of the suite's large kernels, and then priced every small launch of a real model twice over.
 
     A factor moves only the kernels whose models use it (a pooling factor, the pools), so each grid is priced on
-    those: the kernels whose prediction differs at either end of the grid from the current one."""
+    those: the kernels whose prediction differs at either end of the grid from the current one. `names` fits a
+    subset, the others kept as the device has them."""
     defaults = efficiency(device)
-    values: dict[str, float] = {name: float(getattr(defaults, name)) for name in FITTED}
+    values: dict[str, float] = {name: float(getattr(defaults, name)) for name in names}
     calls = [library_calls(m.kernel) for m in measured]  # what the factors do not change, found once
     everything = range(len(measured))
     before = geomean_error(_fitted_device(device, values), measured)
     errors = _log_errors(_fitted_device(device, values), measured, calls, everything)
     for sweep in range(sweeps):
         step = 2.0 ** (1 / (2 << sweep))  # finer each sweep: 2^(1/2), 2^(1/4), 2^(1/8)
-        for name in FITTED:
+        for name in names:
             low, high = BOUNDS[name]
             candidates = {min(high, max(low, values[name] * step**k)) for k in range(-12, 13)}
             if name in ("gemm_k_overhead", "conv_k_overhead"):
@@ -205,7 +208,7 @@ def fit_efficiency(device: Device, measured: Sequence[Measured], sweeps: int = 3
             for i, value in zip(moved, chosen, strict=True):
                 errors[i] = value
     after = geomean_error(_fitted_device(device, values), measured)
-    return FitResult({name: values[name] for name in FITTED}, len(measured), before, after)
+    return FitResult({name: values[name] for name in names}, len(measured), before, after)
 
 
 def call_warm_costs(device: Device, probes: Sequence[Measured]) -> dict[str, float]:

@@ -11,27 +11,20 @@ wrong call (a misread API, a backend that drops data) measures nothing.
 
 from __future__ import annotations
 
-import ctypes
 import math
-import os
-import queue
-import signal
-import socket
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from multiprocessing.process import BaseProcess
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as torch_mp
 
 from gnomon.errors import GnomonError
+from gnomon.runtime.distributed.ranks import free_port, run_ranks
 
 __all__ = ["COLLECTIVES", "CollectiveMeasureError", "CollectiveTiming", "measure_collectives"]
 
@@ -40,8 +33,6 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 _WARMUP_CALLS = 3
 _MOST_ITERATIONS = 2000
 _ELEMENT_BYTES = 4  # fp32
-_REPORTED_EXIT = 1  # the exit code of a rank that caught its error and sent it to the parent
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # "undefined" is no backend, and "fake" communicates nothing: neither has a cost to measure.
 _NOT_MEASURABLE = ("undefined", "fake")
 
@@ -88,9 +79,8 @@ def measure_collectives(
     _validate(ranks, sizes, collectives, backend, repeats, iterations, threads_per_rank, timeout_s)
     unit = _ELEMENT_BYTES * ranks
     plan = _Plan(
-        parent_pid=os.getpid(),
         ranks=ranks,
-        port=_free_port(),
+        port=free_port(),
         backend=backend,
         collectives=tuple(dict.fromkeys(collectives)),
         message_bytes=tuple(dict.fromkeys(-(-size // unit) * unit for size in sizes)),
@@ -100,20 +90,9 @@ def measure_collectives(
         threads_per_rank=threads_per_rank,
         timeout_s=timeout_s,
     )
-    context = torch_mp.get_context("spawn")
-    results: Any = context.Queue()
-    processes = [context.Process(target=_rank_main, args=(rank, plan, results), daemon=True) for rank in range(ranks)]
-    try:
-        for process in processes:
-            process.start()
-        return _collect(processes, results, timeout_s)
-    finally:  # on any way out (an error, Ctrl-C), no rank may outlive the call
-        for process in processes:
-            if process.is_alive():
-                process.kill()
-            if process.pid is not None:
-                process.join()
-        results.close()
+    return run_ranks(
+        _rank_main, plan, ranks, timeout_s=timeout_s, what="collective measurement", error=CollectiveMeasureError
+    )
 
 
 def _validate(
@@ -153,64 +132,10 @@ def _available(backend: str) -> bool:
     return dist.is_available() and dist.is_backend_available(backend)
 
 
-def _free_port() -> int:
-    """A port free now on 127.0.0.1 (the OS picks it): runs that overlap get different ones."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _collect(processes: Sequence[BaseProcess], results: Any, timeout_s: float) -> list[CollectiveTiming]:
-    """Rank 0's timings, once every rank has exited cleanly; a one-line error for a failed or dead rank."""
-    deadline = time.monotonic() + timeout_s
-    timings: list[CollectiveTiming] | None = None
-    while timings is None or any(process.exitcode is None for process in processes):
-        if time.monotonic() > deadline:
-            raise CollectiveMeasureError(f"collective measurement: no result within timeout_s = {timeout_s:g} s")
-        try:
-            kind, payload = results.get(timeout=0.05)
-        except queue.Empty:
-            _raise_for_exits(processes, results)
-            continue
-        if kind == "error":
-            raise _failure(processes, payload)
-        timings = payload
-    _raise_for_exits(processes, results)
-    return timings
-
-
-def _raise_for_exits(processes: Sequence[BaseProcess], results: Any) -> None:
-    """Raises for a rank that exited with an error: with the message it sent, if it sent one."""
-    if all(process.exitcode in (None, 0) for process in processes):
-        return
-    try:  # a rank that caught its error sent it before exiting
-        kind, payload = results.get(timeout=0.1)
-    except queue.Empty:
-        kind, payload = "", None
-    raise _failure(processes, payload if kind == "error" else None)
-
-
-def _failure(processes: Sequence[BaseProcess], message: str | None) -> CollectiveMeasureError:
-    """The error to report. A rank that died without a word (killed, crashed) is the cause, and its peers'
-    errors (a connection reset by it) are symptoms: they may report before it is reaped, hence the short wait."""
-    for _ in range(20 if message is not None else 1):
-        for rank, process in enumerate(processes):
-            if process.exitcode not in (None, 0, _REPORTED_EXIT):
-                return CollectiveMeasureError(
-                    f"collective measurement: rank {rank} exited with code {process.exitcode}"
-                )
-        time.sleep(0.01)
-    if message is not None:
-        return CollectiveMeasureError(message)
-    rank = next(rank for rank, process in enumerate(processes) if process.exitcode not in (None, 0))
-    return CollectiveMeasureError(f"collective measurement: rank {rank} exited with code {processes[rank].exitcode}")
-
-
 @dataclass(frozen=True)
 class _Plan:
     """What every rank measures, sent to each spawned process."""
 
-    parent_pid: int
     ranks: int
     port: int
     backend: str
@@ -223,40 +148,20 @@ class _Plan:
     timeout_s: float
 
 
-def _rank_main(rank: int, plan: _Plan, results: Any) -> None:
-    """One rank's process: rank 0 sends ("done", timings); a rank that fails sends ("error", line) and exits."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it kills the ranks
-    _die_with_parent(plan.parent_pid)
+def _rank_main(rank: int, plan: _Plan) -> list[CollectiveTiming]:
+    """One rank's work, in its own process: its timings (rank 0's are the result)."""
+    torch.set_num_threads(plan.threads_per_rank)
+    dist.init_process_group(
+        plan.backend,
+        init_method=f"tcp://127.0.0.1:{plan.port}",
+        rank=rank,
+        world_size=plan.ranks,
+        timeout=timedelta(seconds=plan.timeout_s),
+    )
     try:
-        torch.set_num_threads(plan.threads_per_rank)
-        dist.init_process_group(
-            plan.backend,
-            init_method=f"tcp://127.0.0.1:{plan.port}",
-            rank=rank,
-            world_size=plan.ranks,
-            timeout=timedelta(seconds=plan.timeout_s),
-        )
-        try:
-            timings = _measure(rank, plan)
-        finally:
-            dist.destroy_process_group()
-    except Exception as error:
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        if not isinstance(error, CollectiveMeasureError):
-            message = f"collective measurement: rank {rank}: {type(error).__name__}: {message}"
-        results.put(("error", message))
-        raise SystemExit(_REPORTED_EXIT) from None
-    if rank == 0:
-        results.put(("done", timings))
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """A parent killed by a signal never runs the `finally` that kills its ranks: on Linux the kernel does."""
-    if sys.platform != "linux":
-        return
-    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # it died before the prctl
-        os._exit(_REPORTED_EXIT)
+        return _measure(rank, plan)
+    finally:
+        dist.destroy_process_group()
 
 
 def _measure(rank: int, plan: _Plan) -> list[CollectiveTiming]:

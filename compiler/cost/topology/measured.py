@@ -1,5 +1,6 @@
-"""This machine as a system of ranks: the collectives `gnomon calibrate --collectives` measured, kept beside the
-`local` device file as `collectives.toml`:
+"""This machine as a system of ranks: the device one rank sees (`rank.toml`, `gnomon.calibrate_ranks`) and the
+collectives between them (`collectives.toml`), both written by `gnomon calibrate --collectives` beside the `local`
+device file. The collectives' file:
 
     name = "local"
     calibrated = true
@@ -23,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gnomon.cost.devices import DeviceError, load_device, local_device_path
+from gnomon.cost.devices import load_device, local_device_path
 from gnomon.cost.topology.system import Link, System, TopologyError
 
 __all__ = ["MeasuredCollectives", "local_collectives_path", "local_system", "read_collectives", "write_collectives"]
@@ -116,10 +117,12 @@ def local_system(ranks: int | None = None) -> System:
             f"system '{n}xlocal': this machine has {cores} cores, too few for {n} ranks of "
             f"{measured.threads_per_rank} thread(s)"
         )
-    try:
-        device = load_device("local")
-    except DeviceError:
-        device = load_device("generic-cpu")
+    rank_file = local_collectives_path().with_name("rank.toml")
+    if not rank_file.is_file():
+        raise TopologyError(
+            f"no calibration of this machine's ranks ({rank_file} does not exist): run `gnomon calibrate --collectives`"
+        )
+    device = load_device(str(rank_file))
     curves = {name: tuple((b, s) for b, s, _ in points) for name, points in measured.points.items()}
     latency, bandwidth = _link_of(curves, measured.ranks)
     return System(

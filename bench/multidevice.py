@@ -1,0 +1,150 @@
+"""Multi-device training predicted against measured (issue 20): data-parallel steps on this machine's ranks, and the
+reproducibility of the collective calibration they are predicted from.
+
+Data parallel (acceptance 1, its data-parallel half): each case of `multidevice_cases.DATA_PARALLEL` (an MLP and
+transformer blocks, two per-rank batch sizes each) runs as PyTorch DDP on 2 gloo ranks of one thread each
+(`ddp_ranks.measure_data_parallel`): the DDP step, and the same step without DDP run on both ranks at once (the
+compute alone under the same load). gnomon predicts both (`gnomon.cost.data_parallel` on the `2xlocal` system:
+this machine's calibrated device shared by the ranks, and the collectives `gnomon calibrate --collectives`
+measured). The table prints each case's predicted and measured step, the communication the step adds beyond the
+compute (predicted, and measured as DDP's step less the local step), and the errors; the geomean absolute
+percentage error of the step is the figure to meet (target 10%). Then the same cases predicted on datasheet
+systems (8xh100, 4xa100), marked as such.
+
+Reproducibility (acceptance 4, `--reproducibility`): the collective calibration twice in a row, and how far each
+measured point moved (target: within 10%).
+
+    python bench/multidevice.py [--cases mlp,transformer] [--repeats 5] [--steps 10]
+    python bench/multidevice.py --reproducibility
+
+Needs `gnomon calibrate` and `gnomon calibrate --collectives` first. Run it alone on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+import gnomon
+from gnomon.cost.data_parallel import DataParallelStep, data_parallel_step
+from gnomon.cost.eager_training import eager_training_report
+from gnomon.cost.topology import System, load_system
+from gnomon.training import training_graph
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ddp_ranks import measure_data_parallel
+from multidevice_cases import DATA_PARALLEL, OPTIMIZER
+
+DATASHEET_SYSTEMS = ("8xh100", "4xa100")
+
+
+def predict(case_name: str, batch: int, system: System, ranks: int) -> DataParallelStep:
+    """The DDP step of `case_name` at a per-rank `batch` on `ranks` of `system`'s devices."""
+    case = DATA_PARALLEL[case_name]
+    torch.manual_seed(0)
+    model = case.build().train()
+    inputs = case.batch(model, batch)
+    graph, training = training_graph(
+        gnomon.with_loss(copy.deepcopy(model), case.loss), inputs, OPTIMIZER, source=case_name
+    )
+    values = [training.values[n] for n in training.parameters]
+    parameters = (sum(v.size for v in values), sum(v.nbytes for v in values))
+    report = eager_training_report(graph, system.device, case_name, OPTIMIZER, len(training.parameters), parameters)
+    return data_parallel_step(graph, report, training.parameters, system, ranks)
+
+
+def ape(predicted: float, measured: float) -> float:
+    return abs(predicted - measured) / measured
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(max(v, 1e-4)) for v in values))
+
+
+def data_parallel(cases: list[str], ranks: int, repeats: int, steps: int) -> None:
+    system = load_system(f"{ranks}xlocal")
+    print(f"data-parallel steps, {ranks} gloo ranks of 1 thread, predicted on {system.provenance}")
+    print(f"  device per rank: {system.device.source[:100]}...")
+    header = (
+        f"  {'case':<18} {'batch':>5} | {'compute ms':>10} {'measured':>9} {'err':>6} | {'comm ms':>8} {'measured':>9}"
+        f" | {'step ms':>8} {'measured':>9} {'spread':>6} {'err':>6} | buckets (predicted / DDP's)"
+    )
+    print(header)
+    errors, compute_errors = [], []
+    for name in cases:
+        for batch in DATA_PARALLEL[name].batches:
+            predicted = predict(name, batch, system, ranks)
+            measured = measure_data_parallel(name, batch, ranks=ranks, steps=steps, repeats=repeats)
+            step_error = ape(predicted.step_s, measured.ddp_step_s)
+            compute_error = ape(predicted.compute_s, measured.local_step_s)
+            errors.append(step_error)
+            compute_errors.append(compute_error)
+            comm = predicted.step_s - predicted.compute_s
+            measured_comm = measured.ddp_step_s - measured.local_step_s
+            print(
+                f"  {name:<18} {batch:>5} | {predicted.compute_s * 1e3:>10.2f} {measured.local_step_s * 1e3:>9.2f}"
+                f" {compute_error:>6.1%} | {comm * 1e3:>8.2f} {measured_comm * 1e3:>9.2f}"
+                f" | {predicted.step_s * 1e3:>8.2f} {measured.ddp_step_s * 1e3:>9.2f} {measured.ddp_spread:>6.0%}"
+                f" {step_error:>6.1%} | {len(predicted.buckets)} / {len(measured.buckets) or '?'}"
+            )
+    print(
+        f"  geomean absolute error over {len(errors)} cases: step {geomean(errors):.1%} (target <= 10%),"
+        f" compute alone {geomean(compute_errors):.1%}"
+    )
+
+
+def datasheet(cases: list[str]) -> None:
+    for system_name in DATASHEET_SYSTEMS:
+        system = load_system(system_name)
+        print(f"\npredicted on {system.provenance}")
+        print(f"  {'case':<18} {'batch':>5} {'compute ms':>11} {'all-reduce ms':>14} {'exposed ms':>11} {'step ms':>9}")
+        for name in cases:
+            for batch in DATA_PARALLEL[name].batches:
+                p = predict(name, batch, system, system.ranks)
+                print(
+                    f"  {name:<18} {batch:>5} {p.compute_s * 1e3:>11.3f} {p.all_reduce_s * 1e3:>14.3f}"
+                    f" {p.exposed_s * 1e3:>11.3f} {p.step_s * 1e3:>9.3f}"
+                )
+
+
+def reproducibility(ranks: int) -> None:
+    from gnomon.calibrate_collectives import calibrate_collectives
+
+    first, second = calibrate_collectives(ranks), calibrate_collectives(ranks)
+    print(f"collective calibration twice, {ranks} ranks: second / first at each size")
+    moved = []
+    for collective, points in first.points.items():
+        ratios = [b[1] / a[1] for a, b in zip(points, second.points[collective], strict=True)]
+        moved += [abs(r - 1) for r in ratios]
+        print(f"  {collective:<15} " + " ".join(f"{r:.2f}" for r in ratios))
+    within = sum(m <= 0.10 for m in moved)
+    print(
+        f"  {within} of {len(moved)} points within 10%; largest move {max(moved):.0%},"
+        f" median {statistics.median(moved):.1%} (target: within 10%)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default=",".join(DATA_PARALLEL))
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--reproducibility", action="store_true")
+    args = parser.parse_args()
+    if args.reproducibility:
+        reproducibility(args.ranks)
+        return
+    cases = args.cases.split(",")
+    data_parallel(cases, args.ranks, args.repeats, args.steps)
+    datasheet(cases)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The device one rank sees when N ranks share this machine: `gnomon calibrate` run in N processes at once, each
+pinned to its own cores with as many torch threads, and rank 0's figures kept (`gnomon calibrate --collectives`
+writes them as `rank.toml` beside the collectives; the `Nxlocal` system runs its ranks on it).
+
+A share of the machine is not its figures divided by N: a thread alone on its core runs a mid-size GEMM at about half
+the two-core peak, but an L2-sized copy at three quarters of the two-thread rate (no split to join), and the ranks
+share DRAM and L3 as they stream at once. So the share is measured as the ranks run: each one's peaks, bandwidths,
+overheads and eager training costs under the other ranks' load, as a data-parallel step runs; its efficiency factors
+are the `local` device's (`RANK_FITTED`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from gnomon.cost.devices import Device, DeviceError, load_device, local_device_path, save_device
+from gnomon.errors import GnomonError
+from gnomon.runtime.distributed import run_ranks
+
+__all__ = ["RankCalibrationError", "calibrate_rank_device", "local_rank_device_path", "write_rank_device"]
+
+
+RANK_FITTED: tuple[str, ...] = ()
+"""The efficiency factors a rank's calibration fits; the others are the `local` device's (a quiet machine's fit).
+None: fitted under the other ranks' load, all of them moved by up to 3x between two runs, and a few of them (GEMM,
+packing, elementwise, streams) still moved a rank's predicted training steps by 10-15% between runs; the measured
+peaks and bandwidths alone are reproducible."""
+
+
+class RankCalibrationError(GnomonError):
+    """The ranks could not be calibrated (too few cores, a rank failed)."""
+
+
+def local_rank_device_path() -> Path:
+    """`rank.toml` beside the `local` device file."""
+    return local_device_path().with_name("rank.toml")
+
+
+@dataclass(frozen=True)
+class _Plan:
+    cores: tuple[tuple[int, ...], ...]
+    """Each rank's cores."""
+    quick: bool
+    start: dict[str, float]
+    """The efficiency factors the fit starts from: the `local` device's, fitted on a quiet machine."""
+
+
+def calibrate_rank_device(ranks: int, threads_per_rank: int = 1, quick: bool = False) -> Device:
+    """One of `ranks` ranks of `threads_per_rank` threads, measured while all of them measure at once."""
+    available = (
+        sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    )
+    if ranks * threads_per_rank > len(available):
+        raise RankCalibrationError(
+            f"rank calibration: {ranks} ranks of {threads_per_rank} thread(s) need {ranks * threads_per_rank} cores, "
+            f"this process may use {len(available)}"
+        )
+    cores = tuple(tuple(available[r * threads_per_rank : (r + 1) * threads_per_rank]) for r in range(ranks))
+    try:
+        start = load_device("local").efficiency
+    except DeviceError:
+        start = {}
+    device = run_ranks(_calibrate_rank, _Plan(cores, quick, start), ranks, timeout_s=1800.0, what="rank calibration",
+                       error=RankCalibrationError)  # fmt: skip
+    return replace(
+        device,
+        name="local-rank",
+        source=f"one of {ranks} ranks of {threads_per_rank} thread(s), measured while all ran at once: {device.source}",
+    )
+
+
+def _calibrate_rank(rank: int, plan: _Plan) -> Device:
+    """In rank `rank`'s process: pinned to its cores, with a kernel cache of its own (ranks compile at once)."""
+    os.sched_setaffinity(0, set(plan.cores[rank]))
+    with tempfile.TemporaryDirectory(prefix=f"gnomon-rank{rank}-") as cache:
+        os.environ["GNOMON_CACHE_DIR"] = cache  # before gnomon's runtime reads it
+        import torch
+
+        from gnomon.calibrate import calibrate
+
+        torch.set_num_threads(len(plan.cores[rank]))
+        return calibrate(quick=plan.quick, log=lambda _: None, start=plan.start, fitted=RANK_FITTED).device
+
+
+def write_rank_device(device: Device) -> None:
+    path = local_rank_device_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_device(device, path)
+    except OSError as error:
+        raise DeviceError(f"cannot write the rank device file {path}: {error.strerror or error}") from error

@@ -1,0 +1,75 @@
+"""The data-parallel step model: DDP's buckets from the gradients' ready order, their all-reduces overlapped with the
+backward pass where the collectives have engines of their own, added to the step where they do not."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import gnomon
+from gnomon.cost.collectives import collective_s
+from gnomon.cost.data_parallel import BUCKET_BYTES, FIRST_BUCKET_BYTES, DataParallelStep, data_parallel_step
+from gnomon.cost.eager_training import eager_training_report
+from gnomon.cost.topology import System, load_system
+from gnomon.models import MLP
+from gnomon.optimizers import SGD
+from gnomon.training import training_graph
+
+SIZES = (256, 1024, 1024, 512, 10)
+"""Gradients of 1 KiB (biases) to 4 MiB (the 1024 x 1024 weight): more than one bucket."""
+
+
+def predicted(system: System, ranks: int, overlapped: bool | None = None) -> tuple[DataParallelStep, dict[str, int]]:
+    torch.manual_seed(0)
+    model = MLP(sizes=SIZES)
+    inputs = (*model.example_inputs(16), torch.randint(0, 10, (16,)))
+    optimizer = SGD(lr=0.01, momentum=0.9)
+    wrapped = gnomon.with_loss(copy.deepcopy(model), "cross_entropy")
+    graph, training = training_graph(wrapped, inputs, optimizer, source="mlp")
+    values = [training.values[n] for n in training.parameters]
+    parameters = (sum(v.size for v in values), sum(v.nbytes for v in values))
+    report = eager_training_report(graph, system.device, "mlp", optimizer, len(values), parameters)
+    step = data_parallel_step(graph, report, training.parameters, system, ranks, overlapped)
+    return step, {name: training.values[name].nbytes for name in training.parameters}
+
+
+def test_buckets_follow_the_backward_pass_under_ddps_caps() -> None:
+    step, sizes = predicted(load_system("8xh100"), 8)
+    names = [name for bucket in step.buckets for name in bucket.parameters]
+    assert sorted(names) == sorted(sizes)  # each gradient in one bucket
+    assert names[0].startswith("layers.6")  # the last layer's gradients are ready first
+    assert names[-1].startswith("layers.0")
+    for index, bucket in enumerate(step.buckets):
+        assert bucket.bytes == sum(sizes[name] for name in bucket.parameters)
+        cap = FIRST_BUCKET_BYTES if index == 0 else BUCKET_BYTES
+        if index < len(step.buckets) - 1:  # closed by the gradient that reached its cap
+            assert bucket.bytes >= cap
+            assert bucket.bytes - sizes[bucket.parameters[-1]] < cap
+    ready = [bucket.ready_s for bucket in step.buckets]
+    assert ready == sorted(ready)
+    assert all(
+        b.all_reduce_s == collective_s(load_system("8xh100"), "all_reduce", b.bytes).seconds for b in step.buckets
+    )
+
+
+def test_on_gpus_the_all_reduces_overlap_the_backward_pass() -> None:
+    step, _ = predicted(load_system("8xh100"), 8)
+    assert step.overlapped
+    assert step.compute_s + step.copies_s <= step.step_s <= step.compute_s + step.copies_s + step.all_reduce_s
+    # A bucket starts when its gradients are ready and the one before it has started and finished.
+    for before, after in zip(step.buckets, step.buckets[1:], strict=False):
+        assert after.start_s >= max(after.ready_s, before.start_s + before.all_reduce_s)
+
+
+def test_without_cores_to_spare_the_all_reduces_add_to_the_step() -> None:
+    step, _ = predicted(load_system("8xh100"), 8, overlapped=False)
+    assert step.step_s == pytest.approx(step.compute_s + step.all_reduce_s + step.copies_s)
+    assert step.exposed_s == pytest.approx(step.all_reduce_s)
+
+
+def test_one_rank_communicates_nothing() -> None:
+    step, _ = predicted(load_system("8xh100"), 1)
+    assert (step.all_reduce_s, step.copies_s) == (0.0, 0.0)
+    assert step.step_s == pytest.approx(step.compute_s)
