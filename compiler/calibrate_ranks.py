@@ -45,7 +45,8 @@ class _Plan:
     """Each rank's cores."""
     quick: bool
     start: dict[str, float]
-    """The efficiency factors the fit starts from: the `local` device's, fitted on a quiet machine."""
+    """The efficiency factors a rank keeps (those `RANK_FITTED` does not fit): the `local` device's, fitted on a quiet
+    machine."""
 
 
 def calibrate_rank_device(ranks: int, threads_per_rank: int = 1, quick: bool = False) -> Device:
