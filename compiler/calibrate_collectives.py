@@ -5,7 +5,8 @@ Each collective is timed at message sizes from 4 KiB to 64 MiB (x4 apart): the s
 that end when the last rank is done (`gnomon.runtime.distributed`). The collective model interpolates between them
 (`gnomon.cost.collectives`); the table printed gives each size's time, the bus bandwidth it reached (nccl-tests'
 `busbw`: the bytes through each rank's link per second) and how far apart the medians were, then the latency and
-bandwidth of a link that fits each collective's times.
+bandwidth of a link that fits each collective's times, and what a collective reached from compute costs beyond its
+own time (`gnomon.runtime.distributed.sync`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from gnomon.cost.collectives import COLLECTIVES, fit_latency_bandwidth, model_s
 from gnomon.cost.topology import TopologyError
 from gnomon.cost.topology.measured import MeasuredCollectives, local_collectives_path, write_collectives
-from gnomon.runtime.distributed import measure_collectives
+from gnomon.runtime.distributed import measure_collectives, measure_sync_s
 
 __all__ = ["SIZES", "calibrate_collectives", "calibrate_collectives_command"]
 
@@ -42,6 +43,7 @@ def calibrate_collectives(ranks: int, quick: bool = False, threads_per_rank: int
         min_median_s=min_median_s,
         threads_per_rank=threads_per_rank,
     )
+    sync_s = measure_sync_s(ranks, threads_per_rank=threads_per_rank, repeats=3 if quick else 11)
     took = time.perf_counter() - start
     points = {
         collective: tuple(
@@ -56,7 +58,7 @@ def calibrate_collectives(ranks: int, quick: bool = False, threads_per_rank: int
         f"{iterations} calls each, measured by `gnomon calibrate --collectives` on {time.strftime('%Y-%m-%d')} "
         f"in {took:.0f} s"
     )
-    return MeasuredCollectives(source, "gloo", ranks, threads_per_rank, points)
+    return MeasuredCollectives(source, "gloo", ranks, threads_per_rank, sync_s, points)
 
 
 def _bus_bytes(collective: str, message_bytes: int, ranks: int) -> float:
@@ -80,6 +82,9 @@ def render(measured: MeasuredCollectives) -> str:
             lines.append(f"  {collective:<15} {error}")
             continue
         lines.append(f"  {collective:<15} {latency * 1e6:8.1f} us {bandwidth / 1e9:8.3f} GB/s")
+    lines.append(
+        f"  a collective right after compute: {measured.sync_s * 1e3:.2f} ms beyond its own time (the ranks' sync)"
+    )
     return "\n".join(lines)
 
 

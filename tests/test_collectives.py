@@ -102,7 +102,9 @@ def measured_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     a, b = 50e-6, 1e9
     curves = {c: [(size, model_s(c, size, 2, a, b)[0]) for size in (65536, MIB, 16 * MIB)] for c in COLLECTIVES}
     points = {c: tuple((size, t, 0.01) for size, t in curve) for c, curve in curves.items()}
-    write_collectives(MeasuredCollectives("gloo over loopback (test)", "gloo", 2, 1, points), local_collectives_path())
+    write_collectives(
+        MeasuredCollectives("gloo over loopback (test)", "gloo", 2, 1, 0.001, points), local_collectives_path()
+    )
     save_device(load_device("generic-cpu"), tmp_path / "rank.toml")  # what `calibrate --collectives` measures
     return curves
 
@@ -150,6 +152,7 @@ def test_calibrate_collectives_writes_what_the_local_system_predicts_from(
     assert cli.main(["calibrate", "--collectives", "--ranks", "2", "--quick"]) == 0
     out = capsys.readouterr().out
     assert "collectives over gloo, 2 ranks:" in out
+    assert "a collective right after compute: " in out
     assert f"wrote {tmp_path / 'collectives.toml'} (the `local` system's collectives)" in out
     system = load_system("2xlocal")
     for collective in COLLECTIVES:

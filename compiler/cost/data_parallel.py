@@ -12,6 +12,9 @@ while the backward pass goes on.
   threads), a bucket's all-reduce overlaps the backward ops after it, and the optimizer waits for the last one.
   Where every core already computes (one rank per core here), gloo's threads take their time from the ranks': the
   all-reduces add to the step.
+- The all-reduces are asynchronous: a rank blocks only where DDP's reducer waits for all of them after backward,
+  and there it pays the wait for the slowest rank and its wake-up once (`System.sync_s`, measured by `gnomon
+  calibrate --collectives`; charging it to every bucket predicted the small models' communication 2x slow).
 
 The predicted step is the longest rank's: the ranks run the same program on equal shares, so any one.
 """
@@ -65,6 +68,8 @@ class DataParallelStep:
     buckets: tuple[Bucket, ...]
     copies_s: float
     """DDP's copies of the gradients into their buckets and back, and the division by the ranks."""
+    sync_s: float
+    """The ranks' wait for each other where the reducer waits for the all-reduces (`System.sync_s`, once)."""
     overlapped: bool
     """Whether the all-reduces run beside the compute."""
     step_s: float
@@ -75,8 +80,8 @@ class DataParallelStep:
 
     @property
     def exposed_s(self) -> float:
-        """Communication on the critical path: what the step takes beyond the compute and the copies."""
-        return max(0.0, self.step_s - self.compute_s - self.copies_s)
+        """Collectives on the critical path: what the step takes beyond the compute, the copies and the syncs."""
+        return max(0.0, self.step_s - self.compute_s - self.copies_s - self.sync_s)
 
 
 def data_parallel_step(
@@ -126,10 +131,15 @@ def data_parallel_step(
     copies_s = 3 * pass_cost(total, total, 0, device, in_place=False).kernel_s if n > 1 else 0.0
     compute_s = report.predicted_e2e_s
     communication = sum(b.all_reduce_s for b in buckets)
+    # DDP launches each bucket's all-reduce asynchronously; a rank blocks only where the reducer waits for them all,
+    # after backward: there it waits for the slowest rank, once.
+    sync_s = system.sync_s if buckets and n > 1 else 0.0
     if overlapped:
         optimizer_s = max(0.0, compute_s - backward_end)
         step = max(backward_end, buckets[-1].start_s + buckets[-1].all_reduce_s if buckets else 0.0)
-        step_s = step + optimizer_s + copies_s
+        step_s = step + sync_s + optimizer_s + copies_s
     else:
-        step_s = compute_s + communication + copies_s
-    return DataParallelStep(system.name, n, compute_s, backward_end, tuple(buckets), copies_s, overlapped, step_s)
+        step_s = compute_s + communication + sync_s + copies_s
+    return DataParallelStep(
+        system.name, n, compute_s, backward_end, tuple(buckets), copies_s, sync_s, overlapped, step_s
+    )

@@ -2,7 +2,8 @@
 
 `collectives` times all_reduce, all_gather, reduce_scatter and all_to_all at given message sizes, one spawned
 process per rank; `gnomon calibrate --collectives` fits the collective cost model to its timings. `ranks` runs a
-function on N spawned local ranks, the process handling that harness and others share.
+function on N spawned local ranks, the process handling that harness and others share. `sync` measures what a
+collective right after compute costs beyond its own time.
 """
 
 from gnomon.runtime.distributed.collectives import (
@@ -12,5 +13,15 @@ from gnomon.runtime.distributed.collectives import (
     measure_collectives,
 )
 from gnomon.runtime.distributed.ranks import free_port, run_ranks
+from gnomon.runtime.distributed.sync import SyncMeasureError, measure_sync_s
 
-__all__ = ["COLLECTIVES", "CollectiveMeasureError", "CollectiveTiming", "free_port", "measure_collectives", "run_ranks"]
+__all__ = [
+    "COLLECTIVES",
+    "CollectiveMeasureError",
+    "CollectiveTiming",
+    "SyncMeasureError",
+    "free_port",
+    "measure_collectives",
+    "measure_sync_s",
+    "run_ranks",
+]

@@ -20,6 +20,7 @@ A system file (shipped ones: `available_systems()`) names the device each rank r
     latency_s = 5e-6
 
     collective_efficiency = 0.8   # the share of a link's bandwidth a collective reaches on large messages
+    sync_s = 1e-5                 # a collective ranks reach from their compute: the wait for the last, beyond its time
 
 `load_system` also takes `4xh100` (four devices of a shipped system's kind on one node, with its links) and
 `2x8xh100` (two such nodes), and `local` (`ranks` processes on this machine, whose collectives `gnomon calibrate

@@ -94,4 +94,5 @@ def _read(path: Path) -> System:
         collective_efficiency=efficiency,
         calibrated=value(data, "calibrated", bool),
         source=value(data, "source", str),
+        sync_s=value(data, "sync_s", float),
     )

@@ -8,6 +8,7 @@ device file. The collectives' file:
     backend = "gloo"
     ranks = 2
     threads_per_rank = 1
+    sync_s = 0.0016               # a collective right after compute, beyond its own time
 
     [all_reduce]                  # one table per collective (gnomon.cost.collectives.COLLECTIVES)
     bytes = [65536, 1048576]      # message sizes (nccl-tests' convention), ascending
@@ -38,6 +39,8 @@ class MeasuredCollectives:
     backend: str
     ranks: int
     threads_per_rank: int
+    sync_s: float
+    """What a collective right after compute costs beyond its own time (`gnomon.runtime.distributed.sync`)."""
     points: Mapping[str, tuple[tuple[int, float, float], ...]]
     """Per collective: (message bytes, seconds, spread), by size."""
 
@@ -55,6 +58,7 @@ def write_collectives(measured: MeasuredCollectives, path: Path) -> None:
         f"backend = {json.dumps(measured.backend)}",
         f"ranks = {measured.ranks}",
         f"threads_per_rank = {measured.threads_per_rank}",
+        f"sync_s = {measured.sync_s!r}",
     ]
     for collective, points in measured.points.items():
         lines += [
@@ -104,7 +108,10 @@ def read_collectives(path: Path) -> MeasuredCollectives:
         points[collective] = tuple((int(b), s, d) for b, s, d in zip(sizes, seconds, spread, strict=True))
     source, backend = field("source", str), field("backend", str)
     ranks, threads = field("ranks", int), field("threads_per_rank", int)
-    return MeasuredCollectives(str(source), str(backend), int(ranks), int(threads), points)  # pyright: ignore
+    sync_s = data.get("sync_s")
+    if not isinstance(sync_s, int | float) or isinstance(sync_s, bool) or sync_s < 0:
+        raise TopologyError(f"collective file {path}: missing or mistyped 'sync_s'")
+    return MeasuredCollectives(str(source), str(backend), int(ranks), int(threads), float(sync_s), points)  # pyright: ignore
 
 
 def local_system(ranks: int | None = None) -> System:
@@ -135,6 +142,7 @@ def local_system(ranks: int | None = None) -> System:
         collective_efficiency=1.0,
         calibrated=True,
         source=measured.source,
+        sync_s=measured.sync_s,
         measured=curves,
         measured_ranks=measured.ranks,
     )

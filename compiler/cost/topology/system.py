@@ -43,6 +43,9 @@ class System:
     """The share of a link's bandwidth collectives reach on large messages (NCCL's bus bandwidth over the link's)."""
     calibrated: bool
     source: str
+    sync_s: float = 0.0
+    """What a collective that ranks reach from their compute costs beyond its own time: the wait for the last rank
+    and its wake-up (measured here; a typical figure for datasheet systems)."""
     measured: Mapping[str, tuple[tuple[int, float], ...]] = field(
         default_factory=dict[str, tuple[tuple[int, float], ...]]
     )
