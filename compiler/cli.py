@@ -360,6 +360,9 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
             f"{model} is a compiled program: its shapes (and a training step's loss and optimizer) were fixed by "
             "`gnomon compile` (compile it again to change them)"
         )
+    if args.devices is not None:
+        _analyze_data_parallel(args, model, train)
+        return
     report = analyze(
         model,
         device=args.device,
@@ -377,6 +380,17 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
     if args.trace is not None:
         write_json(args.trace, report.trace())
     print(report.to_json() if args.json else report.render())
+
+
+def _analyze_data_parallel(args: argparse.Namespace, model: Path, train: object) -> None:
+    from gnomon.data_parallel_analysis import analyze_data_parallel, render
+
+    if train is None or model.suffix == ".mlir":
+        raise GnomonError("--devices predicts a model's data-parallel training step: add --train and give the model")
+    step, system = analyze_data_parallel(
+        model, devices=args.devices, train=train, loss=args.loss, input_shapes=input_shapes_of(args.input_shape)
+    )
+    print(render(step, system))
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> None:
@@ -503,6 +517,9 @@ def build_parser() -> argparse.ArgumentParser:
     analyzer.add_argument("--target", choices=("gnomon", "torch-eager"), default="gnomon", help="default: gnomon")
     analyzer.add_argument("--batch", type=int, help="rebind the inputs' first dim to this batch size")
     analyzer.add_argument("--json", action="store_true", help="print the report as JSON")
+    analyzer.add_argument(
+        "--devices", help="with --train: the step as PyTorch DDP runs it on a system (8xh100, 4xa100, 2xlocal, ...)"
+    )
     analyzer.add_argument("--plot", type=Path, help="write a roofline plot (.png, .svg or .pdf)")
     analyzer.add_argument("--trace", type=Path, help="write the predicted timeline as Chrome trace-event JSON")
     _add_pipeline_arguments(analyzer)

@@ -4,6 +4,7 @@ backward pass where the collectives have engines of their own, added to the step
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
@@ -77,3 +78,25 @@ def test_one_rank_communicates_nothing() -> None:
     step, _ = predicted(load_system("8xh100"), 1)
     assert (step.all_reduce_s, step.copies_s, step.sync_s) == (0.0, 0.0, 0.0)
     assert step.step_s == pytest.approx(step.compute_s)
+
+
+def test_analyze_predicts_a_models_ddp_step_on_a_system(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gnomon import cli
+
+    torch.manual_seed(0)
+    model = MLP(sizes=SIZES)
+    inputs = (*model.example_inputs(16), torch.randint(0, 10, (16,)))
+    path = tmp_path / "mlp.pt2"
+    torch.export.save(torch.export.export(gnomon.with_loss(model, "cross_entropy"), inputs), path)
+    assert cli.main(["analyze", "--train", str(path), "--momentum", "0.9", "--devices", "4xa100"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        "data-parallel training step (PyTorch DDP) on 4 devices of 4xa100: datasheet figures, not measured; "
+        "predicted times are analytical"
+    )
+    step, _ = predicted(load_system("4xa100"), 4)  # the same model and batch through the Python API
+    assert out[-len(step.buckets) - 1] == f"  step                      {step.step_s * 1e3:10.3f} ms"
+    assert cli.main(["analyze", str(path), "--devices", "4xa100"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "gnomon: error: --devices predicts a model's data-parallel training step: add --train and give the model"
+    )
