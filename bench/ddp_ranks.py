@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import copy
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, NoReturn
 
 import torch
@@ -33,6 +31,7 @@ from gnomon.errors import GnomonError
 from gnomon.frontends.torch_training import with_loss
 from gnomon.pytorch_memory import eager_training_step
 from gnomon.runtime.distributed import free_port, run_ranks
+from gnomon.runtime.distributed.group import process_group, slowest_rank_times
 
 __all__ = ["DataParallelMeasureError", "StepTiming", "measure_data_parallel"]
 
@@ -132,18 +131,8 @@ class _Plan:
 
 def _rank_main(rank: int, plan: _Plan) -> StepTiming:
     """One rank's work, in its own process: its timing (rank 0's is the result)."""
-    torch.set_num_threads(plan.threads_per_rank)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{plan.port}",
-        rank=rank,
-        world_size=plan.ranks,
-        timeout=timedelta(seconds=plan.timeout_s),
-    )
-    try:
+    with process_group(rank, plan.ranks, plan.port, timeout_s=plan.timeout_s, threads=plan.threads_per_rank):
         return _measure(rank, plan)
-    finally:
-        dist.destroy_process_group()
 
 
 def _measure(rank: int, plan: _Plan) -> StepTiming:
@@ -212,15 +201,9 @@ def _check_replicas(module: torch.nn.Module, plan: _Plan) -> None:
 
 
 def _round_median(step: Callable[[], Any], steps: int) -> float:
-    """The median over `steps` steps of each step's time, the largest over the ranks."""
-    times = torch.empty(steps, dtype=torch.float64)
-    for index in range(steps):
-        dist.barrier()  # the ranks start each step together, as DDP's all-reduces make them run
-        start = time.perf_counter()
-        step()
-        times[index] = time.perf_counter() - start
-    dist.all_reduce(times, op=dist.ReduceOp.MAX)
-    return statistics.median(times.tolist())
+    """The median over `steps` steps of each step's time, the largest over the ranks (the ranks start each step
+    together, as DDP's all-reduces make them run)."""
+    return statistics.median(slowest_rank_times(step, steps))
 
 
 def _spread(medians: Sequence[float]) -> float:

@@ -32,10 +32,9 @@ from pathlib import Path
 import torch
 
 import gnomon
+from gnomon.analysis import eager_training_graph
 from gnomon.cost.data_parallel import DataParallelStep, data_parallel_step
-from gnomon.cost.eager_training import eager_training_report
 from gnomon.cost.topology import System, load_system
-from gnomon.training import training_graph
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ddp_ranks import measure_data_parallel
@@ -50,13 +49,8 @@ def predict(case_name: str, batch: int, system: System, ranks: int) -> DataParal
     torch.manual_seed(0)
     model = case.build().train()
     inputs = case.batch(model, batch)
-    graph, training = training_graph(
-        gnomon.with_loss(copy.deepcopy(model), case.loss), inputs, OPTIMIZER, source=case_name
-    )
-    values = [training.values[n] for n in training.parameters]
-    parameters = (sum(v.size for v in values), sum(v.nbytes for v in values))
-    report = eager_training_report(graph, system.device, case_name, OPTIMIZER, len(training.parameters), parameters)
-    return data_parallel_step(graph, report, training.parameters, system, ranks)
+    graph = eager_training_graph(gnomon.with_loss(copy.deepcopy(model), case.loss), inputs, None, None, OPTIMIZER)
+    return data_parallel_step(graph.module, graph.report(system.device), graph.parameters, system, ranks)
 
 
 def ape(predicted: float, measured: float) -> float:

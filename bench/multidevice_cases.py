@@ -9,11 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from training_cases import Batch, classes, like_output
 
 from gnomon.models import MLP, TransformerBlock
 from gnomon.optimizers import SGD, Optimizer
-
-Batch = tuple[torch.Tensor, ...]
 
 
 @dataclass(frozen=True)
@@ -27,28 +26,15 @@ class DataParallelCase:
     """Per-rank batch sizes measured."""
 
 
-def _classes(count: int) -> Callable[[torch.nn.Module, int], Batch]:
-    def make(model: torch.nn.Module, size: int) -> Batch:
-        return (*getattr(model, "example_inputs")(size), torch.randint(0, count, (size,)))
-
-    return make
-
-
-def _like_output(model: torch.nn.Module, size: int) -> Batch:
-    inputs = getattr(model, "example_inputs")(size)
-    with torch.no_grad():
-        return (*inputs, torch.randn_like(model(*inputs)))
-
-
 DATA_PARALLEL: dict[str, DataParallelCase] = {
     "mlp": DataParallelCase(
-        "mlp", lambda: MLP(sizes=(1024, 2048, 2048, 1000)), _classes(1000), "cross_entropy", (32, 128)),
+        "mlp", lambda: MLP(sizes=(1024, 2048, 2048, 1000)), classes(1000), "cross_entropy", (32, 128)),
     "mlp_small": DataParallelCase(
-        "mlp", lambda: MLP(sizes=(256, 512, 512, 10)), _classes(10), "cross_entropy", (64, 512)),
+        "mlp", lambda: MLP(sizes=(256, 512, 512, 10)), classes(10), "cross_entropy", (64, 512)),
     "transformer": DataParallelCase(
-        "transformer", lambda: TransformerBlock(d_model=256, heads=8, seq=128), _like_output, "mse", (2, 8)),
+        "transformer", lambda: TransformerBlock(d_model=256, heads=8, seq=128), like_output, "mse", (2, 8)),
     "transformer_wide": DataParallelCase(
-        "transformer", lambda: TransformerBlock(d_model=384, heads=6, seq=64), _like_output, "mse", (4, 16)),
+        "transformer", lambda: TransformerBlock(d_model=384, heads=6, seq=64), like_output, "mse", (4, 16)),
 }  # fmt: skip
 """Data-parallel training cases: model, loss and per-rank batch sizes."""
 

@@ -50,14 +50,14 @@ def _clicks(model: torch.nn.Module, size: int) -> Batch:
     return (*getattr(model, "example_inputs")(size), torch.rand(size, 1))
 
 
-def _classes(count: int) -> Callable[[torch.nn.Module, int], Batch]:
+def classes(count: int) -> Callable[[torch.nn.Module, int], Batch]:
     def make(model: torch.nn.Module, size: int) -> Batch:
         return (*getattr(model, "example_inputs")(size), torch.randint(0, count, (size,)))
 
     return make
 
 
-def _like_output(model: torch.nn.Module, size: int) -> Batch:
+def like_output(model: torch.nn.Module, size: int) -> Batch:
     inputs = getattr(model, "example_inputs")(size)
     with torch.no_grad():
         return (*inputs, torch.randn_like(model(*inputs)))
@@ -75,11 +75,11 @@ TRAINING_SET: dict[str, TrainingEntry] = {
     "dlrm_dim128": TrainingEntry(
         "dlrm", lambda: DLRM(13, tables=16, rows=50_000, dim=128, pooling=5, bottom=(512, 256), top=(1024, 512, 256)),
         _clicks, "bce_with_logits", (512, 2048)),
-    "cnn": TrainingEntry("cnn", SmallCNN, _classes(10), "cross_entropy", (16, 64)),
+    "cnn": TrainingEntry("cnn", SmallCNN, classes(10), "cross_entropy", (16, 64)),
     "transformer": TrainingEntry(
-        "transformer", lambda: TransformerBlock(d_model=256, heads=8, seq=128), _like_output, "mse", (2, 8)),
+        "transformer", lambda: TransformerBlock(d_model=256, heads=8, seq=128), like_output, "mse", (2, 8)),
     "lstm": TrainingEntry(
-        "lstm", lambda: LSTMClassifier(features=32, hidden=128, layers=2, classes=10, steps=32), _classes(10),
+        "lstm", lambda: LSTMClassifier(features=32, hidden=128, layers=2, classes=10, steps=32), classes(10),
         "cross_entropy", (16, 64)),
 }  # fmt: skip
 """The training suite the torch-eager training model was refined against (its foreach passes, fresh pages, GEMM
@@ -93,13 +93,13 @@ TRAINING_VALIDATION: dict[str, TrainingEntry] = {
         "dlrm", lambda: DLRM(13, tables=8, rows=20_000, dim=32, pooling=2, bottom=(1024, 512), top=(1024, 1024, 512)),
         _clicks, "bce_with_logits", (512, 2048)),
     "resnet18": TrainingEntry(
-        "cnn", lambda: ResNet18(width=32, classes=100, image=64), _classes(100), "cross_entropy", (4, 16)),
+        "cnn", lambda: ResNet18(width=32, classes=100, image=64), classes(100), "cross_entropy", (4, 16)),
     "mlp": TrainingEntry(
-        "mlp", lambda: MLP(sizes=(1024, 2048, 2048, 1000)), _classes(1000), "cross_entropy", (32, 128)),
+        "mlp", lambda: MLP(sizes=(1024, 2048, 2048, 1000)), classes(1000), "cross_entropy", (32, 128)),
     "transformer_wide": TrainingEntry(
-        "transformer", lambda: TransformerBlock(d_model=384, heads=6, seq=64), _like_output, "mse", (4, 16)),
+        "transformer", lambda: TransformerBlock(d_model=384, heads=6, seq=64), like_output, "mse", (4, 16)),
     "lstm_wide": TrainingEntry(
-        "lstm", lambda: LSTMClassifier(features=64, hidden=256, layers=1, classes=20, steps=16), _classes(20),
+        "lstm", lambda: LSTMClassifier(features=64, hidden=256, layers=1, classes=20, steps=16), classes(20),
         "cross_entropy", (8, 32)),
 }  # fmt: skip
 """Held out: models the training prediction is judged on and never refined against (`--train --validate`)."""

@@ -9,6 +9,7 @@ analytical; `gnomon calibrate` measures this machine into the `local` device.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +26,10 @@ from gnomon.dialects.graph.base import dim_names
 from gnomon.errors import GnomonError
 
 if TYPE_CHECKING:
+    from gnomon.optimizers import Optimizer
     from gnomon.training import TrainingExecutable
 
-__all__ = ["analyze", "onnx_batch_shapes"]
+__all__ = ["EagerTrainingGraph", "analyze", "eager_training_graph", "onnx_batch_shapes"]
 
 
 def analyze(
@@ -121,28 +123,70 @@ def _training_report(
 ) -> Report:
     """A training step's prediction: for `gnomon`, the lowered step, as `compile_training` lowers it; for
     `torch-eager`, the step's graph as eager runs it (`gnomon.cost.eager_training`)."""
-    from gnomon.frontends.torch_training import training_model_from_file, with_loss
     from gnomon.optimizers import optimizer_of
-    from gnomon.training import compile_training, training_graph
+    from gnomon.training import compile_training
 
     if target not in TARGETS:
         raise AnalysisError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     resolved = load_device(device) if isinstance(device, str) else device
-    name = str(model) if isinstance(model, str | Path) else type(model).__name__
-    if isinstance(model, str | Path):
-        model, example_inputs = training_model_from_file(Path(model), input_shapes, loss)
-    elif loss is not None:
-        model = with_loss(model, loss)
-    optimizer = optimizer_of(train)
     if target == "torch-eager":
-        module, training = training_graph(model, example_inputs, optimizer, verify_each=verify_each, source=name)
-        values = [training.values[n] for n in training.parameters]
-        parameters = (sum(v.size for v in values), sum(v.nbytes for v in values))
-        return eager_training_report(module, resolved, name, optimizer, len(training.parameters), parameters)
+        graph = eager_training_graph(model, example_inputs, input_shapes, loss, train, verify_each)
+        return graph.report(resolved)
+    name = str(model) if isinstance(model, str | Path) else type(model).__name__
+    model, example_inputs = _training_model(model, example_inputs, input_shapes, loss)
+    optimizer = optimizer_of(train)
     step = compile_training(
         model, example_inputs, optimizer, verify_each=verify_each, source=name, keep_gradients=keep_gradients
     )
     return program_report(step.executable.module, resolved, name, _trained_parameters(step))
+
+
+@dataclass(frozen=True)
+class EagerTrainingGraph:
+    """A training step's graph as the torch-eager target prices it (the joint graph, the optimizer appended)."""
+
+    name: str
+    module: ModuleOp
+    parameters: list[str]
+    """The trained parameters, in the graph's order (its gradients are its last results, in this order)."""
+    totals: tuple[int, int]
+    """Their elements and bytes."""
+    optimizer: Optimizer
+
+    def report(self, device: Device) -> Report:
+        return eager_training_report(self.module, device, self.name, self.optimizer, len(self.parameters), self.totals)
+
+
+def eager_training_graph(
+    model: Any,
+    example_inputs: Sequence[Any] | None,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    loss: str | None,
+    train: object,
+    verify_each: bool = False,
+) -> EagerTrainingGraph:
+    """The step's graph of `model` (what `analyze(..., train=)` takes) with `train`'s optimizer."""
+    from gnomon.optimizers import optimizer_of
+    from gnomon.training import training_graph
+
+    name = str(model) if isinstance(model, str | Path) else type(model).__name__
+    model, example_inputs = _training_model(model, example_inputs, input_shapes, loss)
+    optimizer = optimizer_of(train)
+    module, training = training_graph(model, example_inputs, optimizer, verify_each=verify_each, source=name)
+    values = [training.values[n] for n in training.parameters]
+    totals = (sum(v.size for v in values), sum(v.nbytes for v in values))
+    return EagerTrainingGraph(name, module, list(training.parameters), totals, optimizer)
+
+
+def _training_model(
+    model: Any, example_inputs: Sequence[Any] | None, input_shapes: Mapping[str, Sequence[int]] | None, loss: str | None
+) -> tuple[Any, Sequence[Any] | None]:
+    """A model that returns its loss, and its example inputs: a file's as its loss makes it, a module with `loss`."""
+    from gnomon.frontends.torch_training import training_model_from_file, with_loss
+
+    if isinstance(model, str | Path):
+        return training_model_from_file(Path(model), input_shapes, loss)
+    return (with_loss(model, loss) if loss is not None else model), example_inputs
 
 
 def _trained_parameters(step: TrainingExecutable) -> tuple[int, int]:

@@ -18,7 +18,12 @@ from pathlib import Path
 
 from gnomon.cost.collectives import COLLECTIVES, fit_latency_bandwidth, model_s
 from gnomon.cost.topology import TopologyError
-from gnomon.cost.topology.measured import MeasuredCollectives, local_collectives_path, write_collectives
+from gnomon.cost.topology.measured import (
+    MeasuredCollectives,
+    local_collectives_path,
+    local_rank_device_path,
+    write_collectives,
+)
 from gnomon.runtime.distributed import measure_collectives, measure_sync_s
 
 __all__ = ["SIZES", "calibrate_collectives", "calibrate_collectives_command"]
@@ -91,7 +96,7 @@ def render(measured: MeasuredCollectives) -> str:
 def calibrate_collectives_command(output: Path | None, ranks: int, quick: bool) -> None:
     """Measure the collectives and, unless `output` names another file, the device each rank sees
     (`gnomon.calibrate_ranks`): the two halves of the `Nxlocal` system."""
-    from gnomon.calibrate_ranks import calibrate_rank_device, local_rank_device_path, write_rank_device
+    from gnomon.calibrate_ranks import calibrate_rank_device, write_rank_device
 
     path = output if output is not None else local_collectives_path()
     measured = calibrate_collectives(ranks, quick=quick)

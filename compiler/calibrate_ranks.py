@@ -14,29 +14,24 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-from gnomon.cost.devices import Device, DeviceError, load_device, local_device_path, save_device
+from gnomon.cost.devices import Device, DeviceError, load_device, save_device
+from gnomon.cost.topology.measured import local_rank_device_path
 from gnomon.errors import GnomonError
 from gnomon.runtime.distributed import run_ranks
 
-__all__ = ["RankCalibrationError", "calibrate_rank_device", "local_rank_device_path", "write_rank_device"]
+__all__ = ["RankCalibrationError", "calibrate_rank_device", "write_rank_device"]
 
 
 RANK_FITTED: tuple[str, ...] = ()
 """The efficiency factors a rank's calibration fits; the others are the `local` device's (a quiet machine's fit).
 None: fitted under the other ranks' load, all of them moved by up to 3x between two runs, and a few of them (GEMM,
-packing, elementwise, streams) still moved a rank's predicted training steps by 10-15% between runs; the measured
+packing, elementwise, streams) still moved a rank's predicted training steps by 10-14 points between runs; the measured
 peaks and bandwidths alone are reproducible."""
 
 
 class RankCalibrationError(GnomonError):
     """The ranks could not be calibrated (too few cores, a rank failed)."""
-
-
-def local_rank_device_path() -> Path:
-    """`rank.toml` beside the `local` device file."""
-    return local_device_path().with_name("rank.toml")
 
 
 @dataclass(frozen=True)

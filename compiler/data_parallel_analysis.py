@@ -5,11 +5,9 @@ example inputs are one rank's) as eager trains it."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from gnomon.cost.data_parallel import DataParallelStep, data_parallel_step
-from gnomon.cost.eager_training import eager_training_report
 from gnomon.cost.topology import System, load_system
 
 __all__ = ["analyze_data_parallel", "render"]
@@ -27,22 +25,12 @@ def analyze_data_parallel(
 ) -> tuple[DataParallelStep, System]:
     """The DDP step of `model` (what `gnomon.analyze(..., train=)` takes) on `ranks` of `devices`' devices (a system
     `gnomon.cost.topology.load_system` knows; default: all of them), and the system."""
-    from gnomon.frontends.torch_training import training_model_from_file, with_loss
-    from gnomon.optimizers import optimizer_of
-    from gnomon.training import training_graph
+    from gnomon.analysis import eager_training_graph
 
     system = load_system(devices)
-    name = str(model) if isinstance(model, str | Path) else type(model).__name__
-    if isinstance(model, str | Path):
-        model, example_inputs = training_model_from_file(Path(model), input_shapes, loss)
-    elif loss is not None:
-        model = with_loss(model, loss)
-    optimizer = optimizer_of(train)
-    module, training = training_graph(model, example_inputs, optimizer, source=name)
-    values = [training.values[n] for n in training.parameters]
-    parameters = (sum(v.size for v in values), sum(v.nbytes for v in values))
-    report = eager_training_report(module, system.device, name, optimizer, len(values), parameters)
-    return data_parallel_step(module, report, training.parameters, system, ranks), system
+    graph = eager_training_graph(model, example_inputs, input_shapes, loss, train)
+    report = graph.report(system.device)
+    return data_parallel_step(graph.module, report, graph.parameters, system, ranks), system
 
 
 def render(step: DataParallelStep, system: System) -> str:

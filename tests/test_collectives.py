@@ -10,7 +10,7 @@ import pytest
 
 from gnomon.cost.collectives import COLLECTIVES, collective_s, fit_latency_bandwidth, model_s
 from gnomon.cost.devices import load_device, save_device
-from gnomon.cost.topology import TopologyError, available_systems, load_system
+from gnomon.cost.topology import SYSTEM_DIR, TopologyError, available_systems, load_system
 from gnomon.cost.topology.measured import MeasuredCollectives, local_collectives_path, write_collectives
 
 MIB = 1 << 20
@@ -50,7 +50,7 @@ def test_an_unknown_system_is_one_line(spec: str, message: str) -> None:
 
 
 def test_a_malformed_system_file_names_the_key(tmp_path: Path) -> None:
-    text = (Path(load_system.__code__.co_filename).parent / "4xa100.toml").read_text()
+    text = (SYSTEM_DIR / "4xa100.toml").read_text()
     path = tmp_path / "broken.toml"
     path.write_text(text.replace("bandwidth_bytes_per_s = 300e9", 'bandwidth_bytes_per_s = "fast"'))
     with pytest.raises(TopologyError) as error:

@@ -10,13 +10,12 @@ import pytest
 import torch
 
 import gnomon
+from gnomon.analysis import eager_training_graph
 from gnomon.cost.collectives import collective_s
 from gnomon.cost.data_parallel import BUCKET_BYTES, FIRST_BUCKET_BYTES, DataParallelStep, data_parallel_step
-from gnomon.cost.eager_training import eager_training_report
 from gnomon.cost.topology import System, load_system
 from gnomon.models import MLP
 from gnomon.optimizers import SGD
-from gnomon.training import training_graph
 
 SIZES = (256, 1024, 1024, 512, 10)
 """Gradients of 1 KiB (biases) to 4 MiB (the 1024 x 1024 weight): more than one bucket."""
@@ -26,14 +25,10 @@ def predicted(system: System, ranks: int, overlapped: bool | None = None) -> tup
     torch.manual_seed(0)
     model = MLP(sizes=SIZES)
     inputs = (*model.example_inputs(16), torch.randint(0, 10, (16,)))
-    optimizer = SGD(lr=0.01, momentum=0.9)
     wrapped = gnomon.with_loss(copy.deepcopy(model), "cross_entropy")
-    graph, training = training_graph(wrapped, inputs, optimizer, source="mlp")
-    values = [training.values[n] for n in training.parameters]
-    parameters = (sum(v.size for v in values), sum(v.nbytes for v in values))
-    report = eager_training_report(graph, system.device, "mlp", optimizer, len(values), parameters)
-    step = data_parallel_step(graph, report, training.parameters, system, ranks, overlapped)
-    return step, {name: training.values[name].nbytes for name in training.parameters}
+    graph = eager_training_graph(wrapped, inputs, None, None, SGD(lr=0.01, momentum=0.9))
+    step = data_parallel_step(graph.module, graph.report(system.device), graph.parameters, system, ranks, overlapped)
+    return step, {name: p.numel() * p.element_size() for name, p in model.named_parameters()}
 
 
 def test_buckets_follow_the_backward_pass_under_ddps_caps() -> None:

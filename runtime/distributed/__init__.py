@@ -3,7 +3,8 @@
 `collectives` times all_reduce, all_gather, reduce_scatter and all_to_all at given message sizes, one spawned
 process per rank; `gnomon calibrate --collectives` fits the collective cost model to its timings. `ranks` runs a
 function on N spawned local ranks, the process handling that harness and others share. `sync` measures what a
-collective right after compute costs beyond its own time.
+collective right after compute costs beyond its own time. `group` is what each rank of them does: join the process
+group, time calls as the slowest rank sees them.
 """
 
 from gnomon.runtime.distributed.collectives import (

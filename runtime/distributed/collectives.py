@@ -16,7 +16,6 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from functools import partial
 from typing import NoReturn
 
@@ -24,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from gnomon.errors import GnomonError
+from gnomon.runtime.distributed.group import process_group, slowest_rank_times
 from gnomon.runtime.distributed.ranks import free_port, run_ranks
 
 __all__ = ["COLLECTIVES", "CollectiveMeasureError", "CollectiveTiming", "measure_collectives"]
@@ -150,18 +150,10 @@ class _Plan:
 
 def _rank_main(rank: int, plan: _Plan) -> list[CollectiveTiming]:
     """One rank's work, in its own process: its timings (rank 0's are the result)."""
-    torch.set_num_threads(plan.threads_per_rank)
-    dist.init_process_group(
-        plan.backend,
-        init_method=f"tcp://127.0.0.1:{plan.port}",
-        rank=rank,
-        world_size=plan.ranks,
-        timeout=timedelta(seconds=plan.timeout_s),
-    )
-    try:
+    with process_group(
+        rank, plan.ranks, plan.port, timeout_s=plan.timeout_s, threads=plan.threads_per_rank, backend=plan.backend
+    ):
         return _measure(rank, plan)
-    finally:
-        dist.destroy_process_group()
 
 
 def _measure(rank: int, plan: _Plan) -> list[CollectiveTiming]:
@@ -204,14 +196,7 @@ def _time(call: Callable[[], object], repeats: int, iterations: int, min_median_
     iterations = min(_MOST_ITERATIONS, max(iterations, math.ceil(min_median_s / max(float(warm[0]), 1e-6))))
     medians: list[float] = []
     for _ in range(repeats):
-        times = torch.empty(iterations, dtype=torch.float64)
-        for index in range(iterations):
-            dist.barrier()
-            start = time.perf_counter()
-            call()
-            times[index] = time.perf_counter() - start
-        dist.all_reduce(times, op=dist.ReduceOp.MAX)
-        medians.append(statistics.median(times.tolist()))
+        medians.append(statistics.median(slowest_rank_times(call, iterations)))
     return min(medians), (max(medians) - min(medians)) / min(medians)
 
 

@@ -14,12 +14,12 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 from gnomon.errors import GnomonError
+from gnomon.runtime.distributed.group import process_group, slowest_rank_times
 from gnomon.runtime.distributed.ranks import free_port, run_ranks
 
 __all__ = ["SyncMeasureError", "measure_sync_s"]
@@ -53,18 +53,8 @@ def measure_sync_s(
 
 
 def _rank_main(rank: int, plan: _Plan) -> float:
-    torch.set_num_threads(plan.threads_per_rank)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{plan.port}",
-        rank=rank,
-        world_size=plan.ranks,
-        timeout=timedelta(seconds=plan.timeout_s),
-    )
-    try:
+    with process_group(rank, plan.ranks, plan.port, timeout_s=plan.timeout_s, threads=plan.threads_per_rank):
         return _measure(plan)
-    finally:
-        dist.destroy_process_group()
 
 
 def _measure(plan: _Plan) -> float:
@@ -98,11 +88,4 @@ def _measure(plan: _Plan) -> float:
 
 
 def _median(call: Callable[[], object], iterations: int) -> float:
-    times = torch.empty(iterations, dtype=torch.float64)
-    for index in range(iterations):
-        dist.barrier()
-        start = time.perf_counter()
-        call()
-        times[index] = time.perf_counter() - start
-    dist.all_reduce(times, op=dist.ReduceOp.MAX)
-    return statistics.median(times.tolist())
+    return statistics.median(slowest_rank_times(call, iterations))

@@ -28,7 +28,14 @@ from pathlib import Path
 from gnomon.cost.devices import load_device, local_device_path
 from gnomon.cost.topology.system import Link, System, TopologyError
 
-__all__ = ["MeasuredCollectives", "local_collectives_path", "local_system", "read_collectives", "write_collectives"]
+__all__ = [
+    "MeasuredCollectives",
+    "local_collectives_path",
+    "local_rank_device_path",
+    "local_system",
+    "read_collectives",
+    "write_collectives",
+]
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,11 @@ class MeasuredCollectives:
 def local_collectives_path() -> Path:
     """`collectives.toml` beside the `local` device file."""
     return local_device_path().with_name("collectives.toml")
+
+
+def local_rank_device_path() -> Path:
+    """`rank.toml` beside the `local` device file: the device one of the ranks sees (`gnomon.calibrate_ranks`)."""
+    return local_device_path().with_name("rank.toml")
 
 
 def write_collectives(measured: MeasuredCollectives, path: Path) -> None:
@@ -124,7 +136,7 @@ def local_system(ranks: int | None = None) -> System:
             f"system '{n}xlocal': this machine has {cores} cores, too few for {n} ranks of "
             f"{measured.threads_per_rank} thread(s)"
         )
-    rank_file = local_collectives_path().with_name("rank.toml")
+    rank_file = local_rank_device_path()
     if not rank_file.is_file():
         raise TopologyError(
             f"no calibration of this machine's ranks ({rank_file} does not exist): run `gnomon calibrate --collectives`"
