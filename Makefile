@@ -11,6 +11,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-deps torchrec==1.8.0
 	touch $(STAMP)
 
 demo: $(STAMP)

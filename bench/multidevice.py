@@ -11,10 +11,19 @@ compute (predicted, and measured as DDP's step less the local step), and the err
 percentage error of the step is the figure to meet (target 10%). Then the same cases predicted on datasheet
 systems (8xh100, 4xa100), marked as such.
 
+Sharded DLRM (acceptance 1, its sharded half, and 2): each case of `sharded_cases.SHARDED` (tables of mixed sizes,
+128 to 1024 samples per rank, uniform or hot ids) trained by TorchRec's DistributedModelParallel on the same ranks
+(`gnomon.torchrec_steps.measure_sharded`) under several plans: gnomon's best three, TorchRec's planner's choice, all
+row-wise, all column-wise, table-wise balanced by bytes and everything on one device. Each plan's step predicted
+(`gnomon.shard`) and measured; the measured rank of gnomon's chosen plan and of TorchRec's among them (target:
+gnomon's fastest in 80% of cases). Then the DLRM benchmark's configurations (Criteo Kaggle, Terabyte, multi-hot)
+on the datasheet systems, the chosen plan's step broken into compute, all-to-all, all-reduce and sync
+(acceptance 3).
+
 Reproducibility (acceptance 4, `--reproducibility`): the collective calibration twice in a row, and how far each
 measured point moved (target: within 10%).
 
-    python bench/multidevice.py [--cases mlp,transformer] [--repeats 5] [--steps 10]
+    python bench/multidevice.py [--cases mlp,transformer] [--sharded dlrm_mixed,...] [--repeats 5] [--steps 10]
     python bench/multidevice.py --reproducibility
 
 Needs `gnomon calibrate` and `gnomon calibrate --collectives` first. Run it alone on the machine.
@@ -39,6 +48,8 @@ from gnomon.cost.topology import System, load_system
 sys.path.insert(0, str(Path(__file__).parent))
 from ddp_ranks import measure_data_parallel
 from multidevice_cases import DATA_PARALLEL, OPTIMIZER
+from multidevice_sharded import benchmark_configs, sharded
+from sharded_cases import SHARDED
 
 DATASHEET_SYSTEMS = ("8xh100", "4xa100")
 
@@ -61,7 +72,7 @@ def geomean(values: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(max(v, 1e-4)) for v in values))
 
 
-def data_parallel(cases: list[str], ranks: int, repeats: int, steps: int) -> None:
+def data_parallel(cases: list[str], ranks: int, repeats: int, steps: int) -> list[float]:
     system = load_system(f"{ranks}xlocal")
     print(f"data-parallel steps, {ranks} gloo ranks of 1 thread, predicted on {system.provenance}")
     print(f"  device per rank: {system.device.source[:100]}...")
@@ -91,6 +102,7 @@ def data_parallel(cases: list[str], ranks: int, repeats: int, steps: int) -> Non
         f"  geomean absolute error over {len(errors)} cases: step {geomean(errors):.1%} (target <= 10%),"
         f" compute alone {geomean(compute_errors):.1%}"
     )
+    return errors
 
 
 def datasheet(cases: list[str]) -> None:
@@ -126,7 +138,8 @@ def reproducibility(ranks: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default=",".join(DATA_PARALLEL))
+    parser.add_argument("--cases", default=",".join(DATA_PARALLEL), help="data-parallel cases ('' for none)")
+    parser.add_argument("--sharded", default=",".join(SHARDED), help="sharded DLRM cases ('' for none)")
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10)
@@ -135,9 +148,13 @@ def main() -> None:
     if args.reproducibility:
         reproducibility(args.ranks)
         return
-    cases = args.cases.split(",")
-    data_parallel(cases, args.ranks, args.repeats, args.steps)
+    cases = [c for c in args.cases.split(",") if c]
+    sharded_cases = [c for c in args.sharded.split(",") if c]
+    errors = data_parallel(cases, args.ranks, args.repeats, args.steps) if cases else []
+    errors += sharded(sharded_cases, args.ranks, args.repeats, args.steps) if sharded_cases else []
+    print(f"\ngeomean absolute error over all {len(errors)} measured steps: {geomean(errors):.1%} (target <= 10%)")
     datasheet(cases)
+    benchmark_configs(DATASHEET_SYSTEMS)
 
 
 if __name__ == "__main__":

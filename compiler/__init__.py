@@ -8,7 +8,8 @@ input_shapes=None, backend="native")` imports, rewrites and lowers it into an `E
 target="gnomon")` predicts its cost on a device (`gnomon.analysis.analyze`). `gnomon.compile(model,
 example_inputs, train=gnomon.SGD(lr=0.1))` compiles a training step of a module that returns its loss
 (`gnomon.with_loss(model, "cross_entropy")` attaches one); `gnomon.SGD`, `gnomon.Adam` and `gnomon.AdamW` are
-`gnomon.optimizers`'. Submodules load lazily:
+`gnomon.optimizers`'. `gnomon.shard(model, example_inputs, devices="4xh100")` chooses how a recommender's embedding
+tables are sharded across a system's devices by predicted step time (`gnomon.sharding.shard`). Submodules load lazily:
 `import gnomon` does not import torch.
 """
 
@@ -22,8 +23,9 @@ if TYPE_CHECKING:
     from gnomon.frontends.torch_training import with_loss
     from gnomon.optimizers import SGD, Adam, AdamW
     from gnomon.pipeline import load
+    from gnomon.sharding import shard
 
-__all__ = ["SGD", "Adam", "AdamW", "analyze", "compile", "load", "with_loss"]
+__all__ = ["SGD", "Adam", "AdamW", "analyze", "compile", "load", "shard", "with_loss"]
 __version__ = "0.1.0"
 
 
@@ -44,6 +46,10 @@ def __getattr__(name: str) -> Any:
         from gnomon import optimizers
 
         return getattr(optimizers, name)
+    if name == "shard":
+        from gnomon.sharding import shard
+
+        return shard
     if name == "with_loss":
         from gnomon.frontends.torch_training import with_loss
 

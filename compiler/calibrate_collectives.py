@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import platform
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from gnomon.cost.collectives import COLLECTIVES, fit_latency_bandwidth, model_s
@@ -114,3 +115,24 @@ def calibrate_collectives_command(output: Path | None, ranks: int, quick: bool) 
     peak, dram = device.peak("fp32"), device.dram.bandwidth_bytes_per_s
     print(f"  per rank: peak fp32 {peak / 1e9:.1f} GFLOP/s, DRAM {dram / 1e9:.1f} GB/s, {device.cores} core(s)")
     print(f"wrote {local_rank_device_path()} (the device of the `local` system's ranks)")
+    _calibrate_torchrec(measured, path, ranks, quick)
+
+
+def _calibrate_torchrec(measured: MeasuredCollectives, path: Path, ranks: int, quick: bool) -> None:
+    """TorchRec's cost per sharding group (`gnomon.calibrate_torchrec`), where TorchRec is installed."""
+    from importlib.util import find_spec
+
+    if find_spec("torchrec") is None or find_spec("fbgemm_gpu") is None:
+        print("TorchRec is not installed: its sharded steps' host cost is not measured (0 is assumed)")
+        return
+    from gnomon.calibrate_torchrec import fit_embedding_group_s
+    from gnomon.cost.topology.measured import local_system
+
+    print(f"fitting TorchRec's cost per sharding group on {ranks} ranks ...")
+    fit = fit_embedding_group_s(local_system(ranks), ranks, quick=quick)
+    for name, groups, step_s, predicted_s in fit.points:
+        print(f"  {name:<12} {groups} group(s): measured {step_s * 1e3:7.2f} ms, predicted without it "
+              f"{predicted_s * 1e3:7.2f} ms")  # fmt: skip
+    print(f"  per sharding group: {max(fit.embedding_group_s.values()) * 1e3:.2f} ms")
+    write_collectives(replace(measured, embedding_group_s=fit.embedding_group_s), path)
+    print(f"wrote {path} (with TorchRec's cost per group)")

@@ -1,4 +1,5 @@
-"""The `gnomon` command line: `import`, `summary`, `compile`, `run`, `memory`, `tune`, `analyze` and `calibrate`.
+"""The `gnomon` command line: `import`, `summary`, `compile`, `run`, `memory`, `tune`, `analyze`, `shard` and
+`calibrate`.
 
 User errors (a missing file, an unsupported op, a bad `--input-shape`) print one line each and
 exit with status 2; `--debug` shows the traceback instead. So do bad arguments, and, as a last resort, an
@@ -525,6 +526,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pipeline_arguments(analyzer)
     _add_training_arguments(analyzer)
     analyzer.set_defaults(run=_cmd_analyze)
+
+    from gnomon.shard_command import add_shard_parser
+
+    add_shard_parser(verbs, _add_model_arguments)
 
     calibrator = verbs.add_parser("calibrate", help="measure this machine into a device file (the `local` device)")
     calibrator.add_argument("-o", "--output", type=Path, help="the device file to write (default: the local device)")

@@ -126,7 +126,8 @@ class DLRM(nn.Module):
     features (hidden widths `bottom`, then `dim`); their pairwise dot products (upper triangle)
     with the bottom output feed a top MLP (hidden widths `top`) ending in a sigmoid. Inputs:
     dense [batch, dense_features], indices [tables, batch * pooling] (int64), offsets
-    [tables, batch] (int64); output [batch, 1].
+    [tables, batch] (int64); output [batch, 1]. `rows` is every table's row count, or one per
+    table (tables of mixed sizes, as real recommenders have).
     """
 
     triu: torch.Tensor
@@ -136,7 +137,7 @@ class DLRM(nn.Module):
         self,
         dense_features: int = 13,
         tables: int = 4,
-        rows: int = 100,
+        rows: int | Sequence[int] = 100,
         dim: int = 16,
         pooling: int = 3,
         seed: int = 0,
@@ -145,7 +146,10 @@ class DLRM(nn.Module):
     ) -> None:
         super().__init__()
         torch.manual_seed(seed)
-        self.embeddings = nn.ModuleList(nn.EmbeddingBag(rows, dim, mode="sum") for _ in range(tables))
+        table_rows = [rows] * tables if isinstance(rows, int) else list(rows)
+        if len(table_rows) != tables:
+            raise ValueError(f"DLRM: {tables} tables but {len(table_rows)} row counts")
+        self.embeddings = nn.ModuleList(nn.EmbeddingBag(n, dim, mode="sum") for n in table_rows)
         self.bottom = _relu_mlp((dense_features, *bottom, dim), last_relu=True)
         n = tables + 1
         pairs = n * (n - 1) // 2
@@ -153,7 +157,7 @@ class DLRM(nn.Module):
         # Not part of the state dict: exporters must still see it as a constant.
         self.register_buffer("triu", torch.triu_indices(n, n, offset=1), persistent=False)
         self.dense_features = dense_features
-        self.rows = rows
+        self.table_rows = table_rows
         self.pooling = pooling
         self.eval()
 
@@ -167,13 +171,22 @@ class DLRM(nn.Module):
         interactions = dots[:, self.triu[0], self.triu[1]]
         return self.top(torch.cat([x, interactions], dim=1))
 
-    def example_inputs(self, batch: int = 2) -> tuple[torch.Tensor, ...]:
-        torch.manual_seed(1)
-        tables = len(self.embeddings)
-        dense = torch.randn(batch, self.dense_features)
-        indices = torch.randint(0, self.rows, (tables, batch * self.pooling))
-        offsets = (torch.arange(batch) * self.pooling).repeat(tables, 1)
-        return dense, indices, offsets
+    def example_inputs(self, batch: int = 2, zipf: float = 0.0, seed: int = 1) -> tuple[torch.Tensor, ...]:
+        """Ids uniform over each table's rows, or with `zipf` > 0 drawn from a power law (row r's weight
+        1 / (r + 1) ** zipf, the rows shuffled): the hot rows of real click logs."""
+        generator = torch.Generator().manual_seed(seed)
+        dense = torch.randn(batch, self.dense_features, generator=generator)
+        ids = [self._ids(n, batch * self.pooling, zipf, generator) for n in self.table_rows]
+        offsets = (torch.arange(batch) * self.pooling).repeat(len(ids), 1)
+        return dense, torch.stack(ids), offsets
+
+    @staticmethod
+    def _ids(rows: int, count: int, zipf: float, generator: torch.Generator) -> torch.Tensor:
+        if zipf <= 0:
+            return torch.randint(0, rows, (count,), generator=generator)
+        weights = torch.arange(1, rows + 1, dtype=torch.float64) ** -zipf
+        ranks = torch.multinomial(weights, count, replacement=True, generator=generator)
+        return torch.randperm(rows, generator=generator)[ranks]
 
 
 def _conv_bn(

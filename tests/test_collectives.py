@@ -154,7 +154,11 @@ def test_calibrate_collectives_writes_what_the_local_system_predicts_from(
     assert "collectives over gloo, 2 ranks:" in out
     assert "a collective right after compute: " in out
     assert f"wrote {tmp_path / 'collectives.toml'} (the `local` system's collectives)" in out
+    # TorchRec's cost per sharding group, fitted to its steps on the ranks just calibrated.
+    assert "per sharding group: " in out
+    assert f"wrote {tmp_path / 'collectives.toml'} (with TorchRec's cost per group)" in out
     system = load_system("2xlocal")
+    assert set(system.embedding_group_s) == {"table_wise", "row_wise", "column_wise"}
     for collective in COLLECTIVES:
         measured = system.measured[collective]
         assert len(measured) == 3

@@ -44,6 +44,9 @@ TORCH_AT_MODULE_LEVEL: dict[str, tuple[str, ...]] = {
         "gnomon.runtime.distributed",  # torch.distributed's processes, spawned by `gnomon calibrate --collectives`
         "gnomon.runtime.library",
         "gnomon.runtime.torch_eager",
+        "gnomon.sharding",  # runs a torch model once to find its embedding tables and the ids they look up
+        "gnomon.torchrec_plan",  # TorchRec's modules are torch modules
+        "gnomon.torchrec_steps",  # TorchRec's ranks, spawned by `gnomon calibrate --collectives` and the bench
     ),
     "torch_mlir": (
         "gnomon.frontends",  # every frontend is a torch-mlir importer; torch_mlir's bindings load no torch

@@ -553,14 +553,53 @@ def _bag_grad(op: EmbeddingBagGradOp, work: OpWork, device: Device, eff: Efficie
 def _embedding(
     op: EmbeddingOp | EmbeddingBagOp, work: OpWork, device: Device, eff: Efficiency, table_in_dram: bool
 ) -> KernelTime:
-    """Distinct rows from the table's level, in whole granules; repeats, indices and result from cache."""
     lookups, distinct = embedding_rows(op)
     row_bytes = static_shape(op.table)[1] * element_bytes(op.table)
-    fetched = math.ceil(row_bytes / eff.access_bytes) * eff.access_bytes * distinct
     rest = work.bytes - distinct * row_bytes
-    table_level = len(device.memory) - 1 if table_in_dram else resident_index(device, nbytes(op.table))
+    flop_rate = device.peak(work.peak_key) * eff.vector
+    return _lookups(lookups, distinct, row_bytes, nbytes(op.table), rest, work.flops / flop_rate, device, eff,
+                    table_in_dram)  # fmt: skip
+
+
+def _lookups(
+    lookups: int, distinct: int, row_bytes: int, table_bytes: int, rest: int, compute_s: float, device: Device,
+    eff: Efficiency, table_in_dram: bool,
+) -> KernelTime:  # fmt: skip
+    """Distinct rows from the table's level, in whole granules; repeats, indices and result (`rest` bytes) from
+    cache; each lookup's index handling beside `compute_s`."""
+    fetched = math.ceil(row_bytes / eff.access_bytes) * eff.access_bytes * distinct
+    table_level = len(device.memory) - 1 if table_in_dram else resident_index(device, table_bytes)
     hot_level = resident_index(device, distinct * row_bytes + rest)
     table_bandwidth = weights_bandwidth(device, eff) if table_in_dram else sustained(device, eff, table_level)
     memory_s = fetched / table_bandwidth + ((lookups - distinct) * row_bytes + rest) / sustained(device, eff, hot_level)
-    compute_s = work.flops / (device.peak(work.peak_key) * eff.vector) + lookups * eff.lookup_s
-    return KernelTime("embedding", compute_s, memory_s)
+    return KernelTime("embedding", compute_s + lookups * eff.lookup_s, memory_s)
+
+
+def lookup_cost(
+    lookups: int, distinct: int, row_bytes: int, table_bytes: int, other_bytes: int, flops: int, device: Device,
+    *, table_in_dram: bool = False,
+) -> OpCost:  # fmt: skip
+    """A pooled lookup that no graph op stands for (a shard of a sharded table, looked up by a library's batched
+    kernel): `lookups` ids of which `distinct` rows of `row_bytes`, from a table of `table_bytes`; `other_bytes` of
+    ids, offsets and pooled results; `flops` of pooling. Priced as `graph.embedding_bag` is."""
+    eff = efficiency(device)
+    peak = device.peak("fp32")
+    kernel = _lookups(lookups, distinct, row_bytes, table_bytes, other_bytes, flops / (peak * eff.vector), device,
+                      eff, table_in_dram)  # fmt: skip
+    moved = distinct * row_bytes + other_bytes
+    return _cost(flops, moved, flops / peak, kernel, device)
+
+
+def sparse_update_cost(lookups: int, row_bytes: int, other_bytes: int, device: Device) -> OpCost:
+    """A fused backward and SGD update of a table (a library's batched kernel): each lookup's row read and written
+    in place with its bag's gradient (`other_bytes` with the ids), a multiply and an add per element. Priced as
+    `graph.embedding_bag_update` is."""
+    eff = efficiency(device)
+    touched = lookups * row_bytes
+    moved = 2 * touched + other_bytes
+    flops = 2 * lookups * row_bytes // 4
+    peak = device.peak("fp32")
+    rate = TRAINING_RATES[EmbeddingBagUpdateOp](eff)
+    bandwidth = sustained(device, eff, resident_index(device, moved))
+    kernel = KernelTime("stream", flops / (peak * eff.vector) / rate, moved / bandwidth / rate)
+    return _cost(flops, moved, flops / peak, kernel, device)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gnomon.cost.devices import load_device
+from gnomon.cost.sharding.plan import KINDS
 from gnomon.cost.topology.system import SYSTEM_DIR, Link, System, TopologyError, available_systems
 
 __all__ = ["load_system"]
@@ -95,4 +96,6 @@ def _read(path: Path) -> System:
         calibrated=value(data, "calibrated", bool),
         source=value(data, "source", str),
         sync_s=value(data, "sync_s", float),
+        # The ranks' waits at a group's two blocking collectives: the pooled all-to-all and its gradients'.
+        embedding_group_s=dict.fromkeys(KINDS, 2 * value(data, "sync_s", float)),
     )

@@ -9,6 +9,8 @@ device file. The collectives' file:
     ranks = 2
     threads_per_rank = 1
     sync_s = 0.0016               # a collective right after compute, beyond its own time
+    embedding_group_s = {table_wise = 0.0004, row_wise = 0.0019}  # optional: TorchRec's cost per sharding group
+                                  # and step, by kind (gnomon.calibrate_torchrec)
 
     [all_reduce]                  # one table per collective (gnomon.cost.collectives.COLLECTIVES)
     bytes = [65536, 1048576]      # message sizes (nccl-tests' convention), ascending
@@ -22,8 +24,9 @@ import json
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from gnomon.cost.devices import load_device, local_device_path
 from gnomon.cost.topology.system import Link, System, TopologyError
@@ -50,6 +53,9 @@ class MeasuredCollectives:
     """What a collective right after compute costs beyond its own time (`gnomon.runtime.distributed.sync`)."""
     points: Mapping[str, tuple[tuple[int, float, float], ...]]
     """Per collective: (message bytes, seconds, spread), by size."""
+    embedding_group_s: Mapping[str, float] = field(default_factory=dict[str, float])
+    """TorchRec's cost per sharding group and step beyond its kernels and collectives, by sharding kind
+    (`gnomon.calibrate_torchrec`); empty where it was not measured."""
 
 
 def local_collectives_path() -> Path:
@@ -71,6 +77,7 @@ def write_collectives(measured: MeasuredCollectives, path: Path) -> None:
         f"ranks = {measured.ranks}",
         f"threads_per_rank = {measured.threads_per_rank}",
         f"sync_s = {measured.sync_s!r}",
+        "embedding_group_s = {" + ", ".join(f"{k} = {v!r}" for k, v in measured.embedding_group_s.items()) + "}",
     ]
     for collective, points in measured.points.items():
         lines += [
@@ -118,12 +125,18 @@ def read_collectives(path: Path) -> MeasuredCollectives:
                 f"collective file {path}: '{collective}' needs as many sizes (ascending) as positive times"
             )
         points[collective] = tuple((int(b), s, d) for b, s, d in zip(sizes, seconds, spread, strict=True))
-    source, backend = field("source", str), field("backend", str)
-    ranks, threads = field("ranks", int), field("threads_per_rank", int)
+    source, backend = str(field("source", str)), str(field("backend", str))
+    ranks, threads = cast(int, field("ranks", int)), cast(int, field("threads_per_rank", int))
     sync_s = data.get("sync_s")
     if not isinstance(sync_s, int | float) or isinstance(sync_s, bool) or sync_s < 0:
         raise TopologyError(f"collective file {path}: missing or mistyped 'sync_s'")
-    return MeasuredCollectives(str(source), str(backend), int(ranks), int(threads), float(sync_s), points)  # pyright: ignore
+    group_s = data.get("embedding_group_s", {})
+    if not isinstance(group_s, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in group_s.values()
+    ):
+        raise TopologyError(f"collective file {path}: 'embedding_group_s' maps sharding kinds to seconds")
+    group_costs = {str(k): float(v) for k, v in cast(dict[str, float], group_s).items()}
+    return MeasuredCollectives(source, backend, ranks, threads, float(sync_s), points, group_costs)
 
 
 def local_system(ranks: int | None = None) -> System:
@@ -157,6 +170,7 @@ def local_system(ranks: int | None = None) -> System:
         sync_s=measured.sync_s,
         measured=curves,
         measured_ranks=measured.ranks,
+        embedding_group_s=measured.embedding_group_s,
     )
 
 

@@ -51,6 +51,12 @@ class System:
     )
     """A calibrated system's collectives: each one's measured (message bytes, seconds) at `measured_ranks`."""
     measured_ranks: int = 0
+    embedding_group_s: Mapping[str, float] = field(default_factory=dict[str, float])
+    """Per sharding kind (`table_wise`, `row_wise`, `column_wise`): what each of TorchRec's sharding groups adds to
+    a step beyond its kernels and its collectives' own time. On a measured system, fitted to TorchRec's steps (`gnomon
+    calibrate --collectives`: its host work and the ranks' waits together); on a datasheet system, the ranks' waits
+    at its two blocking collectives (2 x `sync_s`), as the host runs ahead of the device. A kind it does not name
+    adds 0."""
 
     @property
     def ranks(self) -> int:

@@ -1,0 +1,78 @@
+"""What each of TorchRec's sharding groups adds to a training step on this machine's ranks, beyond the kernels and
+collectives gnomon prices (`System.embedding_group_s`): its host work (splitting, permuting and bucketizing the ids,
+its awaitables) and the ranks' waits at its blocking collectives.
+
+A small DLRM (tiny tables, so that lookups cost little) is trained by TorchRec under four plans, each table-wise,
+row-wise or column-wise alone (one group each) and the three at once (three groups), measured in the same ranks with
+their rounds interleaved, and each step is predicted without the group cost: the least-squares cost per group
+(through 0) is what the measured steps exceed the predictions by, one for every kind (fitted per kind, the
+single-group plans moved by 2-4 ms between runs here; the three-group plan, 14-16 ms, holds the fit). These models
+are not `bench/multidevice.py`'s cases, which judge the fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import partial
+
+from gnomon.cost.sharding.plan import KINDS, Placement
+from gnomon.cost.topology import System
+from gnomon.models import DLRM
+
+__all__ = ["GroupCostFit", "fit_embedding_group_s"]
+
+CALIBRATION_MODEL = partial(DLRM, 13, tables=3, rows=[4000, 2000, 1000], dim=16, pooling=2, bottom=(32,), top=(32,))
+BATCH = 64
+_NAMES = tuple(f"embeddings.{i}.weight" for i in range(3))
+
+
+@dataclass(frozen=True)
+class GroupCostFit:
+    embedding_group_s: dict[str, float]
+    """Per sharding kind, what its group adds to a step."""
+    points: tuple[tuple[str, int, float, float], ...]
+    """Per plan: its name, its groups, the measured step and the step predicted without the group cost."""
+
+
+def _plans(ranks: int) -> dict[str, dict[str, Placement]]:
+    everyone = tuple(range(ranks))
+    return {
+        "table_wise": {name: Placement("table_wise", (i % ranks,)) for i, name in enumerate(_NAMES)},
+        "row_wise": dict.fromkeys(_NAMES, Placement("row_wise", everyone)),
+        "column_wise": dict.fromkeys(_NAMES, Placement("column_wise", everyone)),
+        "all three": {
+            _NAMES[0]: Placement("table_wise", (0,)),
+            _NAMES[1]: Placement("row_wise", everyone),
+            _NAMES[2]: Placement("column_wise", everyone),
+        },
+    }
+
+
+def fit_embedding_group_s(system: System, ranks: int, quick: bool = False) -> GroupCostFit:
+    """The group cost on `ranks` of `system` (this machine's, without the group cost yet), from TorchRec's steps."""
+    import torch
+
+    import gnomon
+    from gnomon.cost.sharding.step import sharded_step
+    from gnomon.sharding import dense_step, embedding_tables
+    from gnomon.torchrec_steps import measure_sharded
+
+    bare = replace(system, embedding_group_s={})
+    dlrm = CALIBRATION_MODEL()
+    model = gnomon.with_loss(dlrm, "bce_with_logits")
+    dense, indices, offsets = dlrm.example_inputs(BATCH, seed=1000)
+    inputs = (dense, indices, offsets, torch.rand(BATCH, 1))
+    tables = embedding_tables(model, inputs)
+    dense_part = dense_step(model, inputs, tables, bare, ranks)
+    plans = _plans(ranks)
+    steps, repeats = (5, 2) if quick else (20, 5)
+    timings = measure_sharded(CALIBRATION_MODEL, BATCH, list(plans.values()), ranks=ranks, steps=steps,
+                              repeats=repeats)  # fmt: skip
+    points: list[tuple[str, int, float, float]] = []
+    for (name, assignment), measured in zip(plans.items(), timings, strict=True):
+        predicted = sharded_step(tables, assignment, dense_part, bare, ranks)
+        points.append((name, len(predicted.groups), measured.step_s, predicted.step_s))
+    # One cost for every kind: fitted per kind, the single-group plans' costs moved by 2-4 ms between runs here.
+    excess = sum(groups * (step_s - predicted_s) for _, groups, step_s, predicted_s in points)
+    per_group = max(0.0, excess / sum(groups * groups for _, groups, _, _ in points))
+    return GroupCostFit(dict.fromkeys(KINDS, per_group), tuple(points))

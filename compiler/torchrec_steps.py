@@ -1,0 +1,269 @@
+"""Timing sharded DLRM training steps on local gloo ranks: TorchRec runs a gnomon sharding plan, and this times it
+(for `bench/multidevice.py`, and for `gnomon calibrate --collectives`, which fits TorchRec's host cost per sharding
+group from a few small ones).
+
+Each rank is a spawned process pinned to its own cores, with the same DLRM (built by the caller's factory from a
+fixed seed), its own batch, and TorchRec's DistributedModelParallel over `gnomon.torchrec_plan.sharding_plan`'s
+export of the plan: the tables on TorchRec's fused kernel with plain SGD applied in the backward pass, the dense
+MLPs in the DDP that DistributedModelParallel wraps them in, trained by torch.optim.SGD at the same rate. Before
+timing, each rank checks that the sharded forward of its batch equals the unsharded model's: a plan exported wrong
+would otherwise be timed as right.
+
+A step's time is the time until every rank has finished it: each timed step starts after a barrier, and the step's
+time is the largest of the ranks' (`slowest_rank_times`). Several plans are measured in the same ranks, one round of
+each in turn, so that load that drifts during the run hits them alike (on this 2-core machine a plan's medians
+spread by 10-50% between rounds; plans measured one after another were ranked by the drift).
+
+The processes are `gnomon.runtime.distributed.run_ranks`'s: a parent that never outlives its ranks nor lets them
+outlive it, and one line of error for a rank that fails, dies or runs past the timeout.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import os
+import statistics
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn, cast
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from gnomon.cost.sharding.plan import Placement, ShardingError
+from gnomon.errors import GnomonError
+from gnomon.models import DLRM
+from gnomon.runtime.distributed import free_port, run_ranks
+from gnomon.runtime.distributed.group import process_group, slowest_rank_times
+from gnomon.torchrec_plan import CpuRowWiseSharder, TorchRecDLRM, sharding_plan, to_kjt
+
+if TYPE_CHECKING:
+    from torchrec.distributed.types import ModuleSharder
+
+__all__ = ["ShardedMeasureError", "ShardedTiming", "measure_sharded"]
+
+_PREFIX = "sharded measurement"
+_LR = 0.01
+_TOLERANCE = 1e-5
+_EBC_PATH = "ebc"  # TorchRecDLRM's EmbeddingBagCollection
+_FIRST_REBUILT_STEP = 2  # DDP rebuilds its buckets in the second step's forward: warmup covers it
+
+
+class ShardedMeasureError(GnomonError):
+    """The sharded steps could not be measured (bad arguments, a plan TorchRec cannot run, a sharded forward that
+    differs from the unsharded one, a rank that died or failed, a run past its timeout)."""
+
+
+@dataclass(frozen=True)
+class ShardedTiming:
+    """A DLRM's sharded training step on `ranks` local ranks."""
+
+    plan: dict[str, str]
+    """Each table's placement, as `Placement.describe` writes it."""
+    ranks: int
+    batch: int
+    """Samples per rank."""
+    step_s: float
+    """The training step: the smallest of `repeats` medians of `steps` steps, each step's time the largest over
+    ranks."""
+    spread: float
+    """(largest median - smallest) / smallest: how much the host disturbed the rounds."""
+    check_error: float
+    """The largest difference, over the ranks, of the sharded forward from the unsharded DLRM's, before timing."""
+
+
+def measure_sharded(
+    make_model: Callable[[], DLRM],
+    batch: int,
+    assignments: Sequence[Mapping[str, Placement]],
+    *,
+    zipf: float = 0.0,
+    ranks: int = 2,
+    threads_per_rank: int = 1,
+    steps: int = 10,
+    repeats: int = 5,
+    warmup: int = 3,
+    timeout_s: float = 600.0,
+) -> list[ShardedTiming]:
+    """The training step time of the DLRM `make_model` builds (a module-level, picklable factory that gives the same
+    model on every call) sharded as each of `assignments` says, at `batch` samples per rank with ids drawn at
+    `zipf`. The plans are measured in the same ranks, their rounds interleaved, so that load that drifts during the
+    run hits them alike: their order is the measurement's to trust. Raises ShardedMeasureError for bad arguments, a
+    plan TorchRec cannot run, a sharded forward that differs from the unsharded one, a rank that fails or dies, or
+    no result within timeout_s; the ranks never outlive the call."""
+    cores = _validate(batch, ranks, threads_per_rank, steps, repeats, warmup, timeout_s)
+    if not assignments:
+        raise ShardedMeasureError(f"{_PREFIX}: no plan to measure")
+    model = make_model()
+    try:  # the parent checks the plans, so that a bad one is one line before any rank starts
+        for assignment in assignments:
+            sharding_plan(_EBC_PATH, TorchRecDLRM(model).ebc, assignment, ranks)
+    except ShardingError as error:
+        raise ShardedMeasureError(f"{_PREFIX}: {error}") from error
+    plan = _Plan(free_port(), make_model, batch, [dict(a) for a in assignments], zipf, ranks, threads_per_rank,
+                 cores, steps, repeats, warmup, timeout_s)  # fmt: skip
+    return run_ranks(_rank_main, plan, ranks, timeout_s=timeout_s, what=_PREFIX, error=ShardedMeasureError)
+
+
+def _validate(
+    batch: int, ranks: int, threads_per_rank: int, steps: int, repeats: int, warmup: int, timeout_s: float
+) -> tuple[tuple[int, ...], ...]:
+    """Each rank's cores, once the arguments are checked."""
+
+    def fail(message: str) -> NoReturn:
+        raise ShardedMeasureError(f"{_PREFIX}: {message}")
+
+    if not (dist.is_available() and dist.is_backend_available("gloo")):
+        fail("torch.distributed's gloo backend is not available in this torch build")
+    if ranks < 2:
+        fail(f"ranks must be at least 2, got {ranks}")
+    for name, value in (("batch", batch), ("threads_per_rank", threads_per_rank), ("steps", steps),
+                        ("repeats", repeats)):  # fmt: skip
+        if value < 1:
+            fail(f"{name} must be at least 1, got {value}")
+    if warmup < _FIRST_REBUILT_STEP:
+        fail(f"warmup must be at least {_FIRST_REBUILT_STEP} (DDP rebuilds its buckets in step 2), got {warmup}")
+    if timeout_s <= 0:
+        fail(f"timeout_s must be positive, got {timeout_s:g}")
+    available = sorted(os.sched_getaffinity(0))
+    if ranks * threads_per_rank > len(available):
+        fail(f"{ranks} ranks of {threads_per_rank} thread(s) need {ranks * threads_per_rank} cores, this process "
+             f"may use {len(available)}")  # fmt: skip
+    return tuple(tuple(available[r * threads_per_rank : (r + 1) * threads_per_rank]) for r in range(ranks))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every rank measures, sent to each spawned process."""
+
+    port: int
+    make_model: Callable[[], DLRM]
+    batch: int
+    assignments: list[dict[str, Placement]]
+    zipf: float
+    ranks: int
+    threads_per_rank: int
+    cores: tuple[tuple[int, ...], ...]
+    """Each rank's cores, as `gnomon.calibrate_ranks` pins its ranks: the rank device's figures were measured so."""
+    steps: int
+    repeats: int
+    warmup: int
+    timeout_s: float
+
+
+def _rank_main(rank: int, plan: _Plan) -> list[ShardedTiming]:
+    """One rank's work, in its own process: its timing (rank 0's is the result)."""
+    os.sched_setaffinity(0, set(plan.cores[rank]))
+    warnings.filterwarnings("ignore")  # TorchRec's deprecation notes, once per rank and table group
+    with process_group(rank, plan.ranks, plan.port, timeout_s=plan.timeout_s, threads=plan.threads_per_rank):
+        timing = _measure(rank, plan)
+        # TorchRec's sharded modules hold the group in reference cycles: a group that outlives its leaving is torn
+        # down at interpreter exit, where gloo now and then aborts the rank.
+        gc.collect()
+        return timing
+
+
+def _measure(rank: int, plan: _Plan) -> list[ShardedTiming]:
+    model = plan.make_model()
+    dense, indices, offsets = model.example_inputs(plan.batch, zipf=plan.zipf, seed=1000 + rank)
+    features = to_kjt(indices, offsets)
+    target = torch.randint(0, 2, (plan.batch, 1), generator=torch.Generator().manual_seed(2000 + rank)).float()
+    with torch.no_grad():
+        expected = model(dense, indices, offsets)
+    steps: list[Callable[[], None]] = []
+    errors: list[float] = []
+    for assignment in plan.assignments:
+        step, error = _sharded_step(model, assignment, plan.ranks, expected, dense, features, target)
+        steps.append(step)
+        errors.append(error)
+    for _ in range(plan.warmup):
+        for step in steps:
+            step()
+    medians: list[list[float]] = [[] for _ in steps]
+    for _ in range(plan.repeats):
+        for index, step in enumerate(steps):  # one round of each plan, then the next round
+            medians[index].append(statistics.median(slowest_rank_times(step, plan.steps)))
+    return [
+        ShardedTiming(
+            plan={name: placement.describe() for name, placement in assignment.items()},
+            ranks=plan.ranks,
+            batch=plan.batch,
+            step_s=min(times),
+            spread=_spread(times),
+            check_error=error,
+        )
+        for assignment, times, error in zip(plan.assignments, medians, errors, strict=True)
+    ]
+
+
+def _sharded_step(
+    model: DLRM,
+    assignment: Mapping[str, Placement],
+    ranks: int,
+    expected: torch.Tensor,
+    dense: torch.Tensor,
+    features: Any,
+    target: torch.Tensor,
+) -> tuple[Callable[[], None], float]:
+    """A training step of `model` sharded by `assignment` under TorchRec (its forward checked first), and the
+    check's largest difference."""
+    from fbgemm_gpu.split_embedding_configs import EmbOptimType
+    from torchrec.distributed.model_parallel import DistributedModelParallel
+    from torchrec.optim.optimizers import in_backward_optimizer_filter
+
+    wrapped = TorchRecDLRM(copy.deepcopy(model)).train()
+    reference = copy.deepcopy(wrapped)
+    sharder = CpuRowWiseSharder(fused_params={"optimizer": EmbOptimType.EXACT_SGD, "learning_rate": _LR})
+    sharded = DistributedModelParallel(
+        wrapped,
+        device=torch.device("cpu"),
+        plan=sharding_plan(_EBC_PATH, wrapped.ebc, assignment, ranks),
+        sharders=[cast("ModuleSharder[torch.nn.Module]", sharder)],
+    )
+    # Sharding initializes the tables afresh; DMP's load_state_dict renames the keys of the dict it is given.
+    sharded.load_state_dict(OrderedDict(reference.state_dict()))
+    check_error = _check_forward(sharded, reference, expected, dense, features)
+    del reference
+    # The tables' optimizer is fused into their backward; the rest (the MLPs, in DDP) is torch's.
+    dense_parameters = [p for _, p in in_backward_optimizer_filter(sharded.named_parameters())]
+    optimizer = torch.optim.SGD(dense_parameters, lr=_LR)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        loss = F.binary_cross_entropy_with_logits(sharded(dense, features), target)
+        loss.backward()
+        optimizer.step()
+
+    return step, check_error
+
+
+def _check_forward(
+    sharded: torch.nn.Module,
+    reference: torch.nn.Module,
+    expected: torch.Tensor,
+    dense: torch.Tensor,
+    features: Any,
+) -> float:
+    """The sharded forward of this rank's batch against the unsharded TorchRecDLRM's and DLRM's: the largest
+    difference over the ranks, or a one-line error past the tolerance."""
+    with torch.no_grad():
+        got = sharded(dense, features)
+        unsharded = reference(dense, features)
+    errors = torch.stack([(got - unsharded).abs().max(), (got - expected).abs().max()]).double()
+    dist.all_reduce(errors, op=dist.ReduceOp.MAX)
+    worst = errors.max().item()
+    if worst > _TOLERANCE:
+        against = "TorchRecDLRM's" if errors[0] >= errors[1] else "DLRM's"
+        raise ShardedMeasureError(
+            f"{_PREFIX}: the sharded forward differs from the unsharded {against} by {worst:.3g} "
+            f"(tolerance {_TOLERANCE:g}) on some rank's first batch"
+        )
+    return worst
+
+
+def _spread(medians: Sequence[float]) -> float:
+    return (max(medians) - min(medians)) / min(medians)

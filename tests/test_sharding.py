@@ -1,0 +1,188 @@
+"""Embedding sharding: the plan types, the index distribution's extrapolation, a plan's predicted step, the plan
+search and `gnomon shard`'s output and errors."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import gnomon
+import gnomon.cli
+from gnomon.cost.collectives import collective_s
+from gnomon.cost.devices import DEVICE_DIR
+from gnomon.cost.sharding.plan import Placement, ShardingError, column_blocks, row_blocks
+from gnomon.cost.sharding.step import DenseStep, sharded_step
+from gnomon.cost.sharding.tables import EmbeddingTable, distinct_rows, synthetic_ids
+from gnomon.cost.topology import load_system
+from gnomon.models import DLRM
+from gnomon.sharding import embedding_tables, shard
+
+pytestmark = pytest.mark.xdist_group("sharding")
+
+ROWS = [200_000, 50_000, 10_000, 1_000]
+DENSE = DenseStep(step_s=1e-3, compute_s=8e-4, all_reduce_s=1e-4, sync_s=1e-5, local_lookups_s=1e-4,
+                  parameter_bytes=1 << 20)  # fmt: skip
+
+
+def table(name: str, rows: int, dim: int = 32, batch: int = 256, pooling: int = 4, zipf: float = 0.0) -> EmbeddingTable:
+    return EmbeddingTable(name, rows, dim, 4, batch, synthetic_ids(rows, batch * pooling, zipf, seed=rows))
+
+
+def dlrm_inputs(batch: int = 128, zipf: float = 0.0) -> tuple[DLRM, tuple[torch.Tensor, ...]]:
+    model = DLRM(13, tables=4, rows=ROWS, dim=32, pooling=4)
+    return model, (*model.example_inputs(batch, zipf=zipf), torch.rand(batch, 1))
+
+
+def test_placements_are_checked_with_one_line_errors() -> None:
+    with pytest.raises(ShardingError, match="unknown sharding kind 'diagonal'; choose one of table_wise, row_wise"):
+        Placement("diagonal", (0,))
+    with pytest.raises(ShardingError, match=r"a table_wise placement is on one device, not \[0, 1\]"):
+        Placement("table_wise", (0, 1))
+    with pytest.raises(ShardingError, match=r"a row_wise placement names a device twice: \[1, 1\]"):
+        Placement("row_wise", (1, 1))
+    assert row_blocks(10, 4) == [3, 3, 3, 1]  # TorchRec's blocks: ceil(rows / shards), the last shorter
+    assert column_blocks(10, 4) == [3, 3, 2, 2]
+
+
+def test_distinct_rows_extrapolate_the_sample() -> None:
+    uniform = synthetic_ids(100_000, 4096, seed=1)
+    for draws in (4096, 32768, 10**6):  # uniform ids: the occupancy of the whole table
+        expected = 100_000 * -math.expm1(-draws / 100_000)
+        assert distinct_rows(uniform, draws, 100_000) == pytest.approx(expected, rel=0.03)
+    hot = synthetic_ids(100_000, 4096, zipf=1.1, seed=1)
+    sample_distinct = len(np.unique(hot))
+    assert distinct_rows(hot, 4096, 100_000) == pytest.approx(sample_distinct, rel=0.02)
+    # Hot rows repeat more as the batch grows: far fewer distinct rows than uniform ids at 8x the sample.
+    assert distinct_rows(hot, 8 * 4096, 100_000) < 0.5 * distinct_rows(uniform, 8 * 4096, 100_000)
+    assert distinct_rows(hot, 8 * 4096, 100_000) > sample_distinct
+
+
+def test_a_balanced_plan_beats_one_device_holding_every_table() -> None:
+    system = load_system("4xh100")
+    tables = [table(f"t{i}", rows) for i, rows in enumerate(ROWS)]
+    balanced = {t.name: Placement("table_wise", (i,)) for i, t in enumerate(tables)}
+    piled = {t.name: Placement("table_wise", (0,)) for t in tables}
+    fast, slow = sharded_step(tables, balanced, DENSE, system), sharded_step(tables, piled, DENSE, system)
+    assert fast.step_s < slow.step_s
+    assert slow.load_balance == pytest.approx(4.0)  # all the embedding work on one of four devices
+    assert slow.device_embedding_s[1:] == (0.0, 0.0, 0.0)
+    # Memory: each device's shards plus the replicated dense state.
+    table_bytes = [t.bytes for t in tables]
+    assert slow.memory_bytes_per_device[0] - slow.memory_bytes_per_device[1] >= sum(table_bytes)
+    assert fast.memory_bytes_per_device[0] > fast.memory_bytes_per_device[3]
+
+
+def test_row_wise_tables_reduce_scatter_their_partial_sums() -> None:
+    system = load_system("2xh100")
+    tables = [table("t0", 100_000, dim=64)]
+    step = sharded_step(tables, {"t0": Placement("row_wise", (0, 1))}, DENSE, system)
+    message = 2 * 256 * 64 * 4  # every rank's bags, full width, fp32
+    expected = (
+        collective_s(system, "reduce_scatter", message).seconds + collective_s(system, "all_gather", message).seconds
+    )
+    assert step.all_to_all_s >= expected
+    # Each device holds half the rows; both look up about half the ids.
+    assert step.memory_bytes_per_device[0] == pytest.approx(step.memory_bytes_per_device[1], rel=0.01)
+    assert step.load_balance == pytest.approx(1.0, abs=0.1)
+
+
+def test_one_device_communicates_nothing() -> None:
+    system = load_system("8xh100")
+    tables = [table("t0", 10_000)]
+    step = sharded_step(tables, {"t0": Placement("table_wise", (0,))}, DENSE, system, ranks=1)
+    assert step.all_to_all_s == 0.0
+    assert step.host_s == 0.0
+
+
+def test_tables_and_their_ids_are_found_by_running_the_model() -> None:
+    model, inputs = dlrm_inputs(64, zipf=1.2)
+    found = embedding_tables(model, inputs[:3])
+    assert [(t.name, t.rows, t.dim, t.batch, t.pooling) for t in found] == [
+        (f"embeddings.{i}.weight", rows, 32, 64, 4.0) for i, rows in enumerate(ROWS)
+    ]
+    assert np.array_equal(found[0].ids, inputs[1][0].numpy())
+    assert found[0].distinct_fraction < 0.9  # hot rows repeat
+
+
+def test_shard_chooses_the_fastest_plan_that_fits() -> None:
+    model, inputs = dlrm_inputs()
+    result = gnomon.shard(model, inputs, "4xh100", loss="bce_with_logits")  # the public entry point
+    steps = [c.step.step_s for c in result.plans]
+    assert steps == sorted(steps)
+    assert len(result.plans) > 10  # proposals and the search's moves
+    data = result.to_json(top=3)
+    assert set(data) >= {"plans", "chosen", "tables", "system", "provenance"}
+    assert "datasheet" in data["provenance"]
+    assert len(data["plans"]) == 3
+    chosen = data["chosen"]
+    assert set(chosen["assignment"]) == {f"embeddings.{i}.weight" for i in range(4)}
+    assert chosen["predicted_step_s"] == steps[0]
+    assert len(chosen["memory_bytes_per_device"]) == 4
+
+
+def test_a_plan_that_cannot_fit_names_the_table_and_the_shortfall(tmp_path: Path) -> None:
+    device = (DEVICE_DIR / "h100.toml").read_text().replace("capacity_bytes = 85899345920", "capacity_bytes = 20000000")
+    (tmp_path / "small.toml").write_text(device.replace('name = "h100"', 'name = "small"'))
+    system = (Path(gnomon.cost.topology.SYSTEM_DIR) / "8xh100.toml").read_text()
+    system = system.replace('device = "h100"', f'device = "{tmp_path / "small.toml"}"').replace("8xh100", "small")
+    (tmp_path / "sys.toml").write_text(system.replace("devices_per_node = 8", "devices_per_node = 2"))
+    model, inputs = dlrm_inputs()
+    piled = {f"embeddings.{i}.weight": Placement("table_wise", (0,)) for i in range(4)}
+    with pytest.raises(ShardingError) as error:
+        shard(model, inputs, str(tmp_path / "sys.toml"), loss="bce_with_logits", plan=piled)
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith("the plan does not fit: device 0 needs ")
+    assert "MiB of its 19.1 MiB (short " in message
+    assert message.endswith("its largest table embeddings.0.weight (200000 x 32) takes 24.4 MiB")
+    # The search finds a plan that fits where one exists: the largest table alone on a device.
+    result = shard(model, inputs, str(tmp_path / "sys.toml"), loss="bce_with_logits")
+    assert max(result.chosen.step.memory_bytes_per_device) <= 20_000_000
+
+
+def test_the_command_prints_plans_and_refuses_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model, inputs = dlrm_inputs(32)
+    path = tmp_path / "dlrm.pt2"
+    torch.export.save(torch.export.export(model, inputs[:3]), path)
+    assert gnomon.cli.main(["shard", str(path), "--devices", "2xh100", "--loss", "bce_with_logits", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["chosen"] == data["plans"][0]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"chosen": data["chosen"]}))
+    assert gnomon.cli.main(["shard", str(path), "--devices", "2xh100", "--loss", "bce_with_logits",
+                            "--plan", str(plan)]) == 0  # fmt: skip
+    assert "1 plans priced" in capsys.readouterr().out
+    cases = {
+        ("--devices", "3xfoo"): "no system of foo devices is known",
+        ("--devices", "2xh100", "--plan", str(tmp_path / "missing.json")): "missing.json",
+        ("--devices", "2xh100", "--ranks", "3"): "system 2xh100 has 2 devices, not 3",
+    }
+    for flags, expected in cases.items():
+        assert gnomon.cli.main(["shard", str(path), "--loss", "bce_with_logits", *flags]) == 2
+        error = capsys.readouterr().err
+        assert expected in error
+        assert error.count("\n") == 1
+        assert "Traceback" not in error
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"embeddings.9.weight": {"kind": "table_wise", "devices": [0]}}))
+    assert gnomon.cli.main(["shard", str(path), "--devices", "2xh100", "--loss", "bce_with_logits",
+                            "--plan", str(bad)]) == 2  # fmt: skip
+    assert "names no table of the model: embeddings.9.weight" in capsys.readouterr().err
+
+
+def test_the_chosen_plan_exports_to_torchrecs_parameter_shardings() -> None:
+    model, inputs = dlrm_inputs()
+    result = shard(model, inputs, "2xh100", loss="bce_with_logits")
+    shardings = result.parameter_shardings()
+    assert set(shardings) == {f"embeddings_{i}" for i in range(4)}
+    for name, placement in result.chosen.assignment.items():
+        exported = shardings[name.removesuffix(".weight").replace(".", "_")]
+        assert exported.sharding_type == placement.kind
+        assert exported.compute_kernel == "fused"
+        if placement.kind != "row_wise":  # row-wise shards go to every rank in order
+            assert tuple(exported.ranks or ()) == placement.devices
