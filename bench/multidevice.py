@@ -15,9 +15,10 @@ Sharded DLRM (acceptance 1, its sharded half, and 2): each case of `sharded_case
 128 to 1024 samples per rank, uniform or hot ids) trained by TorchRec's DistributedModelParallel on the same ranks
 (`gnomon.torchrec_steps.measure_sharded`) under several plans: gnomon's best three, TorchRec's planner's choice, all
 row-wise, all column-wise, table-wise balanced by bytes and everything on one device. Each plan's step predicted
-(`gnomon.shard`) and measured; the measured rank of gnomon's chosen plan and of TorchRec's among them (target:
-gnomon's fastest in 80% of cases). Then the DLRM benchmark's configurations (Criteo Kaggle, Terabyte, multi-hot)
-on the datasheet systems, the chosen plan's step broken into compute, all-to-all, all-reduce and sync
+(`gnomon.shard`) and measured, the plans' rounds interleaved in the same ranks; the measured rank of gnomon's chosen
+plan and of TorchRec's among them, the plans ordered by a paired comparison (each plan's median, over the rounds, of
+its time over the round's fastest; target: gnomon's fastest in 80% of cases). Then the DLRM benchmark's
+configurations (Criteo Kaggle, Terabyte, multi-hot) on the datasheet systems, the chosen plan's step broken into compute, all-to-all, all-reduce and sync
 (acceptance 3).
 
 Reproducibility (acceptance 4, `--reproducibility`): the collective calibration twice in a row, and how far each

@@ -72,6 +72,9 @@ class ShardedTiming:
     ranks."""
     spread: float
     """(largest median - smallest) / smallest: how much the host disturbed the rounds."""
+    medians: tuple[float, ...]
+    """Each round's median, in order: the plans measured together ran their rounds in turn, so round i of one plan
+    is comparable with round i of another (a paired comparison)."""
     check_error: float
     """The largest difference, over the ranks, of the sharded forward from the unsharded DLRM's, before timing."""
 
@@ -194,6 +197,7 @@ def _measure(rank: int, plan: _Plan) -> list[ShardedTiming]:
             batch=plan.batch,
             step_s=min(times),
             spread=_spread(times),
+            medians=tuple(times),
             check_error=error,
         )
         for assignment, times, error in zip(plan.assignments, medians, errors, strict=True)
