@@ -18,8 +18,8 @@ row-wise, all column-wise, table-wise balanced by bytes and everything on one de
 (`gnomon.shard`) and measured, the plans' rounds interleaved in the same ranks; the measured rank of gnomon's chosen
 plan and of TorchRec's among them, the plans ordered by a paired comparison (each plan's median, over the rounds, of
 its time over the round's fastest; target: gnomon's fastest in 80% of cases). Then the DLRM benchmark's
-configurations (Criteo Kaggle, Terabyte, multi-hot) on the datasheet systems, the chosen plan's step broken into compute, all-to-all, all-reduce and sync
-(acceptance 3).
+configurations (Criteo Kaggle, Terabyte, multi-hot) on the datasheet systems, the chosen plan's step broken into
+compute, all-to-all, all-reduce and sync (acceptance 3).
 
 Reproducibility (acceptance 4, `--reproducibility`): the collective calibration twice in a row, and how far each
 measured point moved (target: within 10%).
