@@ -269,7 +269,7 @@ def render(result: ShardResult, top: int) -> str:
         f"  {len(result.tables)} tables, {sum(t.bytes for t in result.tables) / 2**20:.1f} MiB; "
         f"{len(result.plans)} plans priced; device memory {result.capacity_bytes / 2**30:.1f} GiB",
         f"  {'#':>2}  {'step ms':>9}  {'dense':>8}  {'embed':>8}  {'a2a':>8}  {'allred':>8}  {'sync':>7}  "
-        f"{'host':>7}  {'balance':>7}  {'max mem MiB':>11}  plan",
+        f"{'groups':>7}  {'balance':>7}  {'memory per device':<24}  plan",
     ]
     for index, candidate in enumerate(result.plans[:top]):
         step = candidate.step
@@ -282,7 +282,7 @@ def render(result: ShardResult, top: int) -> str:
             f"  {index + 1:>2}  {step.step_s * 1e3:9.3f}  {step.dense_compute_s * 1e3:8.3f}  "
             f"{step.embedding_compute_s * 1e3:8.3f}  {step.all_to_all_s * 1e3:8.3f}  {step.all_reduce_s * 1e3:8.3f}  "
             f"{step.sync_s * 1e3:7.3f}  {step.host_s * 1e3:7.3f}  {step.load_balance:7.2f}  "
-            f"{max(step.memory_bytes_per_device) / 2**20:11.1f}  {summary} ({candidate.source}){fits}"
+            f"{_memories(step.memory_bytes_per_device):<24}  {summary} ({candidate.source}){fits}"
         )
     placed: dict[str, list[str]] = {}
     for table, placement in result.chosen.assignment.items():
@@ -290,6 +290,13 @@ def render(result: ShardResult, top: int) -> str:
     lines.append("  chosen plan:")
     lines += [f"    {where:<24} {', '.join(sorted(tables))}" for where, tables in sorted(placed.items())]
     return "\n".join(lines)
+
+
+def _memories(memory: Sequence[int]) -> str:
+    """Each device's memory, in GiB (or MiB, where all are under one GiB), `/`-separated."""
+    if max(memory) >= 2**30:
+        return "/".join(f"{m / 2**30:.1f}" for m in memory) + " GiB"
+    return "/".join(f"{m / 2**20:.0f}" for m in memory) + " MiB"
 
 
 def dumps(result: ShardResult, top: int) -> str:

@@ -590,14 +590,14 @@ def lookup_cost(
     return _cost(flops, moved, flops / peak, kernel, device)
 
 
-def sparse_update_cost(lookups: int, row_bytes: int, other_bytes: int, device: Device) -> OpCost:
-    """A fused backward and SGD update of a table (a library's batched kernel): each lookup's row read and written
-    in place with its bag's gradient (`other_bytes` with the ids), a multiply and an add per element. Priced as
-    `graph.embedding_bag_update` is."""
+def sparse_update_cost(lookups: int, columns: int, element_bytes: int, other_bytes: int, device: Device) -> OpCost:
+    """A fused backward and SGD update of a table (a library's batched kernel): each lookup's row of `columns`
+    read and written in place with its bag's gradient (`other_bytes` with the ids), a multiply and an add per
+    element. Priced as `graph.embedding_bag_update` is."""
     eff = efficiency(device)
-    touched = lookups * row_bytes
+    touched = lookups * columns * element_bytes
     moved = 2 * touched + other_bytes
-    flops = 2 * lookups * row_bytes // 4
+    flops = 2 * lookups * columns
     peak = device.peak("fp32")
     rate = TRAINING_RATES[EmbeddingBagUpdateOp](eff)
     bandwidth = sustained(device, eff, resident_index(device, moved))

@@ -73,8 +73,9 @@ def search_plans(
     return sorted(seen.values(), key=lambda c: _rank(c, capacity))
 
 
-def _rank(candidate: Candidate, capacity: int) -> tuple[bool, float]:
-    return (not candidate.fits(capacity), candidate.step.step_s)
+def _rank(candidate: Candidate, capacity: int) -> tuple[bool, float, int]:
+    """Fitting plans first, then the fastest; among equally fast ones, the one whose fullest device holds least."""
+    return (not candidate.fits(capacity), candidate.step.step_s, max(candidate.step.memory_bytes_per_device))
 
 
 def _proposals(

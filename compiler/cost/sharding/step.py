@@ -182,7 +182,9 @@ class ShardCosts:
         other = lookups * _ID_BYTES + bags * _ID_BYTES + pooled
         flops = max(lookups - bags, 0) * shard.columns
         forward = lookup_cost(lookups, distinct, row_bytes, shard.rows * row_bytes, other, flops, self.device)
-        backward = sparse_update_cost(lookups, row_bytes, pooled + lookups * _ID_BYTES, self.device)
+        backward = sparse_update_cost(
+            lookups, shard.columns, table.element_bytes, pooled + lookups * _ID_BYTES, self.device
+        )
         return forward.predicted_s, backward.predicted_s
 
 
