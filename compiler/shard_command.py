@@ -1,5 +1,6 @@
-"""`gnomon shard MODEL --devices SYSTEM [--ranks N] [--top K] [--json] [--plan FILE]`: embedding sharding plans
-for a recommender's training step, fastest predicted first (`gnomon.shard`)."""
+"""`gnomon shard MODEL --devices SYSTEM [--ranks N] [--top K] [--json] [--plan FILE] [--torchrec-plan FILE]`:
+embedding sharding plans for a recommender's training step, fastest predicted first (`gnomon.shard`), the chosen
+one exported for TorchRec."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from gnomon.cost.sharding.plan import Placement, ShardingError
 from gnomon.errors import GnomonError
-from gnomon.files import check_readable
+from gnomon.files import check_readable, check_writable, writing
 
 __all__ = ["add_shard_parser", "read_plan"]
 
@@ -30,6 +31,16 @@ def add_shard_parser(verbs: Any, add_model_arguments: Any) -> None:
     parser.add_argument("--top", type=int, default=5, help="plans to show (default: 5)")
     parser.add_argument("--json", action="store_true", help="print the plans as JSON")
     parser.add_argument("--plan", type=Path, help="price this plan (a JSON assignment, or a `--json` output's chosen)")
+    parser.add_argument(
+        "--torchrec-plan",
+        type=Path,
+        metavar="FILE",
+        help="write the chosen plan as TorchRec's ParameterShardings (torch.save of {table: ParameterSharding}, for "
+        "DistributedModelParallel's EmbeddingModuleShardingPlan)",
+    )
+    parser.add_argument(
+        "--device-type", default="cuda", choices=("cuda", "cpu"), help="--torchrec-plan's device type (default cuda)"
+    )
     parser.set_defaults(run=_cmd_shard)
 
 
@@ -44,12 +55,22 @@ def _cmd_shard(args: argparse.Namespace) -> None:
     if args.zipf is not None and args.zipf < 0:
         raise GnomonError(f"--zipf must be 0 or more, got {args.zipf}")
     check_readable(args.model)
+    if args.torchrec_plan is not None:
+        check_writable(args.torchrec_plan, "--torchrec-plan")
     plan = read_plan(args.plan) if args.plan is not None else None
     result = shard(
         args.model, devices=args.devices, ranks=args.ranks, loss=args.loss,
         input_shapes=input_shapes_of(args.input_shape), plan=plan, batch=args.batch, zipf=args.zipf,
     )  # fmt: skip
     print(dumps(result, args.top) if args.json else render(result, args.top))
+    if args.torchrec_plan is not None:
+        import torch
+
+        shardings = result.parameter_shardings(args.device_type)
+        with writing(args.torchrec_plan, "--torchrec-plan", "wb") as stream:
+            torch.save(shardings, stream)
+        if not args.json:
+            print(f"wrote {args.torchrec_plan} (TorchRec's ParameterShardings of the chosen plan, {args.device_type})")
 
 
 def read_plan(path: Path) -> dict[str, Placement]:

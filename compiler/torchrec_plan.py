@@ -46,9 +46,12 @@ _INSTALL = "TorchRec is not installed: pip install --no-deps torchrec==1.8.0 (an
 
 
 def torchrec_name(name: str) -> str:
-    """A gnomon table name (the model's parameter name) as a TorchRec table name: "embeddings.0.weight" ->
-    "embeddings_0"."""
-    return name.removesuffix(".weight").replace(".", "_")
+    """A gnomon table name (the model's parameter name) as a TorchRec table name: an EmbeddingBagCollection's own
+    ("ebc.embedding_bags.t0.weight" -> "t0"), else the path ("embeddings.0.weight" -> "embeddings_0")."""
+    parts = name.removesuffix(".weight").split(".")
+    if len(parts) >= 2 and parts[-2] == "embedding_bags":
+        return parts[-1]
+    return "_".join(parts)
 
 
 def _require_torchrec() -> None:

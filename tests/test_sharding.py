@@ -157,6 +157,13 @@ def test_the_command_prints_plans_and_refuses_bad_input(tmp_path: Path, capsys: 
     assert gnomon.cli.main(["shard", str(path), "--devices", "2xh100", "--loss", "bce_with_logits",
                             "--plan", str(plan)]) == 0  # fmt: skip
     assert "1 plans priced" in capsys.readouterr().out
+    exported = tmp_path / "plan.pt"
+    assert gnomon.cli.main(["shard", str(path), "--devices", "2xh100", "--loss", "bce_with_logits",
+                            "--torchrec-plan", str(exported)]) == 0  # fmt: skip
+    assert f"wrote {exported} (TorchRec's ParameterShardings of the chosen plan, cuda)" in capsys.readouterr().out
+    shardings = torch.load(exported, weights_only=False)
+    assert set(shardings) == {f"embeddings_{i}" for i in range(4)}
+    assert all(s.compute_kernel == "fused" for s in shardings.values())
     cases = {
         ("--devices", "3xfoo"): "no system of foo devices is known",
         ("--devices", "2xh100", "--plan", str(tmp_path / "missing.json")): "missing.json",

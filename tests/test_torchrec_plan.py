@@ -56,6 +56,7 @@ def _shards(sharding: object) -> list[tuple[list[int], list[int], str]]:
 def test_torchrec_name() -> None:
     assert torchrec_name("embeddings.0.weight") == "embeddings_0"
     assert torchrec_name("sparse.tables.user") == "sparse_tables_user"
+    assert torchrec_name("model.ebc.embedding_bags.t_user.weight") == "t_user"  # an EmbeddingBagCollection's own
 
 
 def test_importing_the_bridge_leaves_torchrec_unloaded() -> None:
