@@ -20,7 +20,7 @@ import copy
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -31,12 +31,11 @@ from gnomon.errors import GnomonError
 from gnomon.frontends.torch_training import with_loss
 from gnomon.pytorch_memory import eager_training_step
 from gnomon.runtime.distributed import free_port, run_ranks
-from gnomon.runtime.distributed.group import process_group, slowest_rank_times
+from gnomon.runtime.distributed.group import process_group, slowest_rank_times, step_timing_problem
 
 __all__ = ["DataParallelMeasureError", "StepTiming", "measure_data_parallel"]
 
 _PREFIX = "data-parallel measurement"
-_FIRST_REBUILT_STEP = 2  # DDP rebuilds its buckets in the second step's forward: warmup covers it
 
 
 class DataParallelMeasureError(GnomonError):
@@ -86,32 +85,13 @@ def measure_data_parallel(
 
 
 def _validate(
-    case: str,
-    batch: int,
-    ranks: int,
-    threads_per_rank: int,
-    steps: int,
-    repeats: int,
-    warmup: int,
-    timeout_s: float,
+    case: str, batch: int, ranks: int, threads_per_rank: int, steps: int, repeats: int, warmup: int, timeout_s: float
 ) -> None:
-    def fail(message: str) -> NoReturn:
-        raise DataParallelMeasureError(f"{_PREFIX}: {message}")
-
     if case not in DATA_PARALLEL:
-        fail(f"unknown case '{case}' (known: {', '.join(DATA_PARALLEL)})")
-    if not (dist.is_available() and dist.is_backend_available("gloo")):
-        fail("torch.distributed's gloo backend is not available in this torch build")
-    if ranks < 2:
-        fail(f"ranks must be at least 2, got {ranks}")
-    for name, value in (("batch", batch), ("threads_per_rank", threads_per_rank), ("steps", steps),
-                        ("repeats", repeats)):  # fmt: skip
-        if value < 1:
-            fail(f"{name} must be at least 1, got {value}")
-    if warmup < _FIRST_REBUILT_STEP:
-        fail(f"warmup must be at least {_FIRST_REBUILT_STEP} (DDP rebuilds its buckets in step 2), got {warmup}")
-    if timeout_s <= 0:
-        fail(f"timeout_s must be positive, got {timeout_s:g}")
+        raise DataParallelMeasureError(f"{_PREFIX}: unknown case '{case}' (known: {', '.join(DATA_PARALLEL)})")
+    problem = step_timing_problem(ranks, batch, threads_per_rank, steps, repeats, warmup, timeout_s)
+    if problem is not None:
+        raise DataParallelMeasureError(f"{_PREFIX}: {problem}")
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from sharded_cases import BENCHMARK, SHARDED, BenchmarkConfig, ShardedCase
 
 import gnomon
 from gnomon.cost.sharding.plan import Placement
+from gnomon.cost.sharding.search import largest_first
 from gnomon.cost.sharding.step import ShardedStep
 from gnomon.cost.sharding.tables import EmbeddingTable, synthetic_ids
 from gnomon.cost.topology import System, load_system
@@ -56,13 +57,7 @@ def _plans(result: ShardResult, ranks: int, torchrec: dict[str, Placement]) -> d
     """gnomon's best plans, the standard ones and TorchRec's planner's, each once (the first label kept)."""
     tables = result.tables
     everyone = tuple(range(ranks))
-    by_bytes = sorted(tables, key=lambda t: -t.bytes)
-    load = [0] * ranks
-    balanced: dict[str, Placement] = {}
-    for table in by_bytes:
-        device = load.index(min(load))
-        balanced[table.name] = Placement("table_wise", (device,))
-        load[device] += table.bytes
+    balanced = largest_first(tables, ranks, lambda t: float(t.bytes))
     candidates = {f"gnomon #{i + 1}": c.assignment for i, c in enumerate(result.plans[:_GNOMON_TOP])}
     candidates |= {
         "torchrec planner": torchrec,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from gnomon.cost.devices import Device, DeviceError, load_device, save_device
 from gnomon.cost.topology.measured import local_rank_device_path
 from gnomon.errors import GnomonError
-from gnomon.runtime.distributed import run_ranks
+from gnomon.runtime.distributed import rank_cores, run_ranks
 
 __all__ = ["RankCalibrationError", "calibrate_rank_device", "write_rank_device"]
 
@@ -46,15 +46,7 @@ class _Plan:
 
 def calibrate_rank_device(ranks: int, threads_per_rank: int = 1, quick: bool = False) -> Device:
     """One of `ranks` ranks of `threads_per_rank` threads, measured while all of them measure at once."""
-    available = (
-        sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
-    )
-    if ranks * threads_per_rank > len(available):
-        raise RankCalibrationError(
-            f"rank calibration: {ranks} ranks of {threads_per_rank} thread(s) need {ranks * threads_per_rank} cores, "
-            f"this process may use {len(available)}"
-        )
-    cores = tuple(tuple(available[r * threads_per_rank : (r + 1) * threads_per_rank]) for r in range(ranks))
+    cores = rank_cores(ranks, threads_per_rank, what="rank calibration", error=RankCalibrationError)
     try:
         start = load_device("local").efficiency
     except DeviceError:

@@ -6,8 +6,8 @@ A small DLRM (tiny tables, so that lookups cost little) is trained by TorchRec u
 row-wise or column-wise alone (one group each) and the three at once (three groups), measured in the same ranks with
 their rounds interleaved, and each step is predicted without the group cost: the least-squares cost per group
 (through 0) is what the measured steps exceed the predictions by, one for every kind (fitted per kind, the
-single-group plans moved by 2-4 ms between runs here; the three-group plan, 14-16 ms, holds the fit). These models
-are not `bench/multidevice.py`'s cases, which judge the fit.
+single-group plans' costs moved by up to 3.5 ms between runs here; the three-group plan, 14-16 ms, holds the fit).
+These models are not `bench/multidevice.py`'s cases, which judge the fit.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def fit_embedding_group_s(system: System, ranks: int, quick: bool = False) -> Gr
     for (name, assignment), measured in zip(plans.items(), timings, strict=True):
         predicted = sharded_step(tables, assignment, dense_part, bare, ranks)
         points.append((name, len(predicted.groups), measured.step_s, predicted.step_s))
-    # One cost for every kind: fitted per kind, the single-group plans' costs moved by 2-4 ms between runs here.
+    # One cost for every kind: fitted per kind, the single-group plans' costs moved by up to 3.5 ms between runs here.
     excess = sum(groups * (step_s - predicted_s) for _, groups, step_s, predicted_s in points)
     per_group = max(0.0, excess / sum(groups * groups for _, groups, _, _ in points))
     return GroupCostFit(dict.fromkeys(KINDS, per_group), tuple(points))

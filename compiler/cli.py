@@ -362,7 +362,9 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
             "`gnomon compile` (compile it again to change them)"
         )
     if args.devices is not None:
-        _analyze_data_parallel(args, model, train)
+        from gnomon.data_parallel_analysis import data_parallel_command
+
+        data_parallel_command(model, args.devices, train, args.loss, input_shapes_of(args.input_shape))
         return
     report = analyze(
         model,
@@ -381,17 +383,6 @@ def _cmd_analyze(args: argparse.Namespace) -> None:
     if args.trace is not None:
         write_json(args.trace, report.trace())
     print(report.to_json() if args.json else report.render())
-
-
-def _analyze_data_parallel(args: argparse.Namespace, model: Path, train: object) -> None:
-    from gnomon.data_parallel_analysis import analyze_data_parallel, render
-
-    if train is None or model.suffix == ".mlir":
-        raise GnomonError("--devices predicts a model's data-parallel training step: add --train and give the model")
-    step, system = analyze_data_parallel(
-        model, devices=args.devices, train=train, loss=args.loss, input_shapes=input_shapes_of(args.input_shape)
-    )
-    print(render(step, system))
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> None:

@@ -5,12 +5,14 @@ example inputs are one rank's) as eager trains it."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from gnomon.cost.data_parallel import DataParallelStep, data_parallel_step
 from gnomon.cost.topology import System, load_system
+from gnomon.errors import GnomonError
 
-__all__ = ["analyze_data_parallel", "render"]
+__all__ = ["analyze_data_parallel", "data_parallel_command", "render"]
 
 
 def analyze_data_parallel(
@@ -50,3 +52,13 @@ def render(step: DataParallelStep, system: System) -> str:
             f" {bucket.ready_s * 1e3:.3f} ms, all-reduce {bucket.all_reduce_s * 1e3:.3f} ms"
         )
     return "\n".join(lines)
+
+
+def data_parallel_command(
+    model: Path, devices: str, train: object, loss: str | None, input_shapes: Mapping[str, Sequence[int]] | None
+) -> None:
+    """`gnomon analyze --train MODEL --devices SYSTEM`: the step printed; `train` None when --train was not given."""
+    if train is None or model.suffix == ".mlir":
+        raise GnomonError("--devices predicts a model's data-parallel training step: add --train and give the model")
+    step, system = analyze_data_parallel(model, devices=devices, train=train, loss=loss, input_shapes=input_shapes)
+    print(render(step, system))

@@ -28,7 +28,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.distributed as dist
@@ -37,8 +37,8 @@ import torch.nn.functional as F
 from gnomon.cost.sharding.plan import Placement, ShardingError
 from gnomon.errors import GnomonError
 from gnomon.models import DLRM
-from gnomon.runtime.distributed import free_port, run_ranks
-from gnomon.runtime.distributed.group import process_group, slowest_rank_times
+from gnomon.runtime.distributed import free_port, rank_cores, run_ranks
+from gnomon.runtime.distributed.group import process_group, slowest_rank_times, step_timing_problem
 from gnomon.torchrec_plan import CpuRowWiseSharder, TorchRecDLRM, sharding_plan, to_kjt
 
 if TYPE_CHECKING:
@@ -50,7 +50,6 @@ _PREFIX = "sharded measurement"
 _LR = 0.01
 _TOLERANCE = 1e-5
 _EBC_PATH = "ebc"  # TorchRecDLRM's EmbeddingBagCollection
-_FIRST_REBUILT_STEP = 2  # DDP rebuilds its buckets in the second step's forward: warmup covers it
 
 
 class ShardedMeasureError(GnomonError):
@@ -98,7 +97,10 @@ def measure_sharded(
     run hits them alike: their order is the measurement's to trust. Raises ShardedMeasureError for bad arguments, a
     plan TorchRec cannot run, a sharded forward that differs from the unsharded one, a rank that fails or dies, or
     no result within timeout_s; the ranks never outlive the call."""
-    cores = _validate(batch, ranks, threads_per_rank, steps, repeats, warmup, timeout_s)
+    problem = step_timing_problem(ranks, batch, threads_per_rank, steps, repeats, warmup, timeout_s)
+    if problem is not None:
+        raise ShardedMeasureError(f"{_PREFIX}: {problem}")
+    cores = rank_cores(ranks, threads_per_rank, what=_PREFIX, error=ShardedMeasureError)
     if not assignments:
         raise ShardedMeasureError(f"{_PREFIX}: no plan to measure")
     model = make_model()
@@ -110,33 +112,6 @@ def measure_sharded(
     plan = _Plan(free_port(), make_model, batch, [dict(a) for a in assignments], zipf, ranks, threads_per_rank,
                  cores, steps, repeats, warmup, timeout_s)  # fmt: skip
     return run_ranks(_rank_main, plan, ranks, timeout_s=timeout_s, what=_PREFIX, error=ShardedMeasureError)
-
-
-def _validate(
-    batch: int, ranks: int, threads_per_rank: int, steps: int, repeats: int, warmup: int, timeout_s: float
-) -> tuple[tuple[int, ...], ...]:
-    """Each rank's cores, once the arguments are checked."""
-
-    def fail(message: str) -> NoReturn:
-        raise ShardedMeasureError(f"{_PREFIX}: {message}")
-
-    if not (dist.is_available() and dist.is_backend_available("gloo")):
-        fail("torch.distributed's gloo backend is not available in this torch build")
-    if ranks < 2:
-        fail(f"ranks must be at least 2, got {ranks}")
-    for name, value in (("batch", batch), ("threads_per_rank", threads_per_rank), ("steps", steps),
-                        ("repeats", repeats)):  # fmt: skip
-        if value < 1:
-            fail(f"{name} must be at least 1, got {value}")
-    if warmup < _FIRST_REBUILT_STEP:
-        fail(f"warmup must be at least {_FIRST_REBUILT_STEP} (DDP rebuilds its buckets in step 2), got {warmup}")
-    if timeout_s <= 0:
-        fail(f"timeout_s must be positive, got {timeout_s:g}")
-    available = sorted(os.sched_getaffinity(0))
-    if ranks * threads_per_rank > len(available):
-        fail(f"{ranks} ranks of {threads_per_rank} thread(s) need {ranks * threads_per_rank} cores, this process "
-             f"may use {len(available)}")  # fmt: skip
-    return tuple(tuple(available[r * threads_per_rank : (r + 1) * threads_per_rank]) for r in range(ranks))
 
 
 @dataclass(frozen=True)

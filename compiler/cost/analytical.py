@@ -40,9 +40,9 @@ runs max(compute_s, memory_s) after its launch. The refinements over the rooflin
   another, each a small GEMM by the recurrent weights (read from the level that holds them, once per step) and
   its gate arithmetic (`RECURRENT_CELL_INSTRUCTIONS` per hidden unit) at `vector` of the vector peak, and each
   a launch of its own (a GPU's kernels per step, a CPU library's dispatches);
-- embedding lookups and bags: each distinct row is fetched once from wherever the table lives, in whole access
-  granules (cache lines, DRAM sectors); repeated lookups of a row hit in cache, as do indices and the result; each
-  lookup also costs `lookup_s` of index handling (bounds checks, finding its bag).
+- embedding lookups and bags (`gnomon.cost.lookups`): each distinct row is fetched once from wherever the table
+  lives, in whole access granules (cache lines, DRAM sectors); repeated lookups of a row hit in cache, as do
+  indices and the result; each lookup also costs `lookup_s` of index handling (bounds checks, finding its bag).
 
 A fused group (`group_cost`) is one kernel: its members' compute, the bytes that cross the group's boundary (not its
 intermediates, which stay on chip), its members' blocked-GEMM re-reads, and one launch.
@@ -67,6 +67,7 @@ from gnomon.cost.convs import packs_weight
 from gnomon.cost.devices import Device
 from gnomon.cost.efficiency import Efficiency, efficiency
 from gnomon.cost.gemm_model import KernelTime, Traffic, gemm_kernel
+from gnomon.cost.lookups import bag_grad_kernel, embedding_kernel, lookup_kernel
 from gnomon.cost.pools import MAX_POOL_INSTRUCTIONS, ONEDNN_POOL_COPIES, POOL_OUTPUT_FLOOR, library_pool
 from gnomon.cost.rates import (
     DROPOUT_INSTRUCTIONS,
@@ -77,8 +78,8 @@ from gnomon.cost.rates import (
     sustained,
     weights_bandwidth,
 )
-from gnomon.cost.roofline import VIEW_OPS, Bound, OpWork, embedding_rows, gemm_shapes, op_work
-from gnomon.cost.values import CostModelError, element_bytes, elements, nbytes, static_shape
+from gnomon.cost.roofline import VIEW_OPS, Bound, OpWork, gemm_shapes, op_work
+from gnomon.cost.values import CostModelError, element_bytes, nbytes, static_shape
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import DropoutOp, DropoutTrainOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
@@ -378,13 +379,13 @@ def _family_kernel(
                 return replace(kernel, compute_s=kernel.compute_s * MAX_POOL_INSTRUCTIONS)
             return kernel
         case EmbeddingOp() | EmbeddingBagOp():
-            return _embedding(op, work, device, eff, weights_in_dram)
+            return embedding_kernel(op, work, device, eff, weights_in_dram)
         case LstmOp() | GruOp() | RnnOp() | LstmTrainOp():
             return _recurrent(op, work, device, eff)
         case LstmGradOp():
             return _recurrent_grad(op, work, device, eff)
         case EmbeddingBagGradOp():
-            return _bag_grad(op, work, device, eff)
+            return bag_grad_kernel(op, work, device, eff)
         case (
             BatchNormTrainOp() | MaxPoolGradOp() | AvgPoolGradOp() | EmbeddingBagUpdateOp() | EmbeddingBagAdamUpdateOp()
         ):
@@ -535,46 +536,6 @@ def _recurrent_grad(op: LstmGradOp, work: OpWork, device: Device, eff: Efficienc
     return KernelTime("recurrent", compute_s, memory_s, reuse_s)
 
 
-def _bag_grad(op: EmbeddingBagGradOp, work: OpWork, device: Device, eff: Efficiency) -> KernelTime:
-    """An embedding bag's dense gradient: the table zeroed, a stream of its bytes; then each lookup's row of the
-    bags' gradient gathered and added into the table's row (read and written), at the fitted `index_add` fraction
-    of a stream's rate from where the table lives. Only looked-up rows are added into: one pass over the table at
-    the adds' rate priced gnomon's kernel on tables of 2M elements and more 1.40x too slow in the training suite
-    (session 10) and 1.85x on the held-out DLRMs' 200k-row tables (which is where this was noticed)."""
-    table = nbytes(op.result)
-    zero_s = table / sustained(device, eff, resident_index(device, table))
-    row = static_shape(op.grad_output)[1] * element_bytes(op.grad_output)
-    added = work.bytes - table + 4 * elements(op.indices) * row  # the operands; each row gathered, added into
-    rate = sustained(device, eff, resident_index(device, table)) * eff.index_add
-    compute_s = work.flops / (device.peak(work.peak_key) * eff.vector * eff.index_add)
-    return KernelTime("stream", compute_s, zero_s + added / rate)
-
-
-def _embedding(
-    op: EmbeddingOp | EmbeddingBagOp, work: OpWork, device: Device, eff: Efficiency, table_in_dram: bool
-) -> KernelTime:
-    lookups, distinct = embedding_rows(op)
-    row_bytes = static_shape(op.table)[1] * element_bytes(op.table)
-    rest = work.bytes - distinct * row_bytes
-    flop_rate = device.peak(work.peak_key) * eff.vector
-    return _lookups(lookups, distinct, row_bytes, nbytes(op.table), rest, work.flops / flop_rate, device, eff,
-                    table_in_dram)  # fmt: skip
-
-
-def _lookups(
-    lookups: int, distinct: int, row_bytes: int, table_bytes: int, rest: int, compute_s: float, device: Device,
-    eff: Efficiency, table_in_dram: bool,
-) -> KernelTime:  # fmt: skip
-    """Distinct rows from the table's level, in whole granules; repeats, indices and result (`rest` bytes) from
-    cache; each lookup's index handling beside `compute_s`."""
-    fetched = math.ceil(row_bytes / eff.access_bytes) * eff.access_bytes * distinct
-    table_level = len(device.memory) - 1 if table_in_dram else resident_index(device, table_bytes)
-    hot_level = resident_index(device, distinct * row_bytes + rest)
-    table_bandwidth = weights_bandwidth(device, eff) if table_in_dram else sustained(device, eff, table_level)
-    memory_s = fetched / table_bandwidth + ((lookups - distinct) * row_bytes + rest) / sustained(device, eff, hot_level)
-    return KernelTime("embedding", compute_s + lookups * eff.lookup_s, memory_s)
-
-
 def lookup_cost(
     lookups: int, distinct: int, row_bytes: int, table_bytes: int, other_bytes: int, flops: int, device: Device,
     *, table_in_dram: bool = False,
@@ -584,7 +545,7 @@ def lookup_cost(
     ids, offsets and pooled results; `flops` of pooling. Priced as `graph.embedding_bag` is."""
     eff = efficiency(device)
     peak = device.peak("fp32")
-    kernel = _lookups(lookups, distinct, row_bytes, table_bytes, other_bytes, flops / (peak * eff.vector), device,
+    kernel = lookup_kernel(lookups, distinct, row_bytes, table_bytes, other_bytes, flops / (peak * eff.vector), device,
                       eff, table_in_dram)  # fmt: skip
     moved = distinct * row_bytes + other_bytes
     return _cost(flops, moved, flops / peak, kernel, device)

@@ -13,7 +13,7 @@ from gnomon.runtime.distributed.collectives import (
     CollectiveTiming,
     measure_collectives,
 )
-from gnomon.runtime.distributed.ranks import free_port, run_ranks
+from gnomon.runtime.distributed.ranks import free_port, rank_cores, run_ranks
 from gnomon.runtime.distributed.sync import SyncMeasureError, measure_sync_s
 
 __all__ = [
@@ -24,5 +24,6 @@ __all__ = [
     "free_port",
     "measure_collectives",
     "measure_sync_s",
+    "rank_cores",
     "run_ranks",
 ]

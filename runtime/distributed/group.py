@@ -1,4 +1,5 @@
-"""What every rank of a measurement does: join a gloo process group, and time calls as the slowest rank sees them."""
+"""What every rank of a measurement does: join a gloo process group, and time calls as the slowest rank sees them;
+and the checks that the training-step harnesses (DDP's, TorchRec's) share."""
 
 from __future__ import annotations
 
@@ -10,7 +11,30 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-__all__ = ["process_group", "slowest_rank_times"]
+__all__ = ["FIRST_REBUILT_STEP", "process_group", "slowest_rank_times", "step_timing_problem"]
+
+
+FIRST_REBUILT_STEP = 2
+"""DDP rebuilds its buckets in the second step's forward: a step harness's warmup must cover it."""
+
+
+def step_timing_problem(
+    ranks: int, batch: int, threads_per_rank: int, steps: int, repeats: int, warmup: int, timeout_s: float
+) -> str | None:
+    """What is wrong with the arguments of a training-step measurement over gloo ranks, or None."""
+    if not (dist.is_available() and dist.is_backend_available("gloo")):
+        return "torch.distributed's gloo backend is not available in this torch build"
+    if ranks < 2:
+        return f"ranks must be at least 2, got {ranks}"
+    counts = {"batch": batch, "threads_per_rank": threads_per_rank, "steps": steps, "repeats": repeats}
+    for name, value in counts.items():
+        if value < 1:
+            return f"{name} must be at least 1, got {value}"
+    if warmup < FIRST_REBUILT_STEP:
+        return f"warmup must be at least {FIRST_REBUILT_STEP} (DDP rebuilds its buckets in step 2), got {warmup}"
+    if timeout_s <= 0:
+        return f"timeout_s must be positive, got {timeout_s:g}"
+    return None
 
 
 @contextmanager

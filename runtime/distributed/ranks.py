@@ -25,7 +25,7 @@ from gnomon.errors import GnomonError
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue
 
-__all__ = ["free_port", "run_ranks"]
+__all__ = ["free_port", "rank_cores", "run_ranks"]
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -43,6 +43,22 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def rank_cores(
+    ranks: int, threads_per_rank: int, *, what: str, error: type[GnomonError]
+) -> tuple[tuple[int, ...], ...]:
+    """Each rank's own cores, this process's allowed cores split in order (ranks pin themselves to them), or
+    `error(f"{what}: ...")` where there are too few."""
+    available = (
+        sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    )
+    if ranks * threads_per_rank > len(available):
+        raise error(
+            f"{what}: {ranks} ranks of {threads_per_rank} thread(s) need {ranks * threads_per_rank} cores, "
+            f"this process may use {len(available)}"
+        )
+    return tuple(tuple(available[r * threads_per_rank : (r + 1) * threads_per_rank]) for r in range(ranks))
 
 
 def run_ranks(

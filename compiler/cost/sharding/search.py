@@ -17,7 +17,7 @@ from gnomon.cost.sharding.plan import Placement, ShardingError, torchrec_limit
 from gnomon.cost.sharding.step import ShardedStep
 from gnomon.cost.sharding.tables import EmbeddingTable
 
-__all__ = ["Candidate", "search_plans"]
+__all__ = ["Candidate", "largest_first", "search_plans"]
 
 _STARTS = 3  # proposals the local search starts from
 _MOST_EVALUATIONS = 4000
@@ -87,8 +87,8 @@ def _proposals(
         proposals["column_wise"] = {t.name: Placement("column_wise", everyone) for t in tables}
     # A table's own predicted cost, alone on device 0: what LPT balances.
     alone = {t.name: evaluate({t.name: Placement("table_wise", (0,))}).device_embedding_s[0] for t in tables}
-    proposals["table_wise by cost"] = _lpt(tables, devices, lambda t: alone[t.name])
-    proposals["table_wise by bytes"] = _lpt(tables, devices, lambda t: float(t.bytes))
+    proposals["table_wise by cost"] = largest_first(tables, devices, lambda t: alone[t.name])
+    proposals["table_wise by bytes"] = largest_first(tables, devices, lambda t: float(t.bytes))
     largest = sorted(tables, key=lambda t: -t.bytes)
     for count in range(1, min(len(tables), 3) + 1):
         big = {t.name for t in largest[:count]}
@@ -97,12 +97,12 @@ def _proposals(
             if not all(_runs(Placement(kind, everyone), t, devices) for t in largest[:count]):
                 continue
             hybrid = {name: Placement(kind, everyone) for name in big}
-            hybrid.update(_lpt(rest, devices, lambda t: alone[t.name]))
+            hybrid.update(largest_first(rest, devices, lambda t: alone[t.name]))
             proposals[f"largest {count} {kind}, rest table_wise"] = hybrid
     return proposals
 
 
-def _lpt(
+def largest_first(
     tables: Sequence[EmbeddingTable], devices: int, weight: Callable[[EmbeddingTable], float]
 ) -> dict[str, Placement]:
     """Largest first onto the least-loaded device."""

@@ -128,7 +128,7 @@ def sharded_step(
     for name, placement in assignment.items():
         groups.setdefault(placement.kind, []).extend(shards_of(by_name[name], placement))
     device_embedding = [0.0] * n
-    embedding_s = communication_s = 0.0
+    embedding_s = outputs_s = inputs_s = 0.0
     for kind, shards in groups.items():
         lookups = [0.0] * n
         updates = [0.0] * n
@@ -139,19 +139,15 @@ def sharded_step(
         for d in range(n):
             device_embedding[d] += lookups[d] + updates[d]
         embedding_s += max(lookups) + max(updates)
-        inputs = _input_dist_s(system, n, kind, shards, by_name)
-        outputs = _output_dist_s(system, n, kind, shards, by_name)
-        # GPUs: the next batch's input dist runs beside this batch's compute (TorchRec's pipeline).
-        communication_s += outputs + (0.0 if system.device.kind == "gpu" else inputs)
+        inputs_s += _input_dist_s(system, n, shards, by_name)
+        outputs_s += _output_dist_s(system, n, kind, shards, by_name)
     # Each group's TorchRec host work and the waits at its blocking collectives (`System.embedding_group_s`).
     host_s = sum(system.embedding_group_s.get(kind, 0.0) for kind in groups) if n > 1 else 0.0
     dense_compute = dense.compute_s - dense.local_lookups_s
+    if system.device.kind == "gpu":  # the next batch's input dist runs beside this batch's compute (the pipeline)
+        inputs_s = max(0.0, inputs_s - (dense_compute + embedding_s))
+    communication_s = inputs_s + outputs_s
     step_s = dense.step_s - dense.local_lookups_s + embedding_s + communication_s + host_s
-    if system.device.kind == "gpu":
-        hidden = dense_compute + embedding_s
-        exposed = max(0.0, sum(_input_dist_s(system, n, k, s, by_name) for k, s in groups.items()) - hidden)
-        step_s += exposed
-        communication_s += exposed
     memory = _memory_per_device(tables, assignment, dense, n, by_name)
     return ShardedStep(
         system.name, n, step_s, dense_compute, embedding_s, communication_s, dense.all_reduce_s,
@@ -206,9 +202,7 @@ def _all_to_all_s(system: System, n: int, sent: list[list[float]]) -> float:
     return collective_s(system, "all_to_all", round(busiest * n / (n - 1)), n).seconds
 
 
-def _input_dist_s(
-    system: System, n: int, kind: str, shards: list[Shard], tables: Mapping[str, EmbeddingTable]
-) -> float:
+def _input_dist_s(system: System, n: int, shards: list[Shard], tables: Mapping[str, EmbeddingTable]) -> float:
     if n == 1:
         return 0.0
     ids = [[0.0] * n for _ in range(n)]
