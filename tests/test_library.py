@@ -349,6 +349,17 @@ OP_CASES = [
     OpCase("attention_fully_masked_row", "graph.attention {scale = 0.5 : f64, is_causal = false}",
            ["2x3x4xf32", "2x4x4xf32", "2x4x3xf32", "3x4xf32"], ["2x3x3xf32"],
            fixed={3: [[0.0, -1.0, 0.5, 0.0], [-math.inf] * 4, [0.0, -math.inf, 0.0, 0.0]]}),
+    # attention in training: the CPU flash kernel each way (the backward reads any output and log-sum-exp)
+    OpCase("attention_train", "graph.attention_train {scale = 0.3 : f64, is_causal = false}",
+           ["2x2x5x4xf32", "2x2x6x4xf32", "2x2x6x4xf32"], ["2x2x5x4xf32", "2x2x5xf32"]),
+    OpCase("attention_train_masked_causal", "graph.attention_train {scale = 0.5 : f64, is_causal = true}",
+           ["1x2x5x4xf32", "1x2x5x4xf32", "1x2x5x4xf32", "5x5xf32"], ["1x2x5x4xf32", "1x2x5xf32"]),
+    OpCase("attention_grad", "graph.attention_grad {scale = 0.3 : f64, is_causal = false}",
+           ["2x2x5x4xf32", "2x2x5x4xf32", "2x2x6x4xf32", "2x2x6x4xf32", "2x2x5x4xf32", "2x2x5xf32"],
+           ["2x2x5x4xf32", "2x2x6x4xf32", "2x2x6x4xf32"]),
+    OpCase("attention_grad_masked_causal", "graph.attention_grad {scale = 0.5 : f64, is_causal = true}",
+           ["1x2x5x4xf32", "1x2x5x4xf32", "1x2x5x4xf32", "1x2x5x4xf32", "1x2x5x4xf32", "1x2x5xf32", "1x5xf32"],
+           ["1x2x5x4xf32", "1x2x5x4xf32", "1x2x5x4xf32"]),
     # grid sampling: ATen's grid_sampler, and ONNX's semantics composed where ATen's differ
     OpCase("grid_sample_linear_zeros",
            'graph.grid_sample {mode = "linear", padding_mode = "zeros", align_corners = false}',

@@ -80,6 +80,7 @@ from gnomon.cost.rates import (
 )
 from gnomon.cost.roofline import VIEW_OPS, Bound, OpWork, gemm_shapes, op_work
 from gnomon.cost.values import CostModelError, element_bytes, nbytes, static_shape
+from gnomon.dialects.graph.attention_train import AttentionGradOp, AttentionTrainOp
 from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import DropoutOp, DropoutTrainOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
@@ -356,7 +357,7 @@ def _family_kernel(
                 return gemm_kernel("gemm", gemm_shapes(op), traffic, work, device, eff)
             kernel = gemm_kernel("conv", gemm_shapes(op), traffic, work, device, eff)
             return replace(kernel, compute_s=kernel.compute_s + _conv_call_s(op, device, eff))
-        case AttentionOp():
+        case AttentionOp() | AttentionTrainOp() | AttentionGradOp():
             return _attention(op, work, device, eff)
         case MaxPoolOp() | AvgPoolOp() | AdaptivePoolOp():
             volumetric = len(static_shape(op.results[0])) > 4
@@ -414,7 +415,9 @@ def _family_kernel(
             return replace(kernel, compute_s=instructions / (device.peak(work.peak_key) * eff.vector))
 
 
-GEMM_OPS = (MatmulOp, LinearOp, ConvOp, ConvTransposeOp, ConvWeightGradOp, AttentionOp)
+GEMM_OPS = (
+    MatmulOp, LinearOp, ConvOp, ConvTransposeOp, ConvWeightGradOp, AttentionOp, AttentionTrainOp, AttentionGradOp,
+)  # fmt: skip
 
 
 def _conv_call_s(op: ConvOp | ConvTransposeOp | ConvWeightGradOp, device: Device, eff: Efficiency) -> float:
@@ -450,10 +453,14 @@ def _stream(model: str, work: OpWork, device: Device, eff: Efficiency, flop_rate
     return KernelTime(model, work.flops / flop_rate, work.bytes / bandwidth)
 
 
-def _attention(op: AttentionOp, work: OpWork, device: Device, eff: Efficiency) -> KernelTime:
-    """Flash-style: scores stay on chip; K and V stream past each block of queries, as B streams past A."""
-    query = nbytes(op.query)
-    traffic = Traffic(query, work.bytes - query - nbytes(op.result), nbytes(op.result), element_bytes(op.query))
+def _attention(
+    op: AttentionOp | AttentionTrainOp | AttentionGradOp, work: OpWork, device: Device, eff: Efficiency
+) -> KernelTime:
+    """Flash-style: scores stay on chip; K and V stream past each block of queries (with, backward, the output,
+    its gradient and the row statistics), as B streams past A; the backward pass's five products likewise."""
+    rows = [op.query] if not isinstance(op, AttentionGradOp) else [op.query, op.grad_output, op.output, op.logsumexp]
+    a_bytes, c_bytes = sum(nbytes(v) for v in rows), sum(nbytes(r) for r in op.results)
+    traffic = Traffic(a_bytes, work.bytes - a_bytes - c_bytes, c_bytes, element_bytes(op.query))
     kernel = gemm_kernel("attention", gemm_shapes(op), traffic, work, device, eff)
     if not op.is_causal.value.data:
         return kernel

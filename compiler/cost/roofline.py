@@ -1,9 +1,10 @@
 """Roofline figures of graph ops: exact FLOPs, minimum bytes, and the attainable time on a device.
 
 FLOPs (one FLOP is one scalar arithmetic operation), by op family:
-- matrix products (matmul, linear, conv, conv_transpose, attention): a multiply-add is 2 FLOPs; bias additions and
-  attention's softmax are not counted. These are `torch.utils.flop_counter.FlopCounterMode`'s formulas for
-  mm/addmm/bmm/convolution/scaled_dot_product_attention, so a model's totals compare with it exactly.
+- matrix products (matmul, linear, conv, conv_transpose, attention; attention's backward pass is five): a
+  multiply-add is 2 FLOPs; bias additions and attention's softmax are not counted. These are
+  `torch.utils.flop_counter.FlopCounterMode`'s formulas for mm/addmm/bmm/convolution/scaled_dot_product_attention
+  (and its backward), so a model's totals compare with it exactly.
 - recurrent layers (lstm, gru, rnn): their gate matrix products, each step's input and recurrent product, times
   the steps (FlopCounterMode's count of the addmms ATen's GRU and RNN run); the gate arithmetic is not counted.
 - determinants: an LU factorization per n x n matrix, 2n^3/3 FLOPs, and n for the product of its diagonal.
@@ -62,6 +63,7 @@ from gnomon.cost.values import (
     storage,
     vector_key,
 )
+from gnomon.dialects.graph.attention_train import AttentionGradOp, AttentionTrainOp
 from gnomon.dialects.graph.base import DYN, GraphOperation, broadcast_shapes, ints, shape_str
 from gnomon.dialects.graph.constant_values import dense_to_numpy, resource_to_numpy
 from gnomon.dialects.graph.elementwise import (
@@ -212,7 +214,7 @@ def op_work(op: GraphOperation) -> OpWork:
             return OpWork(0, {}, {}, "fp32")
         case (
             MatmulOp() | LinearOp() | ConvOp() | ConvTransposeOp() | ConvWeightGradOp() | AttentionOp() | LstmOp()
-            | GruOp() | RnnOp() | LstmTrainOp() | LstmGradOp()
+            | GruOp() | RnnOp() | LstmTrainOp() | LstmGradOp() | AttentionTrainOp() | AttentionGradOp()
         ):  # fmt: skip
             flops = sum(shape.flops for shape in gemm_shapes(op))
             return _whole(op, flops, peak_key(element_type(op.operands[0])))
@@ -279,7 +281,9 @@ def gemm_shapes(
     | GruOp
     | RnnOp
     | LstmTrainOp
-    | LstmGradOp,
+    | LstmGradOp
+    | AttentionTrainOp
+    | AttentionGradOp,
 ) -> tuple[GemmShape, ...]:
     """The matrix products an op performs; their FLOPs are FlopCounterMode's for the matching aten op."""
     match op:
@@ -309,10 +313,22 @@ def gemm_shapes(
             groups, taps = op.groups.value.data, math.prod(ints(op.kernel))
             pixels = math.prod(dy) // dy[1]
             return (GemmShape(groups, dy[1] // groups, x[1] // groups * taps, pixels),)
-        case AttentionOp():
+        case AttentionOp() | AttentionTrainOp():
             q, k, v = static_shape(op.query), static_shape(op.key), static_shape(op.value)
             batch, length, source = math.prod(q[:-2]), q[-2], k[-2]
             return (GemmShape(batch, length, source, q[-1]), GemmShape(batch, length, v[-1], source))
+        case AttentionGradOp():
+            # FlopCounterMode's five: the scores again, the probabilities' gradient (dO vᵀ), the value's (Pᵀ dO),
+            # the query's (dS k) and the key's (dSᵀ q).
+            q, k = static_shape(op.query), static_shape(op.key)
+            batch, length, source, size = math.prod(q[:-2]), q[-2], k[-2], q[-1]
+            return (
+                GemmShape(batch, length, source, size),
+                GemmShape(batch, length, source, size),
+                GemmShape(batch, source, size, length),
+                GemmShape(batch, length, size, source),
+                GemmShape(batch, source, size, length),
+            )
         case LstmOp() | GruOp() | RnnOp() | LstmTrainOp():
             # Every step's input projection in one product, then one recurrent product per step (the batch).
             (steps, batch, features), rows = static_shape(op.input), static_shape(op.weight_hh)[0]

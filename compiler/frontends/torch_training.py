@@ -169,15 +169,12 @@ def _check_loss(program: ExportedProgram, source: str) -> None:
 def _joint(program: ExportedProgram, source: str, module_name: Callable[[str], str]) -> _Joint:
     """The joint forward-backward program, with the trained parameters and updated buffers as user inputs and its
     outputs in gnomon's order, its ops located by layer (`locate_joint_graph`, modules named by `module_name`)."""
-    # torch's only entry point to the joint graph (probed on torch 2.13; pinned with torch).
-    from torch.export.experimental import _export_forward_backward  # pyright: ignore[reportPrivateUsage]
-
     program = decompose_composites(onednn_lstm_layers(program))
     frozen = _freeze_unused_parameters(program)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            joint = _export_forward_backward(program, joint_loss_index=0)
+            joint = _export_forward_backward(program)
     except Exception as e:  # an op without a derivative, or autograd refusing the graph
         raise ModelLoadError(f"torch cannot differentiate {source}: {reason(e)}") from e
     finally:
@@ -227,6 +224,28 @@ def _joint(program: ExportedProgram, source: str, module_name: Callable[[str], s
         joint.state_dict.pop(name, None)  # inputs now, no longer frozen
     graph.lint()
     return _Joint(joint, trained, updated)
+
+
+def _export_forward_backward(program: ExportedProgram) -> ExportedProgram:
+    """torch's `_export_forward_backward` (its only entry point to the joint graph, probed on torch 2.13 and pinned
+    with it), keeping attention's CPU flash kernel whole: core ATen's decompositions would spell its forward pass
+    in math (the scores materialized and kept for the backward pass), while eager runs the kernel each way. The
+    SDPA call picks that kernel as eager does (no dropout, 4-D, one head size), else its math stays."""
+    from torch._decomp import core_aten_decompositions
+    from torch.export.experimental import (
+        _copy_graph_module_and_signature,  # pyright: ignore[reportPrivateUsage]
+        _remove_detach_pass,  # pyright: ignore[reportPrivateUsage]
+    )
+    from torch.export.exported_program import _decompose_exported_program  # pyright: ignore[reportPrivateUsage]
+
+    table = core_aten_decompositions()
+    del table[torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default]
+    joint = _decompose_exported_program(
+        program, cia_to_decomp={}, python_decomp_table=table, joint_loss_index=0, decompose_custom_triton_ops=False
+    )
+    module, signature = _copy_graph_module_and_signature(joint)
+    _remove_detach_pass(module, signature)
+    return joint._update(module, signature)  # pyright: ignore[reportPrivateUsage]
 
 
 def _freeze_unused_parameters(program: ExportedProgram) -> list[tuple[torch.fx.Node, Any]]:

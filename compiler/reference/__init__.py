@@ -1,8 +1,8 @@
 """Reference semantics of the graph dialect: an xDSL `Interpreter` over NumPy arrays.
 
-One `@register_impls` class per op family (control flow, elementwise, embedding, grad, linalg, nn, recurrent, reduce,
-tensor), one `@impl` per op; `run_reference` runs a module's `func.func` on NumPy inputs. The oracle
-favours obviousness over speed: it is what gnomon's compiled code is checked against.
+One `@register_impls` class per op family (attention training, control flow, elementwise, embedding, grad, linalg,
+nn, recurrent, reduce, tensor), one `@impl` per op; `run_reference` runs a module's `func.func` on NumPy inputs.
+The oracle favours obviousness over speed: it is what gnomon's compiled code is checked against.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from xdsl.interpreter import Interpreter
 from xdsl.interpreters.func import FuncFunctions
 
 from gnomon.errors import GnomonError
+from gnomon.reference.attention_train import GraphAttentionTrainFunctions
 from gnomon.reference.base import Array
 from gnomon.reference.control_flow import GraphControlFlowFunctions
 from gnomon.reference.elementwise import GraphElementwiseFunctions
@@ -37,6 +38,7 @@ class ReferenceRunError(GnomonError):
 
 _FUNCTIONS = (
     FuncFunctions,
+    GraphAttentionTrainFunctions,
     GraphControlFlowFunctions,
     GraphElementwiseFunctions,
     GraphEmbeddingFunctions,

@@ -1,12 +1,13 @@
 """The `graph` dialect: one op per ML operation on builtin tensor types.
 
-Ops live in modules by family (control_flow, elementwise, nn, grad, linalg, recurrent, recurrent_train, reduce,
-sampling, tensor, embedding); `base` holds the shared textual form and shape-rule machinery; `canonicalization`
-holds the rewrite patterns that the ops declare through the traits of `traits`.
+Ops live in modules by family (attention_train, control_flow, elementwise, nn, grad, linalg, recurrent,
+recurrent_train, reduce, sampling, tensor, embedding); `base` holds the shared textual form and shape-rule
+machinery; `canonicalization` holds the rewrite patterns that the ops declare through the traits of `traits`.
 """
 
 from xdsl.ir import Dialect
 
+from gnomon.dialects.graph.attention_train import ATTENTION_TRAIN_OPS
 from gnomon.dialects.graph.base import GraphOperation, SymbolicDimsAttr
 from gnomon.dialects.graph.control_flow import CONTROL_FLOW_OPS
 from gnomon.dialects.graph.elementwise import ELEMENTWISE_OPS
@@ -26,6 +27,7 @@ Graph = Dialect(
     "graph",
     sorted(
         [
+            *ATTENTION_TRAIN_OPS,
             *CONTROL_FLOW_OPS,
             *ELEMENTWISE_OPS,
             *EMBEDDING_OPS,

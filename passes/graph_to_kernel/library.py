@@ -37,8 +37,18 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import IsTerminator
 
 from gnomon.cost.convs import gemm_conv
+from gnomon.dialects.graph import (
+    attention_train,
+    embedding,
+    grad,
+    linalg,
+    nn,
+    recurrent,
+    recurrent_train,
+    sampling,
+    tensor,
+)  # fmt: skip
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph import embedding, grad, linalg, nn, recurrent, recurrent_train, sampling, tensor
 from gnomon.dialects.graph import reduce as red
 from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.layout import channels_last
@@ -142,6 +152,8 @@ LIBRARY_CALLS: Mapping[type[Operation], str] = {
     nn.SoftmaxOp: "aten._softmax",
     nn.LogSoftmaxOp: "aten._log_softmax",
     nn.AttentionOp: "aten.scaled_dot_product_attention",
+    attention_train.AttentionTrainOp: "aten._scaled_dot_product_flash_attention_for_cpu",
+    attention_train.AttentionGradOp: "aten._scaled_dot_product_flash_attention_for_cpu_backward",
     # recurrent
     recurrent.LstmOp: "aten.lstm",
     recurrent.GruOp: "aten.gru",

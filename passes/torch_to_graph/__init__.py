@@ -46,6 +46,7 @@ from gnomon.errors import UnsupportedOp, UnsupportedOpsError
 from gnomon.locations import location_name
 from gnomon.passes.torch_to_graph import (
     attention,
+    attention_train,
     backward,
     control_flow,
     creation,
@@ -76,6 +77,7 @@ from gnomon.passes.torch_to_graph.registry import CONVERTERS
 # The converter modules register themselves on import.
 _CONVERTER_MODULES = (
     attention,
+    attention_train,
     backward,
     control_flow,
     creation,

@@ -1,7 +1,7 @@
 """Converters for the ops of training graphs (`torch.export`'s joint forward-backward graphs): batch norm in
-training mode, and the backward ops that the joint graph keeps whole (a convolution's, pooling's, attention's, an
-embedding's and an embedding bag's). The rest of a backward pass arrives decomposed into ops the forward
-converters know.
+training mode, and the backward ops that the joint graph keeps whole (a convolution's, pooling's, an embedding's
+and an embedding bag's; attention's are in `attention_train`). The rest of a backward pass arrives decomposed into
+ops the forward converters know.
 """
 
 from __future__ import annotations
@@ -9,18 +9,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from xdsl.dialects.builtin import TensorType, i1
+from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
 from gnomon.dialects.graph.base import bool_attr, f64_attr, i64_array, i64_attr, str_attr
-from gnomon.dialects.graph.elementwise import AddOp, MulOp, RsqrtOp, SubOp, WhereOp
+from gnomon.dialects.graph.elementwise import AddOp, MulOp, RsqrtOp
 from gnomon.dialects.graph.grad import AvgPoolGradOp, ConvWeightGradOp, EmbeddingBagGradOp, MaxPoolGradOp
 from gnomon.dialects.graph.linalg import MatmulOp
-from gnomon.dialects.graph.nn import BatchNormTrainOp, ConvOp, ConvTransposeOp, SoftmaxOp
+from gnomon.dialects.graph.nn import BatchNormTrainOp, ConvOp, ConvTransposeOp
 from gnomon.dialects.graph.reduce import ReduceSumOp
 from gnomon.dialects.graph.tensor import ReshapeOp
 from gnomon.passes.torch_to_graph.args import AtenArgs, NotConvertible, tensor_type
-from gnomon.passes.torch_to_graph.attention import binary, permute
 from gnomon.passes.torch_to_graph.nn import max_pool_properties, spatial_dims, spread, torch_pads
 from gnomon.passes.torch_to_graph.registry import converts
 
@@ -232,60 +231,6 @@ def _adaptive_spread(cells: int, size: int) -> np.ndarray:
         start, end = i * size // cells, -(-(i + 1) * size // cells)
         weights[i, start:end] = 1.0 / (end - start)
     return weights
-
-
-@converts(
-    "torch.aten._scaled_dot_product_flash_attention_for_cpu_backward",
-    args="grad_out query key value out logsumexp dropout_p is_causal attn_mask scale",
-)
-def attention_backward(a: AtenArgs) -> list[SSAValue]:
-    """(dq, dk, dv) of softmax(q kᵀ scale + mask) v, from the probabilities computed again: dv = Pᵀ dO,
-    dS = P (dO vᵀ - rowsum(dO vᵀ P)), dq = dS k scale, dk = dSᵀ q scale. The forward pass's output and
-    log-sum-exp are not read (torch's math decomposition of the forward pass hands the backward its probabilities
-    in their place)."""
-    if a.float("dropout_p") != 0.0:
-        raise NotConvertible("attention backward with dropout")
-    dy, q, k, v = (a.tensor(name) for name in ("grad_out", "query", "key", "value"))
-    q_shape, k_shape = tensor_type(q).get_shape(), tensor_type(k).get_shape()
-    compute = tensor_type(q).get_element_type()
-    scale = a.optional_float("scale")
-    scale = 1.0 / math.sqrt(q_shape[-1]) if scale is None else scale
-    scores_type = TensorType(compute, [*q_shape[:-1], k_shape[-2]])
-    scores = _matmul(a, q, permute(a, k, _swap(k_shape)), scores_type)
-    scores = binary(a, MulOp, scores, a.scalar_tensor(scale, compute), compute)
-    if a.bool("is_causal"):
-        rows, columns = q_shape[-2], k_shape[-2]
-        above = np.triu(np.full((rows, columns), -np.inf, np.float32), 1)  # torch's top-left aligned causal mask
-        scores = binary(a, AddOp, scores, a.constant(above, compute), compute)
-    mask = a.optional_tensor("attn_mask")
-    if mask is not None:  # the forward pass's mask, broadcast over the scores: a float one adds, a bool one keeps
-        if tensor_type(mask).get_element_type() == i1:
-            excluded = TensorType(compute, tensor_type(mask).get_shape())
-            zero, minus_inf = a.scalar_tensor(0.0, compute), a.scalar_tensor(-math.inf, compute)
-            mask = a.value(WhereOp.build(operands=[mask, zero, minus_inf], result_types=[excluded]))
-        scores = binary(a, AddOp, scores, a.cast(mask, compute), compute)
-    p = a.value(SoftmaxOp.build(operands=[scores], properties={"axis": i64_attr(-1)}, result_types=[scores_type]))
-    dv = _matmul(a, permute(a, p, _swap(scores_type.get_shape())), dy, tensor_type(v))
-    dp = _matmul(a, dy, permute(a, v, _swap(tensor_type(v).get_shape())), scores_type)
-    weighted = binary(a, MulOp, dp, p, compute)
-    row_shape = TensorType(compute, [*scores_type.get_shape()[:-1], 1])
-    rows_sum = a.value(
-        ReduceSumOp.build(
-            operands=[weighted], properties={"axes": i64_array([-1]), "keepdims": bool_attr(True)},
-            result_types=[row_shape],
-        )
-    )  # fmt: skip
-    ds = binary(a, MulOp, p, binary(a, SubOp, dp, rows_sum, compute), compute)
-    ds = binary(a, MulOp, ds, a.scalar_tensor(scale, compute), compute)
-    dq = _matmul(a, ds, k, tensor_type(q))
-    dk = _matmul(a, permute(a, ds, _swap(scores_type.get_shape())), q, tensor_type(k))
-    return [dq, dk, dv]
-
-
-def _swap(shape: tuple[int, ...] | list[int]) -> list[int]:
-    """The permutation that swaps the last two dims."""
-    rank = len(shape)
-    return [*range(rank - 2), rank - 1, rank - 2]
 
 
 def _matmul(a: AtenArgs, lhs: SSAValue, rhs: SSAValue, result: TensorType) -> SSAValue:  # type: ignore[type-arg]

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from gnomon.cost.pools import library_pool
-from gnomon.dialects.graph import nn, sampling
+from gnomon.dialects.graph import attention_train, nn, sampling
 from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.layout import TO_CHANNELS_FIRST, TO_CHANNELS_LAST, channels_last
 from gnomon.passes.graph_to_kernel.library import gemm_conv
@@ -439,5 +439,35 @@ def attention(op: nn.AttentionOp) -> TorchImpl:
         if mask is not None and causal:
             return F.scaled_dot_product_attention(q, k, v, _causal(mask, q.shape[-2], k.shape[-2]), scale=scale)
         return F.scaled_dot_product_attention(q, k, v, mask, is_causal=causal, scale=scale)
+
+    return TorchImpl(run)
+
+
+# ---- attention in training: the CPU flash kernel each way, as eager's autograd runs it ----
+
+
+@torch_impl(attention_train.AttentionTrainOp)
+def attention_forward(op: attention_train.AttentionTrainOp) -> TorchImpl:
+    scale, causal = op.scale.value.data, bool(op.is_causal.value.data)
+
+    def run(
+        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, 0.0, causal, attn_mask=mask, scale=scale
+        )
+
+    return TorchImpl(run)
+
+
+@torch_impl(attention_train.AttentionGradOp)
+def attention_backward(op: attention_train.AttentionGradOp) -> TorchImpl:
+    scale, causal = op.scale.value.data, bool(op.is_causal.value.data)
+
+    def run(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor,
+            mask: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            do, q, k, v, o, lse, 0.0, causal, attn_mask=mask, scale=scale
+        )
 
     return TorchImpl(run)

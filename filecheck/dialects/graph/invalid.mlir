@@ -450,6 +450,38 @@ func.func @attention_length(%q: tensor<2x16x64xf32>, %v: tensor<2x8x64xf32>) {
 
 // -----
 
+func.func @attention_train_rank(%q: tensor<2x16x64xf32>) {
+  // CHECK: graph.attention_train: query [2, 16, 64], key [2, 16, 64] and value [2, 16, 64] must be 4-D (batch, heads, length, head size)
+  %0:2 = graph.attention_train %q, %q, %q {scale = 0.125 : f64, is_causal = false} : (tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<2x16x64xf32>) -> (tensor<2x16x64xf32>, tensor<2x16xf32>)
+  func.return
+}
+
+// -----
+
+func.func @attention_train_head_size(%q: tensor<2x4x16x64xf32>, %v: tensor<2x4x16x32xf32>) {
+  // CHECK: graph.attention_train: query [2, 4, 16, 64], key [2, 4, 16, 64] and value [2, 4, 16, 32] need one head size
+  %0:2 = graph.attention_train %q, %q, %v {scale = 0.125 : f64, is_causal = false} : (tensor<2x4x16x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x16x32xf32>) -> (tensor<2x4x16x32xf32>, tensor<2x4x16xf32>)
+  func.return
+}
+
+// -----
+
+func.func @attention_train_mask(%q: tensor<2x4x16x64xf32>, %mask: tensor<3x16x16xf32>) {
+  // CHECK: graph.attention_train: mask [3, 16, 16] does not broadcast to [2, 4, 16, 16]
+  %0:2 = graph.attention_train %q, %q, %q, %mask {scale = 0.125 : f64, is_causal = false} : (tensor<2x4x16x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x16x64xf32>, tensor<3x16x16xf32>) -> (tensor<2x4x16x64xf32>, tensor<2x4x16xf32>)
+  func.return
+}
+
+// -----
+
+func.func @attention_grad_statistics(%q: tensor<2x4x16x64xf32>, %lse: tensor<2x4x8xf32>) {
+  // CHECK: graph.attention_grad: logsumexp tensor<2x4x8xf32> is not tensor<2x4x16xf32>
+  %0:3 = graph.attention_grad %q, %q, %q, %q, %q, %lse {scale = 0.125 : f64, is_causal = false} : (tensor<2x4x16x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x16x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x16x64xf32>)
+  func.return
+}
+
+// -----
+
 // ---- recurrent ----
 
 func.func @recurrent_gate_rows(%x: tensor<5x2x16xf32>, %w: tensor<96x16xf32>, %r: tensor<96x32xf32>, %b: tensor<96xf32>, %h: tensor<2x32xf32>) {

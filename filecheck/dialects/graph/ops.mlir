@@ -271,6 +271,20 @@ func.func @attention(%q: tensor<2x4x16x64xf32>, %k: tensor<2x4x?x64xf32>, %v: te
   // CHECK-NEXT: func.return
 }
 
+func.func @attention_train(%q: tensor<2x4x16x64xf32>, %k: tensor<2x4x?x64xf32>, %mask: tensor<16x?xf32>) {
+  // CHECK-LABEL: func.func @attention_train(
+  %train:2 = graph.attention_train %q, %k, %k {scale = 0.125 : f64, is_causal = false} : (tensor<2x4x16x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x64xf32>) -> (tensor<2x4x16x64xf32>, tensor<2x4x16xf32>)
+  // CHECK-NEXT: %{{.*}}, %{{.*}} = graph.attention_train %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f64, is_causal = false} : (tensor<2x4x16x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x64xf32>) -> (tensor<2x4x16x64xf32>, tensor<2x4x16xf32>)
+  %masked:2 = graph.attention_train %q, %k, %k, %mask {scale = 0.125 : f64, is_causal = true} : (tensor<2x4x16x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x64xf32>, tensor<16x?xf32>) -> (tensor<2x4x16x64xf32>, tensor<2x4x16xf32>)
+  // CHECK-NEXT: %{{.*}}, %{{.*}} = graph.attention_train %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f64, is_causal = true} : (tensor<2x4x16x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x64xf32>, tensor<16x?xf32>) -> (tensor<2x4x16x64xf32>, tensor<2x4x16xf32>)
+  %grad:3 = graph.attention_grad %train#0, %q, %k, %k, %train#0, %train#1 {scale = 0.125 : f64, is_causal = false} : (tensor<2x4x16x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x16xf32>) -> (tensor<2x4x16x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x64xf32>)
+  // CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = graph.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f64, is_causal = false} : (tensor<2x4x16x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x16xf32>) -> (tensor<2x4x16x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x64xf32>)
+  %masked_grad:3 = graph.attention_grad %masked#0, %q, %k, %k, %masked#0, %masked#1, %mask {scale = 0.125 : f64, is_causal = true} : (tensor<2x4x16x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x16xf32>, tensor<16x?xf32>) -> (tensor<2x4x16x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x64xf32>)
+  // CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = graph.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f64, is_causal = true} : (tensor<2x4x16x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x16x64xf32>, tensor<2x4x16xf32>, tensor<16x?xf32>) -> (tensor<2x4x16x64xf32>, tensor<2x4x?x64xf32>, tensor<2x4x?x64xf32>)
+  func.return
+  // CHECK-NEXT: func.return
+}
+
 func.func @reduce(%x: tensor<2x?x8xf32>) {
   // CHECK-LABEL: func.func @reduce(
   %reduce_max = graph.reduce_max %x {axes = array<i64: 1>, keepdims = false} : (tensor<2x?x8xf32>) -> tensor<2x8xf32>
