@@ -9,6 +9,7 @@ It measures (`gnomon.runtime.calibration`), in under a minute (`quick` shrinks e
   generated kernel split over threads after a library kernel (reported, not modelled);
 - the page faults of fresh memory per 4 KiB page (`page_fault_s`: eager's results above glibc's mmap threshold),
   and eager's host costs in a training step (autograd, the optimizers' Python);
+- fbgemm's embedding kernels, where installed, on tables in each memory level (`gnomon.cost.tbe`'s factors);
 - a suite of kernels profiled through the runtime, for the analytical models' efficiency factors
   (`gnomon.cost.analytical.Efficiency`), the library calls' fixed costs among them, and tiny calls of the library
   functions models call most, each function's own warm call (`Device.call_warm_s`);
@@ -45,6 +46,7 @@ from gnomon.cost.fit import (
     spread,
     thin_call_cold,
 )
+from gnomon.cost.tbe import fit_tbe
 from gnomon.executable import lower
 from gnomon.runtime.calibration import CalibrationError
 from gnomon.runtime.calibration.host import dram_bytes
@@ -90,10 +92,12 @@ def calibrate(
     log: Callable[[str], None] = print,
     start: Mapping[str, float] | None = None,
     fitted: Sequence[str] = FITTED,
+    tbe: bool = True,
 ) -> Calibration:
     """Measure this machine (see the module docstring); `log` gets each figure as it is measured. The fit moves the
-    factors `fitted`, from `start`'s values where given (a steadier calibration's), else from the models' defaults."""
-    m, rounds = measure(quick, fit, log, lambda module: lower(module, "the calibration suite", layout="nchw"))
+    factors `fitted`, from `start`'s values where given (a steadier calibration's), else from the models' defaults.
+    `tbe`: also fbgemm's embedding kernels (ranks measure them together instead)."""
+    m, rounds = measure(quick, fit, log, lambda module: lower(module, "the calibration suite", layout="nchw"), tbe)
     return calibration_of(m, rounds, fit, log, start, fitted)
 
 
@@ -108,6 +112,14 @@ def calibration_of(
     """The device of what `measure` took: its measured figures, its steadiness, and (with `fit`) the factors
     `fitted` fitted to its rounds, from `start`'s where given."""
     device = _measured_device(m, rounds, log)
+    tbe = fit_tbe(m.tbe, device)
+    if tbe:
+        device = replace(device, efficiency=device.efficiency | tbe)
+        log(
+            f"  fbgemm embedding kernels: forward {tbe['tbe_lookup_s'] * 1e9:.1f} ns per id, rows at"
+            f" {tbe['tbe_read']:.0%} of their level's bandwidth; backward with SGD"
+            f" {tbe['tbe_update_lookup_s'] * 1e9:.1f} ns per id, rows read and written at {tbe['tbe_update']:.0%}"
+        )
     if start:
         device = replace(device, efficiency=dict(start) | device.efficiency)
     device = replace(

@@ -112,6 +112,22 @@ class Efficiency:
     conv_k_overhead: float = 8.0
     """`gemm_k_overhead` of a convolution library's direct kernels, apart from the BLAS's: fitted together, the
     convolutions' set both, and a BLAS product of 32-deep rows was priced 3x too slow."""
+    tbe_call_s: float = 0.0
+    """fbgemm's table-batched embedding kernel (TorchRec's fused lookups) forward: what one call costs beside its
+    tables' ids and rows (its autograd function, its allocations); one call looks up all of a sharding group's
+    tables on a device. The `tbe_*` factors are measured by `gnomon calibrate` where fbgemm is installed
+    (`gnomon.cost.tbe`); 0 elsewhere, where a shard is priced as `graph.embedding_bag` and its update are."""
+    tbe_update_call_s: float = 0.0
+    """The same for its fused backward and SGD update."""
+    tbe_lookup_s: float = 0.0
+    """That forward's seconds per id looked up, beside its distinct rows' fetch."""
+    tbe_read: float = 0.0
+    """The share of its memory level's bandwidth at which that forward fetches the distinct rows (whole granules,
+    in random order)."""
+    tbe_update_lookup_s: float = 0.0
+    """The fused backward and SGD update's seconds per id (sorting the ids by row, summing each row's gradient)."""
+    tbe_update: float = 0.0
+    """The share of its memory level's bandwidth at which that update reads and writes each distinct row."""
 
 
 GPU_EFFICIENCY = Efficiency(

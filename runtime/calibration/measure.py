@@ -27,6 +27,7 @@ from gnomon.runtime.calibration.probe import generated_matmul_flops, peak_flops,
 from gnomon.runtime.calibration.profile import Lower, load
 from gnomon.runtime.calibration.rounds import SPAN_S, Rounds
 from gnomon.runtime.calibration.suite import suite_program
+from gnomon.runtime.calibration.tbe import TbePoint, measure_tbe
 
 __all__ = ["Measurements", "measure"]
 
@@ -51,6 +52,8 @@ class Measurements:
     """The cache levels, innermost first, with their measured bandwidths."""
     thin_probes: list[Measured] = field(default_factory=list[Measured])
     """Tiny generated launches after library traffic (`thin_call_probe`)."""
+    tbe: list[TbePoint] = field(default_factory=list[TbePoint])
+    """fbgemm's embedding kernels over tables in each memory level (none without fbgemm)."""
 
     @property
     def trials(self) -> int:
@@ -61,9 +64,9 @@ class Measurements:
         log(f"  {prefix}{text}")
 
 
-def measure(quick: bool, fit: bool, log: Log, lower: Lower) -> tuple[Measurements, Rounds]:
-    """Measure this machine, its programs lowered by `lower`; `fit`: also profile the suite. The rounds end `SPAN_S`
-    seconds after the start."""
+def measure(quick: bool, fit: bool, log: Log, lower: Lower, tbe: bool = True) -> tuple[Measurements, Rounds]:
+    """Measure this machine, its programs lowered by `lower`; `fit`: also profile the suite; `tbe`: also fbgemm's
+    embedding kernels. The rounds end `SPAN_S` seconds after the start."""
     import torch
 
     began = time.perf_counter()
@@ -87,9 +90,23 @@ def measure(quick: bool, fit: bool, log: Log, lower: Lower) -> tuple[Measurement
         m.cores, 384 if quick else 1536, max(m.trials // 2, 2), dram_working_set, suite, program, 5 if quick else 15
     )
     _overheads(m, rounds, log, lower)
+    if tbe:
+        _tbe(m, log)
     rounds.spread(began, 0.0 if quick else SPAN_S)
     m.measured["others_busy"] = others_busy(began_cpu, cpu_times())
     return m, rounds
+
+
+def _tbe(m: Measurements, log: Log) -> None:
+    m.tbe = measure_tbe(m.quick, m.trials)
+    if not m.tbe:
+        m.note("fbgemm's embedding kernels: not measured (fbgemm is not installed: pip install gnomon[torchrec])", log)
+        return
+    for p in m.tbe:
+        log(
+            f"  fbgemm embedding kernel, {p.rows} x {p.columns} table, {p.lookups} ids ({p.distinct} rows):"
+            f" forward {p.forward_s * 1e3:.3f} ms, backward with SGD {p.backward_s * 1e3:.3f} ms"
+        )
 
 
 def _peaks(m: Measurements, log: Log) -> None:

@@ -6,12 +6,15 @@ Per sharding kind (TorchRec's sharding groups: each kind's tables are one group 
 - input dist: the ids go to the devices holding their rows. TorchRec's KJT all-to-all is three all-to-alls: the
   splits, the bags' lengths (4 bytes a bag) and the ids (8 bytes each). Table-wise and column-wise shards get all of
   a table's ids (a column shard gets them all again); a row block only the ids that fall in it.
-- lookups: each device pools the ids it received over its shards, for every rank's bags (`lookup_cost`: distinct
-  rows from the table's memory level, the index distribution from `EmbeddingTable.distinct`).
+- lookups: each device pools the ids it received over its shards, for every rank's bags, in one kernel call per
+  group: on a device whose fbgemm kernels `gnomon calibrate` measured, priced by their fit (`gnomon.cost.tbe`: a
+  cost per call, per id, and per distinct row from the level that holds the shard); elsewhere as `graph.embedding_bag`
+  is (`lookup_cost`: distinct rows from the table's memory level). The index distribution is
+  `EmbeddingTable.distinct`'s.
 - output dist: table- and column-wise, an all-to-all of the pooled rows back to the ranks whose bags they are;
   row-wise, a reduce-scatter of each block's partial sums.
 - backward: the pooled gradients go back (the all-to-all reversed; an all-gather for row-wise) and each device
-  updates its shards with the fused backward and SGD (`sparse_update_cost`).
+  updates its shards with the fused backward and SGD (fbgemm's, measured; elsewhere `sparse_update_cost`).
 
 The dense layers' step is `gnomon.cost.data_parallel` on the model with its tables frozen (its forward lookups of the
 local tables taken out). A collective is a barrier: each phase ends when its slowest device does, so a plan's step
@@ -32,6 +35,7 @@ from gnomon.cost.analytical import lookup_cost, sparse_update_cost
 from gnomon.cost.collectives import collective_s
 from gnomon.cost.sharding.plan import Placement, column_blocks, row_blocks
 from gnomon.cost.sharding.tables import EmbeddingTable
+from gnomon.cost.tbe import tbe_call_costs, tbe_costs
 from gnomon.cost.topology import System
 
 __all__ = ["DenseStep", "Shard", "ShardCosts", "ShardedStep", "sharded_step", "shards_of"]
@@ -136,6 +140,10 @@ def sharded_step(
             forward, backward = costs.compute(by_name[shard.table], shard)
             lookups[shard.device] += forward
             updates[shard.device] += backward
+        call_forward, call_backward = tbe_call_costs(system.device)
+        for d in {shard.device for shard in shards}:  # one kernel call per device for all of the group's shards
+            lookups[d] += call_forward
+            updates[d] += call_backward
         for d in range(n):
             device_embedding[d] += lookups[d] + updates[d]
         embedding_s += max(lookups) + max(updates)
@@ -174,6 +182,9 @@ class ShardCosts:
             return 0.0, 0.0
         distinct = table.distinct(ids, shard.first_row, shard.rows)
         row_bytes = shard.columns * table.element_bytes
+        measured = tbe_costs(lookups, round(distinct), row_bytes, shard.rows * row_bytes, self.device)
+        if measured is not None:  # this machine's fbgemm kernels, as TorchRec runs them
+            return measured
         pooled = bags * row_bytes
         other = lookups * _ID_BYTES + bags * _ID_BYTES + pooled
         flops = max(lookups - bags, 0) * shard.columns

@@ -1,0 +1,74 @@
+"""fbgemm's embedding kernels (TorchRec's fused lookups and updates): measured by the calibration, fitted, and pricing
+a sharded table's shards."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gnomon.cost.devices import load_device
+from gnomon.cost.sharding.plan import Placement
+from gnomon.cost.sharding.step import DenseStep, sharded_step
+from gnomon.cost.sharding.tables import EmbeddingTable, synthetic_ids
+from gnomon.cost.tbe import fit_tbe, tbe_call_costs, tbe_costs
+from gnomon.cost.topology import load_system
+from gnomon.runtime.calibration.tbe import BATCHES, QUICK_TABLES, TbePoint, measure_tbe
+
+FACTORS = {
+    "tbe_call_s": 80e-6, "tbe_lookup_s": 5e-9, "tbe_read": 0.9,
+    "tbe_update_call_s": 60e-6, "tbe_update_lookup_s": 12e-9, "tbe_update": 0.4,
+}  # fmt: skip
+DENSE = DenseStep(step_s=1e-3, compute_s=8e-4, all_reduce_s=1e-4, sync_s=1e-5, local_lookups_s=0.0,
+                  parameter_bytes=1 << 20)  # fmt: skip
+
+
+def _measured_cpu() -> object:
+    device = load_device("generic-cpu")
+    return replace(device, efficiency=device.efficiency | FACTORS)
+
+
+def test_the_fit_recovers_the_factors_that_priced_the_samples() -> None:
+    device = _measured_cpu()
+    samples = []
+    for rows, columns in [(3_000, 16), (30_000, 96), (300_000, 16), (2_000_000, 32), (3_000, 96)]:
+        for lookups in (4096, 16384):
+            distinct = min(rows, lookups // 2)
+            priced = tbe_costs(lookups, distinct, 4 * columns, 4 * columns * rows, device)  # type: ignore[arg-type]
+            assert priced is not None
+            call = tbe_call_costs(device)  # type: ignore[arg-type]
+            samples.append(TbePoint(rows, columns, lookups, distinct, priced[0] + call[0], priced[1] + call[1]))
+    fitted = fit_tbe(samples, device)  # type: ignore[arg-type]
+    assert fitted == pytest.approx(FACTORS, rel=1e-4)
+
+
+def test_without_the_factors_shards_are_priced_as_graph_ops() -> None:
+    assert tbe_costs(1000, 500, 64, 64_000, load_device("generic-cpu")) is None
+    assert tbe_call_costs(load_device("h100")) == (0.0, 0.0)
+
+
+def test_a_table_in_dram_costs_more_per_id_than_one_in_cache() -> None:
+    device = _measured_cpu()
+    small, large = (tbe_costs(16384, 8000, 256, rows * 256, device) for rows in (1_000, 10_000_000))  # type: ignore[arg-type]
+    assert small is not None
+    assert large is not None
+    assert large[0] > small[0]
+    assert large[1] > small[1]
+
+
+def test_a_groups_kernel_call_is_paid_once_per_device() -> None:
+    """Two tables of one group on one device cost one call more than their tables, not two."""
+    system = replace(load_system("2xh100"), device=_measured_cpu(), embedding_group_s={})  # type: ignore[arg-type]
+    tables = [EmbeddingTable(f"t{i}", 1000, 16, 4, 64, synthetic_ids(1000, 256, 0.0, seed=0)) for i in range(2)]
+    together = {t.name: Placement("table_wise", (0,)) for t in tables}
+    one = sharded_step(tables[:1], {"t0": Placement("table_wise", (0,))}, DENSE, system)
+    both = sharded_step(tables, together, DENSE, system)
+    call = FACTORS["tbe_call_s"] + FACTORS["tbe_update_call_s"]
+    per_table = one.embedding_compute_s - call
+    assert both.embedding_compute_s == pytest.approx(call + 2 * per_table, rel=1e-6)
+
+
+def test_the_calibration_times_fbgemms_kernels() -> None:
+    points = measure_tbe(quick=True, trials=2)
+    assert [(p.rows, p.columns) for p in points] == [table for table in QUICK_TABLES for _ in BATCHES]
+    assert all(p.forward_s > 0 and p.backward_s > 0 and 0 < p.distinct <= p.lookups for p in points)
