@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from gnomon.cost.devices import load_device
+from gnomon.cost.devices import Device, load_device
 from gnomon.cost.sharding.plan import Placement
 from gnomon.cost.sharding.step import DenseStep, sharded_step
 from gnomon.cost.sharding.tables import EmbeddingTable, synthetic_ids
@@ -23,7 +23,7 @@ DENSE = DenseStep(step_s=1e-3, compute_s=8e-4, all_reduce_s=1e-4, sync_s=1e-5, l
                   parameter_bytes=1 << 20)  # fmt: skip
 
 
-def _measured_cpu() -> object:
+def _measured_cpu() -> Device:
     device = load_device("generic-cpu")
     return replace(device, efficiency=device.efficiency | FACTORS)
 
@@ -34,11 +34,11 @@ def test_the_fit_recovers_the_factors_that_priced_the_samples() -> None:
     for rows, columns in [(3_000, 16), (30_000, 96), (300_000, 16), (2_000_000, 32), (3_000, 96)]:
         for lookups in (4096, 16384):
             distinct = min(rows, lookups // 2)
-            priced = tbe_costs(lookups, distinct, 4 * columns, 4 * columns * rows, device)  # type: ignore[arg-type]
+            priced = tbe_costs(lookups, distinct, 4 * columns, 4 * columns * rows, device)
             assert priced is not None
-            call = tbe_call_costs(device)  # type: ignore[arg-type]
+            call = tbe_call_costs(device)
             samples.append(TbePoint(rows, columns, lookups, distinct, priced[0] + call[0], priced[1] + call[1]))
-    fitted = fit_tbe(samples, device)  # type: ignore[arg-type]
+    fitted = fit_tbe(samples, device)
     assert fitted == pytest.approx(FACTORS, rel=1e-4)
 
 
@@ -49,7 +49,7 @@ def test_without_the_factors_shards_are_priced_as_graph_ops() -> None:
 
 def test_a_table_in_dram_costs_more_per_id_than_one_in_cache() -> None:
     device = _measured_cpu()
-    small, large = (tbe_costs(16384, 8000, 256, rows * 256, device) for rows in (1_000, 10_000_000))  # type: ignore[arg-type]
+    small, large = (tbe_costs(16384, 8000, 256, rows * 256, device) for rows in (1_000, 10_000_000))
     assert small is not None
     assert large is not None
     assert large[0] > small[0]
@@ -58,7 +58,7 @@ def test_a_table_in_dram_costs_more_per_id_than_one_in_cache() -> None:
 
 def test_a_groups_kernel_call_is_paid_once_per_device() -> None:
     """Two tables of one group on one device cost one call more than their tables, not two."""
-    system = replace(load_system("2xh100"), device=_measured_cpu(), embedding_group_s={})  # type: ignore[arg-type]
+    system = replace(load_system("2xh100"), device=_measured_cpu(), embedding_group_s={})
     tables = [EmbeddingTable(f"t{i}", 1000, 16, 4, 64, synthetic_ids(1000, 256, 0.0, seed=0)) for i in range(2)]
     together = {t.name: Placement("table_wise", (0,)) for t in tables}
     one = sharded_step(tables[:1], {"t0": Placement("table_wise", (0,))}, DENSE, system)

@@ -140,7 +140,7 @@ def sharded_step(
             forward, backward = costs.compute(by_name[shard.table], shard)
             lookups[shard.device] += forward
             updates[shard.device] += backward
-        call_forward, call_backward = tbe_call_costs(system.device)
+        call_forward, call_backward = costs.calls
         for d in {shard.device for shard in shards}:  # one kernel call per device for all of the group's shards
             lookups[d] += call_forward
             updates[d] += call_backward
@@ -169,6 +169,8 @@ class ShardCosts:
     def __init__(self, system: System, ranks: int) -> None:
         self.device = system.device
         self.ranks = ranks
+        self.calls = tbe_call_costs(system.device)
+        """(forward, backward) of one kernel call, which looks up all of a group's shards on a device."""
         self._compute = cache(self._uncached)
 
     def compute(self, table: EmbeddingTable, shard: Shard) -> tuple[float, float]:
