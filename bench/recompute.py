@@ -1,18 +1,20 @@
 """Recomputation under a memory budget: every solver at 1/2 and 1/3 of the arena and at the smallest budget found
 feasible, measured; then the exact solvers against each other on graphs of growing size.
 
-    python bench/recompute.py [--models lstm,transformer,resnet] [--repeat 5] [--time-limit 10] [--no-scaling]
+    python bench/recompute.py [--models lstm,transformer,long_context,resnet] [--repeat 5] [--time-limit 10]
+        [--no-scaling]
 
-Part 1, per model (a 2-layer LSTM language model, a transformer encoder, a ResNet-18-style CNN, all built from code
-and trained with SGD with momentum, gradients released as their parameter is updated): one row per solver and
-budget with the budget, the planned arena (measured: what the runtime allocates) against the pass's predicted
-peak, the arena's reduction, the activation memory (the arena's bytes live at the loss: what the forward pass
-leaves for the backward pass) and its reduction, the step's measured time against the step without recomputation
-(each the smallest of `repeat` medians, the steps taking turns) and the pass's predicted overhead, the solve time
-and the status.
+Part 1, per model (a 2-layer LSTM language model; transformer encoders of 6 and 4 layers, the second at a
+4,096-token context; a ResNet-18-style CNN; all built from code; on request `explicit_attention`, GPT-2 small's
+layers with the attention written out, about 1.2 s a step), trained with SGD with momentum, gradients released as
+their parameter is updated: one row per solver and budget with the budget, the planned arena (measured: what the
+runtime allocates) against the pass's predicted peak, the arena's reduction, the activation memory (the arena's
+bytes live at the loss: what the forward pass leaves for the backward pass) and its reduction, the step's measured
+time against the step without recomputation (each the smallest of `repeat` medians, the steps taking turns) and the
+pass's predicted overhead, the solve time and the status.
 `none` and `sqrt` do not look at the budget: one row each.
 
-Part 2: the training graphs of transformer encoders of 1 to 32 layers (forward kernels' values, the nodes a plan
+Part 2: the training graphs of transformer encoders of 1 to 40 layers (forward kernels' values, the nodes a plan
 decides on, from about 30 to 1,000), each at half its peak: the greedy plan, Z3 at `--time-limit` and at 6x that,
 and the MILP (HiGHS, 6x the time, up to `--milp-nodes`): the predicted extra time each plan costs, the solve times
 and statuses, and Z3's gap to the MILP's plan and to its own with 6x the time. Run it alone on the machine: never
@@ -58,11 +60,28 @@ def models() -> dict[str, Callable[[], tuple[torch.nn.Module, Batch, str]]]:
         model = TransformerEncoder(layers=6, d_model=64, heads=4, seq=64)
         return model, (model.example_inputs(16)[0], torch.randn(16, 64, 64)), "mse"
 
+    def long_context() -> tuple[torch.nn.Module, Batch, str]:
+        # Flash attention's time grows with the sequence per token, its activations do not: recomputing the
+        # projections and the MLP is a small share of this step, where it is a large one of `transformer`'s.
+        model = TransformerEncoder(layers=4, d_model=128, heads=2, seq=4096)
+        return model, (model.example_inputs(1)[0], torch.randn(1, 4096, 128)), "mse"
+
+    def explicit_attention() -> tuple[torch.nn.Module, Batch, str]:
+        # GPT-2 small's layer at its context, the attention written out: the probabilities are half the activations.
+        model = TransformerEncoder(layers=4, d_model=768, heads=12, seq=1024, explicit_attention=True)
+        return model, (model.example_inputs(1)[0], torch.randn(1, 1024, 768)), "mse"
+
     def resnet() -> tuple[torch.nn.Module, Batch, str]:
         model = ResNet18(width=16, classes=10, image=32).train()
         return model, (model.example_inputs(32)[0], torch.randint(0, 10, (32,))), "cross_entropy"
 
-    return {"lstm": lstm, "transformer": transformer, "resnet": resnet}
+    return {
+        "lstm": lstm,
+        "transformer": transformer,
+        "long_context": long_context,
+        "explicit_attention": explicit_attention,
+        "resnet": resnet,
+    }
 
 
 def compiled(model: torch.nn.Module, batch: Batch, loss: str, budget: float | int | None, solver: str,
@@ -200,10 +219,10 @@ def _gap(ours: float, reference: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="lstm,transformer,resnet")
+    parser.add_argument("--models", default="lstm,transformer,long_context,resnet")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--time-limit", type=float, default=10.0, help="seconds for Z3 (the MILP gets 6x)")
-    parser.add_argument("--layers", default="1,2,4,8,16,32", help="part 2's encoder depths")
+    parser.add_argument("--layers", default="1,2,4,8,16,40", help="part 2's encoder depths")
     parser.add_argument("--no-scaling", action="store_true", help="skip part 2")
     parser.add_argument("--no-models", action="store_true", help="skip part 1")
     parser.add_argument("--budgets", default="1/2,1/3,smallest", help="part 1's budgets: shares of the arena")

@@ -82,26 +82,54 @@ class SmallCNN(nn.Module):
         return (torch.randn(batch, 3, 32, 32),)
 
 
+class ExplicitSelfAttention(nn.Module):
+    """Multi-head self-attention written out as timm's ViT and nanoGPT write it where no fused kernel is used:
+    softmax(q k^T / sqrt(d_head)) v, the probabilities [batch, heads, seq, seq] a tensor of their own that training
+    keeps for the backward pass. [batch, seq, d_model] -> [batch, seq, d_model]."""
+
+    def __init__(self, d_model: int, heads: int) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.heads = heads
+        self.scale = (d_model // heads) ** -0.5
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, d_model = x.shape
+        qkv = self.qkv(x).reshape(batch, seq, 3, self.heads, d_model // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        probabilities = ((q * self.scale) @ k.transpose(-2, -1)).softmax(dim=-1)
+        return self.proj((probabilities @ v).transpose(1, 2).reshape(batch, seq, d_model))
+
+
 class TransformerBlock(nn.Module):
     """A pre-norm encoder block: self-attention and a GELU MLP, each with a residual.
 
-    Input and output [batch, seq, d_model].
+    Input and output [batch, seq, d_model]. The attention is torch's `nn.MultiheadAttention` (one fused kernel),
+    or with `explicit_attention` the written-out `ExplicitSelfAttention`.
     """
 
-    def __init__(self, d_model: int = 64, heads: int = 4, seq: int = 16, seed: int = 0) -> None:
+    def __init__(
+        self, d_model: int = 64, heads: int = 4, seq: int = 16, seed: int = 0, explicit_attention: bool = False
+    ) -> None:
         super().__init__()
         torch.manual_seed(seed)
         self.norm1 = nn.LayerNorm(d_model)
-        self.attn = nn.MultiheadAttention(d_model, heads, batch_first=True)
+        self.attn = (
+            ExplicitSelfAttention(d_model, heads)
+            if explicit_attention
+            else nn.MultiheadAttention(d_model, heads, batch_first=True)
+        )
         self.norm2 = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
         self.d_model = d_model
         self.seq = seq
+        self.explicit_attention = explicit_attention
         self.eval()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.norm1(x)
-        x = x + self.attn(h, h, h, need_weights=False)[0]
+        x = x + (self.attn(h) if self.explicit_attention else self.attn(h, h, h, need_weights=False)[0])
         return x + self.mlp(self.norm2(x))
 
     def example_inputs(self, batch: int = 2) -> tuple[torch.Tensor, ...]:
@@ -368,12 +396,22 @@ class LSTMClassifier(nn.Module):
 
 
 class TransformerEncoder(nn.Module):
-    """`layers` pre-norm encoder blocks (`TransformerBlock`) and a final layer norm: [batch, seq, d_model] ->
-    [batch, seq, d_model]."""
+    """`layers` pre-norm encoder blocks (`TransformerBlock`, their attention explicit or fused) and a final layer
+    norm: [batch, seq, d_model] -> [batch, seq, d_model]."""
 
-    def __init__(self, layers: int = 4, d_model: int = 64, heads: int = 4, seq: int = 16, seed: int = 0) -> None:
+    def __init__(
+        self,
+        layers: int = 4,
+        d_model: int = 64,
+        heads: int = 4,
+        seq: int = 16,
+        seed: int = 0,
+        explicit_attention: bool = False,
+    ) -> None:
         super().__init__()
-        self.blocks = nn.Sequential(*(TransformerBlock(d_model, heads, seq, seed + i) for i in range(layers)))
+        self.blocks = nn.Sequential(
+            *(TransformerBlock(d_model, heads, seq, seed + i, explicit_attention) for i in range(layers))
+        )
         self.norm = nn.LayerNorm(d_model)
         self.d_model, self.seq = d_model, seq
         self.eval()

@@ -221,10 +221,12 @@ def _models() -> list[tuple[str, torch.nn.Module, tuple[torch.Tensor, ...], str]
     torch.manual_seed(0)
     lstm = LSTMLanguageModel(vocab=300, hidden=32, layers=2, steps=8)
     transformer = TransformerEncoder(layers=2, d_model=32, heads=4, seq=16)
+    explicit = TransformerEncoder(layers=2, d_model=32, heads=4, seq=16, explicit_attention=True)
     resnet = ResNet18(width=8, classes=10, image=32).train()
     return [
         ("lstm", lstm, (lstm.example_inputs(4)[0], torch.randint(0, 300, (4 * 8,))), "cross_entropy"),
         ("transformer", transformer, (transformer.example_inputs(4)[0], torch.randn(4, 16, 32)), "mse"),
+        ("explicit_attention", explicit, (explicit.example_inputs(4)[0], torch.randn(4, 16, 32)), "mse"),
         ("resnet", resnet, (resnet.example_inputs(32)[0], torch.randint(0, 10, (32,))), "cross_entropy"),
     ]
 

@@ -125,6 +125,9 @@ def _case(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...], str]:
         case "transformer":
             model = TransformerBlock(d_model=32, heads=4, seq=8)
             return model, (*model.example_inputs(2), torch.randn(2, 8, 32)), "mse"
+        case "explicit_attention":
+            model = TransformerBlock(d_model=32, heads=4, seq=8, explicit_attention=True)
+            return model, (*model.example_inputs(2), torch.randn(2, 8, 32)), "mse"
         case "dlrm":
             model = DLRM(dense_features=13, tables=3, rows=100, dim=16, pooling=4)
             return model, (*model.example_inputs(8), torch.rand(8, 1)), "bce_with_logits"
@@ -149,7 +152,7 @@ def _case(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...], str]:
 
 
 MODELS = [
-    "mlp", "cnn", "transformer", "dlrm", "resnet18", "lstm",
+    "mlp", "cnn", "transformer", "explicit_attention", "dlrm", "resnet18", "lstm",
     "causal_attention", "masked_attention", "instance_norm", "sequence", "signal",
 ]  # fmt: skip
 
@@ -452,7 +455,7 @@ def test_adaptive_average_pooling_gradients_match_autograd(
 # ---- FLOPs ----
 
 
-@pytest.mark.parametrize("name", ["mlp", "dlrm", "resnet18"])
+@pytest.mark.parametrize("name", ["mlp", "explicit_attention", "dlrm", "resnet18"])
 def test_backward_flops_equal_flop_counter_mode(name: str) -> None:
     """The products of a training step (forward and backward) count as many FLOPs as FlopCounterMode counts for
     torch's step. (Its count of a grouped convolution's weight gradient ignores the groups, and it counts no FLOPs
