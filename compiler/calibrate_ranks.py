@@ -6,8 +6,9 @@ A share of the machine is not its figures divided by N: a thread alone on its co
 the two-core peak, but an L2-sized copy at three quarters of the two-thread rate (no split to join), and the ranks
 share DRAM and L3 as they stream at once. So the share is measured as the ranks run: each one's peaks, bandwidths,
 overheads and eager training costs under the other ranks' load, as a data-parallel step runs; fbgemm's embedding
-kernels timed on all ranks at once, as a sharded step's ranks run them (`gnomon.cost.tbe`); its other efficiency
-factors are the `local` device's (`RANK_FITTED`).
+kernels timed on all ranks at once, as a sharded step's ranks run them (`gnomon.cost.tbe`); its GEMM fraction set
+from mid-size products timed on every rank at once (a thread alone on its core runs them at about its peak, where
+the two-thread fit says 0.85 of it); its other efficiency factors are the `local` device's (`RANK_FITTED`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+
+from xdsl.dialects.builtin import TensorType, f32
+from xdsl.ir import Block
 
 from gnomon.cost.devices import Device, DeviceError, load_device, save_device
 from gnomon.cost.tbe import fit_tbe
@@ -33,7 +38,11 @@ RANK_FITTED: tuple[str, ...] = ()
 """The efficiency factors a rank's calibration fits; the others are the `local` device's (a quiet machine's fit).
 None: fitted under the other ranks' load, all of them moved by up to 3x between two runs, and a few of them (GEMM,
 packing, elementwise, streams) still moved a rank's predicted training steps by 10-14 points between runs; the measured
-peaks and bandwidths alone are reproducible."""
+peaks and bandwidths alone are reproducible. GEMM's fraction is measured directly instead (`gemm_fraction`)."""
+
+GEMM_SHAPES: tuple[tuple[int, int, int], ...] = ((512, 512, 512), (2000, 300, 700), (384, 1200, 600), (1500, 700, 200))
+"""(m, k, n) of the products that set a rank's GEMM fraction: mid-size, of several aspect ratios (none of
+`bench/multidevice.py`'s layers), large enough to run at the core's rate and small enough to time in milliseconds."""
 
 
 class RankCalibrationError(GnomonError):
@@ -74,6 +83,7 @@ def _calibrate_rank(rank: int, plan: _Plan) -> Device:
     with tempfile.TemporaryDirectory(prefix=f"gnomon-rank{rank}-") as cache:
         os.environ["GNOMON_CACHE_DIR"] = cache  # before gnomon's runtime reads it
         import torch
+        import torch.distributed as dist
 
         from gnomon.calibrate import calibrate
 
@@ -82,7 +92,44 @@ def _calibrate_rank(rank: int, plan: _Plan) -> Device:
         device = calibrate(quick=plan.quick, log=lambda _: None, start=plan.start, fitted=RANK_FITTED, tbe=False).device
         with process_group(rank, len(plan.cores), plan.port, timeout_s=600.0, threads=threads):
             points = measure_tbe(plan.quick, 3 if plan.quick else 10, _together)
-        return replace(device, efficiency=device.efficiency | fit_tbe(points, device))
+            dist.barrier()  # then each rank times its own: the products of all ranks still run at once
+            gemm = gemm_fraction(device, _alone)
+        return replace(device, efficiency=device.efficiency | fit_tbe(points, device) | {"gemm": gemm})
+
+
+def gemm_fraction(device: Device, timer: Callable[[Callable[[], object], int], float]) -> float:
+    """The GEMM fraction with which the cost model gives the times `timer` measures of `GEMM_SHAPES` (each the
+    smallest of 3 medians of 10 calls), as the median over the shapes. Their compute goes as one over the fraction,
+    the rest of their time does not: a few rescalings settle it."""
+    import torch
+
+    from gnomon.cost.analytical import op_cost
+    from gnomon.cost.efficiency import efficiency
+    from gnomon.dialects.graph.linalg import MatmulOp
+
+    products: list[tuple[MatmulOp, float]] = []
+    for m, k, n in GEMM_SHAPES:
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        measured = min(timer(lambda a=a, b=b: torch.mm(a, b), 10) for _ in range(3))
+        inputs = Block(arg_types=[TensorType(f32, [m, k]), TensorType(f32, [k, n])])
+        products.append((MatmulOp.build(operands=list(inputs.args), result_types=[TensorType(f32, [m, n])]), measured))
+    fraction = efficiency(device).gemm
+    for _ in range(5):
+        trial = replace(device, efficiency=device.efficiency | {"gemm": fraction})
+        fraction *= statistics.median(op_cost(op, trial).kernel_s / measured for op, measured in products)
+    return fraction
+
+
+def _alone(call: Callable[[], object], trials: int) -> float:
+    """The median over `trials` calls in a row. Not `_together`'s barrier before each call: right after one, a
+    rank ran these products 20% slower than with the ranks merely running at once (gloo's threads still on its core,
+    as far as I can tell), as no training step runs them."""
+    times = []
+    for _ in range(trials):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def _together(call: Callable[[], object], trials: int) -> float:
