@@ -133,6 +133,9 @@ def _calibrate_torchrec(measured: MeasuredCollectives, path: Path, ranks: int, q
     for name, groups, step_s, predicted_s in fit.points:
         print(f"  {name:<12} {groups} group(s): measured {step_s * 1e3:7.2f} ms, predicted without it "
               f"{predicted_s * 1e3:7.2f} ms")  # fmt: skip
-    print(f"  per sharding group: {max(fit.embedding_group_s.values()) * 1e3:.2f} ms")
-    write_collectives(replace(measured, embedding_group_s=fit.embedding_group_s), path)
+    print(f"  per step: {fit.embedding_step_s * 1e3:.2f} ms, per sharding group: "
+          f"{max(fit.embedding_group_s.values()) * 1e3:.2f} ms")  # fmt: skip
+    write_collectives(
+        replace(measured, embedding_group_s=fit.embedding_group_s, embedding_step_s=fit.embedding_step_s), path
+    )
     print(f"wrote {path} (with TorchRec's cost per group)")

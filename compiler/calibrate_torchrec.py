@@ -4,10 +4,11 @@ its awaitables) and the ranks' waits at its blocking collectives.
 
 A small DLRM (tiny tables, so that lookups cost little) is trained by TorchRec under four plans, each table-wise,
 row-wise or column-wise alone (one group each) and the three at once (three groups), measured in the same ranks with
-their rounds interleaved, and each step is predicted without the group cost: the least-squares cost per group
-(through 0) is what the measured steps exceed the predictions by, one for every kind (fitted per kind, the
-single-group plans' costs moved by up to 3.5 ms between runs here; the three-group plan, 14-16 ms, holds the fit).
-These models are not `bench/multidevice.py`'s cases, which judge the fit.
+their rounds interleaved, and each step is predicted without the group cost: what the measured steps exceed the
+predictions by is fitted as a cost once a step plus one per group, the same for every kind (fitted per kind, the
+single-group plans' costs moved by up to 3.5 ms between runs here). One cost per group through 0 left one-group
+plans 1-1.5 ms short (one calibration: 3.4-4.3 ms over one group, 7.7 ms over three). These models are not
+`bench/multidevice.py`'s cases, which judge the fit.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from gnomon.cost.sharding.plan import KINDS, Placement
 from gnomon.cost.topology import System
 from gnomon.models import DLRM
 
-__all__ = ["GroupCostFit", "fit_embedding_group_s"]
+__all__ = ["GroupCostFit", "fit_embedding_group_s", "fit_step_and_group"]
 
 CALIBRATION_MODEL = partial(DLRM, 13, tables=3, rows=[4000, 2000, 1000], dim=16, pooling=2, bottom=(32,), top=(32,))
 BATCH = 64
@@ -30,6 +31,8 @@ _NAMES = tuple(f"embeddings.{i}.weight" for i in range(3))
 class GroupCostFit:
     embedding_group_s: dict[str, float]
     """Per sharding kind, what its group adds to a step."""
+    embedding_step_s: float
+    """What a step with any group adds once."""
     points: tuple[tuple[str, int, float, float], ...]
     """Per plan: its name, its groups, the measured step and the step predicted without the group cost."""
 
@@ -72,7 +75,21 @@ def fit_embedding_group_s(system: System, ranks: int, quick: bool = False) -> Gr
     for (name, assignment), measured in zip(plans.items(), timings, strict=True):
         predicted = sharded_step(tables, assignment, dense_part, bare, ranks)
         points.append((name, len(predicted.groups), measured.step_s, predicted.step_s))
-    # One cost for every kind: fitted per kind, the single-group plans' costs moved by up to 3.5 ms between runs here.
-    excess = sum(groups * (step_s - predicted_s) for _, groups, step_s, predicted_s in points)
-    per_group = max(0.0, excess / sum(groups * groups for _, groups, _, _ in points))
-    return GroupCostFit(dict.fromkeys(KINDS, per_group), tuple(points))
+    step_s, per_group = fit_step_and_group([(groups, step - predicted) for _, groups, step, predicted in points])
+    return GroupCostFit(dict.fromkeys(KINDS, per_group), step_s, tuple(points))
+
+
+def fit_step_and_group(excess: list[tuple[int, float]]) -> tuple[float, float]:
+    """(once a step, per group): the least-squares line through (groups, seconds the step exceeds its prediction
+    by), neither part below 0 (where one would be, the other alone is fitted)."""
+    n = len(excess)
+    mean_g = sum(g for g, _ in excess) / n
+    mean_s = sum(s for _, s in excess) / n
+    spread = sum((g - mean_g) ** 2 for g, _ in excess)
+    per_group = sum((g - mean_g) * (s - mean_s) for g, s in excess) / spread if spread else 0.0
+    once = mean_s - per_group * mean_g
+    if per_group < 0:
+        return max(0.0, mean_s), 0.0
+    if once < 0:
+        return 0.0, max(0.0, sum(g * s for g, s in excess) / sum(g * g for g, _ in excess))
+    return once, per_group

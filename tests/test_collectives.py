@@ -155,10 +155,12 @@ def test_calibrate_collectives_writes_what_the_local_system_predicts_from(
     assert "a collective right after compute: " in out
     assert f"wrote {tmp_path / 'collectives.toml'} (the `local` system's collectives)" in out
     # TorchRec's cost per sharding group, fitted to its steps on the ranks just calibrated.
+    assert "per step: " in out
     assert "per sharding group: " in out
     assert f"wrote {tmp_path / 'collectives.toml'} (with TorchRec's cost per group)" in out
     system = load_system("2xlocal")
     assert set(system.embedding_group_s) == {"table_wise", "row_wise", "column_wise"}
+    assert system.embedding_step_s >= 0
     for collective in COLLECTIVES:
         measured = system.measured[collective]
         assert len(measured) == 3
@@ -173,3 +175,19 @@ def test_ranks_without_collectives_is_one_line(capsys: pytest.CaptureFixture[str
     assert capsys.readouterr().err.strip() == (
         "gnomon: error: --ranks is the number of processes of `gnomon calibrate --collectives`: add --collectives"
     )
+
+
+@pytest.mark.parametrize(
+    ("excess", "expected"),
+    [
+        ([(1, 3.0e-3), (1, 4.0e-3), (1, 5.0e-3), (3, 8.0e-3)], (2.0e-3, 2.0e-3)),  # a cost once a step and per group
+        ([(1, 4.0e-3), (3, 2.0e-3)], (3.0e-3, 0.0)),  # more groups cost less: the mean, once a step
+        ([(1, 1.0e-3), (2, 5.0e-3)], (0.0, 2.2e-3)),  # the line would start below 0: per group through 0
+    ],
+)
+def test_torchrecs_cost_is_fitted_once_a_step_and_per_group(
+    excess: list[tuple[int, float]], expected: tuple[float, float]
+) -> None:
+    from gnomon.calibrate_torchrec import fit_step_and_group
+
+    assert fit_step_and_group(excess) == pytest.approx(expected)

@@ -87,8 +87,8 @@ class ShardedStep:
     sync_s: float
     """The ranks' waits for each other where DDP's reducer waits for its all-reduces."""
     host_s: float
-    """What the sharding groups add beyond their kernels and collectives (`System.embedding_group_s`): TorchRec's
-    host work and the waits at their blocking collectives."""
+    """What TorchRec adds beyond its kernels and collectives (`System.embedding_group_s` per group and
+    `embedding_step_s` once): its host work and the waits at its blocking collectives."""
     device_embedding_s: tuple[float, ...]
     """Each device's lookups and updates."""
     memory_bytes_per_device: tuple[int, ...]
@@ -149,8 +149,8 @@ def sharded_step(
         embedding_s += max(lookups) + max(updates)
         inputs_s += _input_dist_s(system, n, shards, by_name)
         outputs_s += _output_dist_s(system, n, kind, shards, by_name)
-    # Each group's TorchRec host work and the waits at its blocking collectives (`System.embedding_group_s`).
-    host_s = sum(system.embedding_group_s.get(kind, 0.0) for kind in groups) if n > 1 else 0.0
+    # TorchRec's host work and the waits at its blocking collectives: once a step, and for each group.
+    host_s = system.embedding_step_s + sum(system.embedding_group_s.get(kind, 0.0) for kind in groups) if n > 1 else 0.0
     dense_compute = dense.compute_s - dense.local_lookups_s
     if system.device.kind == "gpu":  # the next batch's input dist runs beside this batch's compute (the pipeline)
         inputs_s = max(0.0, inputs_s - (dense_compute + embedding_s))

@@ -56,6 +56,8 @@ class MeasuredCollectives:
     embedding_group_s: Mapping[str, float] = field(default_factory=dict[str, float])
     """TorchRec's cost per sharding group and step beyond its kernels and collectives, by sharding kind
     (`gnomon.calibrate_torchrec`); empty where it was not measured."""
+    embedding_step_s: float = 0.0
+    """TorchRec's cost once a step beyond its groups' (`gnomon.calibrate_torchrec`); 0 where it was not measured."""
 
 
 def local_collectives_path() -> Path:
@@ -78,6 +80,7 @@ def write_collectives(measured: MeasuredCollectives, path: Path) -> None:
         f"threads_per_rank = {measured.threads_per_rank}",
         f"sync_s = {measured.sync_s!r}",
         "embedding_group_s = {" + ", ".join(f"{k} = {v!r}" for k, v in measured.embedding_group_s.items()) + "}",
+        f"embedding_step_s = {measured.embedding_step_s!r}",
     ]
     for collective, points in measured.points.items():
         lines += [
@@ -136,7 +139,10 @@ def read_collectives(path: Path) -> MeasuredCollectives:
     ):
         raise TopologyError(f"collective file {path}: 'embedding_group_s' maps sharding kinds to seconds")
     group_costs = {str(k): float(v) for k, v in cast(dict[str, float], group_s).items()}
-    return MeasuredCollectives(source, backend, ranks, threads, float(sync_s), points, group_costs)
+    step_s = data.get("embedding_step_s", 0.0)  # files written before it was fitted have none
+    if not isinstance(step_s, int | float) or isinstance(step_s, bool) or step_s < 0:
+        raise TopologyError(f"collective file {path}: 'embedding_step_s' is seconds (a number >= 0)")
+    return MeasuredCollectives(source, backend, ranks, threads, float(sync_s), points, group_costs, float(step_s))
 
 
 def local_system(ranks: int | None = None) -> System:
@@ -171,6 +177,7 @@ def local_system(ranks: int | None = None) -> System:
         measured=curves,
         measured_ranks=measured.ranks,
         embedding_group_s=measured.embedding_group_s,
+        embedding_step_s=measured.embedding_step_s,
     )
 
 

@@ -57,6 +57,9 @@ class System:
     calibrate --collectives`: its host work and the ranks' waits together); on a datasheet system, the ranks' waits
     at its two blocking collectives (2 x `sync_s`), as the host runs ahead of the device. A kind it does not name
     adds 0."""
+    embedding_step_s: float = 0.0
+    """What TorchRec adds once a step where any table is sharded, beyond its groups' `embedding_group_s` (its model
+    wrapper's host work: fitted with them on a measured system; 0 on a datasheet system)."""
 
     @property
     def ranks(self) -> int:
