@@ -123,7 +123,7 @@ def gemm_fraction(device: Device, timer: Callable[[Callable[[], object], int], f
 def _alone(call: Callable[[], object], trials: int) -> float:
     """The median over `trials` calls in a row. Not `_together`'s barrier before each call: right after one, a
     rank ran these products 20% slower than with the ranks merely running at once (gloo's threads still on its core,
-    as far as I can tell), as no training step runs them."""
+    it seems), and a training step does not run its products right after a barrier."""
     times = []
     for _ in range(trials):
         start = time.perf_counter()

@@ -3,6 +3,7 @@ of NCCL's algorithms, and a calibration's measurements interpolated and scaled t
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 from pathlib import Path
 
@@ -191,3 +192,23 @@ def test_torchrecs_cost_is_fitted_once_a_step_and_per_group(
     from gnomon.calibrate_torchrec import fit_step_and_group
 
     assert fit_step_and_group(excess) == pytest.approx(expected)
+
+
+def test_a_ranks_gemm_fraction_makes_the_model_give_the_times_measured() -> None:
+    """Every product timed at 2 ms: with the fraction found, the cost model's median price of them is 2 ms."""
+    from xdsl.dialects.builtin import TensorType, f32
+    from xdsl.ir import Block
+
+    from gnomon.calibrate_ranks import GEMM_SHAPES, gemm_fraction
+    from gnomon.cost.analytical import op_cost
+    from gnomon.dialects.graph.linalg import MatmulOp
+
+    cpu = load_device("generic-cpu")
+    fraction = gemm_fraction(cpu, lambda call, trials: 2e-3)
+    scaled = replace(cpu, efficiency=cpu.efficiency | {"gemm": fraction})
+    times = []
+    for m, k, n in GEMM_SHAPES:
+        inputs = Block(arg_types=[TensorType(f32, [m, k]), TensorType(f32, [k, n])])
+        op = MatmulOp.build(operands=list(inputs.args), result_types=[TensorType(f32, [m, n])])
+        times.append(op_cost(op, scaled).kernel_s)
+    assert statistics.median(times) == pytest.approx(2e-3, rel=0.01)

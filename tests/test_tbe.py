@@ -3,7 +3,6 @@ a sharded table's shards."""
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import replace
 
 import pytest
@@ -73,23 +72,3 @@ def test_the_calibration_times_fbgemms_kernels() -> None:
     points = measure_tbe(quick=True, trials=2)
     assert [(p.rows, p.columns) for p in points] == [table for table in QUICK_TABLES for _ in BATCHES]
     assert all(p.forward_s > 0 and p.backward_s > 0 and 0 < p.distinct <= p.lookups for p in points)
-
-
-def test_a_ranks_gemm_fraction_makes_the_model_give_the_times_measured() -> None:
-    """Every product timed at 2 ms: with the fraction found, the cost model's median price of them is 2 ms."""
-    from xdsl.dialects.builtin import TensorType, f32
-    from xdsl.ir import Block
-
-    from gnomon.calibrate_ranks import GEMM_SHAPES, gemm_fraction
-    from gnomon.cost.analytical import op_cost
-    from gnomon.dialects.graph.linalg import MatmulOp
-
-    cpu = load_device("generic-cpu")
-    fraction = gemm_fraction(cpu, lambda call, trials: 2e-3)
-    scaled = replace(cpu, efficiency=cpu.efficiency | {"gemm": fraction})
-    times = []
-    for m, k, n in GEMM_SHAPES:
-        inputs = Block(arg_types=[TensorType(f32, [m, k]), TensorType(f32, [k, n])])
-        op = MatmulOp.build(operands=list(inputs.args), result_types=[TensorType(f32, [m, n])])
-        times.append(op_cost(op, scaled).kernel_s)
-    assert statistics.median(times) == pytest.approx(2e-3, rel=0.01)

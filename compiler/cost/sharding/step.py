@@ -150,7 +150,9 @@ def sharded_step(
         inputs_s += _input_dist_s(system, n, shards, by_name)
         outputs_s += _output_dist_s(system, n, kind, shards, by_name)
     # TorchRec's host work and the waits at its blocking collectives: once a step, and for each group.
-    host_s = system.embedding_step_s + sum(system.embedding_group_s.get(kind, 0.0) for kind in groups) if n > 1 else 0.0
+    host_s = (
+        (system.embedding_step_s + sum(system.embedding_group_s.get(kind, 0.0) for kind in groups)) if n > 1 else 0.0
+    )
     dense_compute = dense.compute_s - dense.local_lookups_s
     if system.device.kind == "gpu":  # the next batch's input dist runs beside this batch's compute (the pipeline)
         inputs_s = max(0.0, inputs_s - (dense_compute + embedding_s))
