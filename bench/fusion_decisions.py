@@ -2,8 +2,9 @@
 
 For every choice `graph-fuse` prices in a model, after `graph-layout` as in the lowering pipeline (a join: the
 open kernel and the candidate apart or fused; a kind: a matmul, reduction or softmax generated or called from the
-library), the ops involved are cut out into a program
-of their own, lowered both ways with the groups fixed, and each way is run by the runtime with every launch
+library; an attention: written out or one `graph.attention`), the ops involved are cut out into a program
+of their own, lowered both ways (with the groups fixed; an attention's two programs as `graph-fuse` groups them),
+and each way is run by the runtime with every launch
 timed; a way's time is the sum of its launches (launch overhead, library calls and kernel: what
 `gnomon.cost.kernel_cost` predicts), the smallest of several medians, the two ways interleaved. The table puts
 the predicted speedup of option B over option A (fused over separate; library over generated) beside the measured
@@ -31,17 +32,21 @@ from pathlib import Path
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, FunctionType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, FunctionType, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from gnomon.bundled import light_models
 from gnomon.context import gnomon_context
+from gnomon.dialects.graph.nn import AttentionOp, SoftmaxOp
 from gnomon.dialects.graph.tensor import ConstantOp
 from gnomon.passes.graph_fuse import Fuser, GraphFusePass, fusion_device
+from gnomon.passes.graph_fuse_attention import FuseWrittenAttention, match_attention
 from gnomon.passes.graph_layout import GraphLayoutPass
 from gnomon.passes.graph_to_kernel import (
+    ATTENTION_ATTR,
     FUSION_ATTR,
     Group,
     Kind,
@@ -73,11 +78,14 @@ DEFAULT_MODELS = (
 
 @dataclass(frozen=True)
 class Way:
-    """One option of a choice: its ops' groups (index into the cut-out ops) and each group's kind."""
+    """One option of a choice: its ops' groups (index into the cut-out ops) and each group's kind; or, for an
+    attention, a program of its own that `spec` lowers."""
 
     name: str
     groups: tuple[int, ...]
     kinds: tuple[Kind, ...]
+    module: ModuleOp | None = None
+    spec: str = ""
 
 
 @dataclass
@@ -177,7 +185,43 @@ def _choices(model: str, module: ModuleOp) -> list[Choice]:
     return choices
 
 
+def _attention_choices(model: str, module: ModuleOp, device: str) -> list[Choice]:
+    """Every written-out attention of `module` (before `graph-fuse`), in program order: its ops cut out as they
+    are, and the same made one `graph.attention`, each lowered by `graph-fuse` (attention fusion off) as the pass
+    would lower it."""
+    spec = f'graph-fuse{{device="{device}" attention=false}},graph-to-kernel,kernel-to-rt'
+    choices: list[Choice] = []
+    for softmax in [op for op in module.walk() if isinstance(op, SoftmaxOp)]:
+        match = match_attention(softmax)
+        if match is None:
+            continue
+        written, _ = _cut_out(match.ops)
+        fused = written.clone()
+        pattern = FuseWrittenAttention(lambda ops: 0.0 if any(isinstance(o, AttentionOp) for o in ops) else 1.0)
+        PatternRewriteWalker(GreedyRewritePatternApplier([pattern], dce_enabled=False)).rewrite_module(fused)
+        ways = (Way("separate", (), (), written, spec), Way("fused", (), (), fused, spec))
+        choices.append(Choice(model, "attention", "attention", "", ways, written))
+    return choices
+
+
+def _attention_decisions(module: ModuleOp) -> list[tuple[str, tuple[float, float]]]:
+    """graph-fuse's attention decisions in program order: taken way and (separate, fused) predictions."""
+    decisions = []
+    for op in module.walk():
+        figures = op.attributes.get(ATTENTION_ATTR)
+        if not isinstance(figures, DictionaryAttr) or "fused_s" not in figures.data:
+            continue
+        decision, separate, fused = (figures.data[k] for k in ("decision", "separate_s", "fused_s"))
+        assert isinstance(separate, FloatAttr)
+        assert isinstance(fused, FloatAttr)
+        taken = "fused" if decision == StringAttr("fuse") else "separate"
+        decisions.append((taken, (separate.value.data, fused.value.data)))
+    return decisions
+
+
 def _lowered(choice: Choice, way: Way) -> ModuleOp:
+    if way.module is not None:
+        return run_pipeline(way.module.clone(), "lowering", choice.model, spec=way.spec)
     module = choice.module.clone()
     set_groups(next(op for op in module.ops if isinstance(op, func.FuncOp)), way.groups, way.kinds)
     return run_pipeline(module, "lowering", choice.model, spec="graph-to-kernel,kernel-to-rt")
@@ -236,9 +280,18 @@ def main() -> None:
         run_pipeline(module, "inference", name)
         # As the lowering pipeline runs them: graph-fuse decides on the layouts graph-layout chose.
         GraphLayoutPass(device=args.device).apply(gnomon_context(), module)
+        attentions = _attention_choices(name, module, args.device)
         GraphFusePass(device=args.device, threads=threads).apply(gnomon_context(), module)
-        for choice in _choices(name, module):
-            choice.predicted = (_predicted(choice, choice.ways[0], fuser), _predicted(choice, choice.ways[1], fuser))
+        decided = _attention_decisions(module)
+        assert len(decided) == len(attentions), "each written-out attention is priced once"
+        for choice, (taken, predicted) in zip(attentions, decided, strict=True):
+            choice.taken, choice.predicted = taken, predicted
+        for choice in [*_choices(name, module), *attentions]:
+            if choice.question != "attention":
+                choice.predicted = (
+                    _predicted(choice, choice.ways[0], fuser),
+                    _predicted(choice, choice.ways[1], fuser),
+                )
             choice.measured = measure(choice, args.runs, args.repeats)
             rows.append(choice)
     print(
@@ -281,6 +334,8 @@ def _fixed_rule(choice: Choice, a: float, b: float) -> float:
     B, fused), and generates a reduction but calls the library for a matmul or softmax."""
     if choice.question == "join":
         return b
+    if choice.question == "attention":  # graph-to-kernel alone runs the ops as written
+        return a
     return a if "reduce" in choice.op else b
 
 

@@ -1,8 +1,8 @@
 """Inference latency: gnomon's native runtime next to PyTorch eager and ONNX Runtime, in one process.
 
 Models: the onnx package's light networks (batch 1, as shipped), and gnomon's torch models
-(a transformer block, a DLRM-style recommender, an MLP, MobileNet-V2 and an EfficientNet-B0-style network at
-224x224, batch 1) at benchmark sizes. The systems:
+(a transformer block, a ViT-S block with its attention written out, a DLRM-style recommender, an MLP, MobileNet-V2
+and an EfficientNet-B0-style network at 224x224, batch 1) at benchmark sizes. The systems:
 
 - gnomon: `gnomon.compile(...)`, native backend;
 - torch eager: the torch module itself where one exists; for the ONNX networks, which have no
@@ -105,6 +105,13 @@ def transformer_case() -> Case:
     return torch_case("transformer_block", transformer, transformer.example_inputs(8))
 
 
+def vit_block_case() -> Case:
+    """A ViT-S/16 encoder block (384 wide, 6 heads, 197 tokens) with its attention written out, as timm's ViT runs
+    without `fused_attn` (and as ONNX exports it): graph-fuse prices it as one graph.attention."""
+    block = TransformerBlock(d_model=384, heads=6, seq=197, explicit_attention=True)
+    return torch_case("vit_s_block", block, block.example_inputs(1))
+
+
 def dlrm_case() -> Case:
     dlrm = DLRM(dense_features=13, tables=8, rows=100_000, dim=64, pooling=20)
     return torch_case("dlrm", dlrm, dlrm.example_inputs(256))
@@ -169,7 +176,8 @@ def main() -> None:
     factories: dict[str, Callable[[], Case]] = {
         p.stem.removeprefix("light_"): partial(onnx_case, str(p)) for p in light_models()
     }
-    factories |= {"transformer_block": transformer_case, "dlrm": dlrm_case, "mlp": mlp_case}
+    factories |= {"transformer_block": transformer_case, "vit_s_block": vit_block_case}
+    factories |= {"dlrm": dlrm_case, "mlp": mlp_case}
     factories |= {"mobilenet_v2": mobilenet_v2_case, "efficientnet_b0": efficientnet_case}
     print(f"threads: {THREADS}; median of {args.repeat} turns x {BURST} back-to-back calls, interleaved; times in ms")
     print("torch = the torch module in eager mode; for ONNX networks, the graph op by op through ATen")

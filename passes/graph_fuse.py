@@ -43,6 +43,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
 from xdsl.rewriter import Rewriter
 
 from gnomon.cost.analytical import CostModelError, boundary_bytes
@@ -53,7 +54,9 @@ from gnomon.dialects.graph.base import GraphOperation, dim_bounds, dim_names, di
 from gnomon.dialects.graph.nn import ConvOp
 from gnomon.dialects.graph.reduce import ReduceOp
 from gnomon.locations import location_name
+from gnomon.passes.graph_fuse_attention import FuseWrittenAttention
 from gnomon.passes.graph_to_kernel import (
+    ATTENTION_ATTR,
     FUSION_ATTR,
     Group,
     Kind,
@@ -63,7 +66,7 @@ from gnomon.passes.graph_to_kernel import (
     legal_join,
     library_kind,
 )
-from gnomon.passes.graph_to_kernel.library import callee_of
+from gnomon.passes.graph_to_kernel.library import callee_of, reads_transposed
 from gnomon.passes.kernel_to_linalg import generatable
 from gnomon.passes.kernel_to_rt import outline_kernel
 
@@ -153,8 +156,12 @@ def _at_sizes(kernel: Operation, sizes: Mapping[str, int]) -> None:
 class Fuser:
     """Forms one function's kernel groups in program order, pricing each choice."""
 
-    def __init__(self, device: Device, threads: int, sizes: Mapping[str, int] | None = None):
+    def __init__(
+        self, device: Device, threads: int, sizes: Mapping[str, int] | None = None, attention: bool = True
+    ) -> None:
         self.device = device
+        self.attention = attention
+        """Whether written-out attentions are priced for fusion into `graph.attention`."""
         self.threads = threads
         self.sizes = dict(sizes or {})
         """The size each dynamic dim's symbol is priced at: the top of its declared range, where the memory plan is
@@ -206,6 +213,20 @@ class Fuser:
             total += self.price(group)
         return total
 
+    def price_ops(self, ops: Sequence[Operation]) -> float:
+        """The predicted time of `ops` (in program order) grouped as this pass groups them when no kind is chosen:
+        greedily, each legal join taken when priced no slower; a transpose its matmul reads as a view goes into the
+        matmul's kernel."""
+        views = {next(iter(op.results[0].uses)).operation: op for op in ops if reads_transposed(op)}
+        computing = [op for op in ops if op not in views.values()]
+        total, index = 0.0, 0
+        while index < len(computing):
+            op = computing[index]
+            group = Group([op], default_kind(op), [views[op]] if op in views else [])
+            index = self.grow(group, computing, index + 1)
+            total += self.price(group)
+        return total
+
     def kind_choice(
         self, ops: Sequence[Operation], start: int, prologue: list[Operation]
     ) -> tuple[Group, dict[str, float]]:
@@ -225,7 +246,11 @@ class Fuser:
         return (generated if prices["generated_s"] < prices["library_s"] else library), prices
 
     def fuse(self, function: func.FuncOp) -> None:
-        """Group `function`'s kernel ops, greedily in program order, and record every choice on its op."""
+        """Fuse its written-out attentions where priced faster, then group `function`'s kernel ops, greedily in
+        program order, and record every choice on its op."""
+        if self.attention:
+            fuse_attention = GreedyRewritePatternApplier([FuseWrittenAttention(self.price_ops)], dce_enabled=False)
+            PatternRewriteWalker(fuse_attention, apply_recursively=False).rewrite_region(function.body)
         ops, prologues = kernel_ops(function)
         choices: dict[Operation, _Choice] = {}
         groups: list[Group] = []
@@ -298,9 +323,12 @@ class GraphFusePass(ModulePass):
     threads: int = 0
     """Threads per generated kernel, as `graph-to-kernel`'s option; 0 means all of this machine's cores."""
 
+    attention: bool = True
+    """Whether written-out attentions (matmul, softmax, matmul) are priced for fusion into `graph.attention`."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         sizes = {symbol: high for symbol, (_, high) in dim_bounds(op).items()}
-        fuser = Fuser(fusion_device(self.device), self.threads or os.cpu_count() or 1, sizes)
+        fuser = Fuser(fusion_device(self.device), self.threads or os.cpu_count() or 1, sizes, self.attention)
         for function in op.ops:
             if isinstance(function, func.FuncOp) and function.body.blocks:
                 fuser.fuse(function)
@@ -314,9 +342,11 @@ class FusionDecision:
     op: str
     location: str
     question: str
-    """`join`: whether the op joins the kernel before it; `kind`: a generated kernel or a library call."""
+    """`join`: whether the op joins the kernel before it; `kind`: a generated kernel or a library call;
+    `attention`: whether a written-out attention becomes one `graph.attention`."""
     options: tuple[tuple[str, float], ...]
-    """Each option and its predicted seconds: (separate, fused) for a join, (generated, library) for a kind."""
+    """Each option and its predicted seconds: (separate, fused) for a join or an attention, (generated, library)
+    for a kind."""
     decision: str
     """`fuse` or `split` (a join), `generated` or `library` (a kind); `required` for a join taken as part of a
     generated convolution's kind, through the depthwise convolution its price included."""
@@ -334,8 +364,8 @@ def fusion_decisions(module: ModuleOp) -> list[FusionDecision]:
         assert isinstance(group, IntegerAttr)
         name, where = op.name.removeprefix("graph."), location_name(op.location)
 
-        def seconds(key: str) -> float:
-            value = entries[key]
+        def seconds(key: str, figures: Mapping[str, Attribute] = entries) -> float:
+            value = figures[key]
             assert isinstance(value, FloatAttr)
             return value.value.data
 
@@ -345,6 +375,15 @@ def fusion_decisions(module: ModuleOp) -> list[FusionDecision]:
             options = (("separate", seconds("separate_s")), ("fused", seconds("fused_s")))
             taken = "required" if "required" in entries else decision.data
             decisions.append(FusionDecision(group.value.data, name, where, "join", options, taken))
+        attention = op.attributes.get(ATTENTION_ATTR)
+        if isinstance(attention, DictionaryAttr) and "fused_s" in attention.data:
+            decision = attention.data["decision"]
+            assert isinstance(decision, StringAttr)
+            options = (
+                ("separate", seconds("separate_s", attention.data)),
+                ("fused", seconds("fused_s", attention.data)),
+            )
+            decisions.append(FusionDecision(group.value.data, name, where, "attention", options, decision.data))
         if "library_s" in entries:
             kind = entries["kind"]
             assert isinstance(kind, StringAttr)

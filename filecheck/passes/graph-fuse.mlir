@@ -76,3 +76,39 @@ func.func @expand_depthwise(%x: tensor<1x16x28x28xf32>) -> tensor<1x96x28x28xf32
   %y = graph.clip %e {min = 0.0 : f32, max = 6.0 : f32} : (tensor<1x96x28x28xf32>) -> tensor<1x96x28x28xf32>
   func.return %y : tensor<1x96x28x28xf32>
 }
+
+// Attention written out (matmul, scale, mask, softmax, matmul) is priced as the kernels it would be against one
+// graph.attention: apart, the 4x128x128 scores and probabilities go to memory and back. The transpose of k is
+// composed into the fused op's k (here it gives k itself), the scale divides.
+
+// CHECK-LABEL: func.func @written_attention(
+// CHECK-SAME:      %[[Q:.*]]: tensor<4x128x32xf32>, %[[K:.*]]: tensor<4x128x32xf32>, %[[V:.*]]: tensor<4x128x32xf32>, %[[M:.*]]: tensor<1x128xf32>)
+// CHECK-NEXT:    %[[O:.*]] = graph.attention %[[Q]], %[[K]], %[[V]], %[[M]] {scale = 1.250000e-01 : f64, is_causal = false, gnomon.attention = {decision = "fuse", separate_s = {{.*}} : f64, fused_s = {{.*}} : f64}, gnomon.fusion = {group = 0 : i64, kind = "single"}}
+// CHECK-NEXT:    func.return %[[O]]
+// KERNEL-LABEL: func.func @written_attention(
+// KERNEL:         kernel.library "aten.scaled_dot_product_attention"
+// KERNEL-NOT:     gnomon.attention
+func.func @written_attention(%q: tensor<4x128x32xf32>, %k: tensor<4x128x32xf32>, %v: tensor<4x128x32xf32>, %m: tensor<1x128xf32>) -> tensor<4x128x32xf32> {
+  %kt = graph.transpose %k {permutation = array<i64: 0, 2, 1>} : (tensor<4x128x32xf32>) -> tensor<4x32x128xf32>
+  %s = graph.matmul %q, %kt : (tensor<4x128x32xf32>, tensor<4x32x128xf32>) -> tensor<4x128x128xf32>
+  %c = graph.constant {value = dense<8.0> : tensor<f32>} : () -> tensor<f32>
+  %t = graph.div %s, %c : (tensor<4x128x128xf32>, tensor<f32>) -> tensor<4x128x128xf32>
+  %u = graph.add %t, %m : (tensor<4x128x128xf32>, tensor<1x128xf32>) -> tensor<4x128x128xf32>
+  %p = graph.softmax %u {axis = -1 : i64} : (tensor<4x128x128xf32>) -> tensor<4x128x128xf32>
+  %o = graph.matmul %p, %v : (tensor<4x128x128xf32>, tensor<4x128x32xf32>) -> tensor<4x128x32xf32>
+  func.return %o : tensor<4x128x32xf32>
+}
+
+// Probabilities the function also returns must exist: the written-out attention stays, with no decision.
+
+// CHECK-LABEL: func.func @kept_probabilities(
+// CHECK-NOT:     graph.attention
+// CHECK:         graph.softmax
+// CHECK-NOT:     gnomon.attention
+// CHECK:         func.return
+func.func @kept_probabilities(%q: tensor<4x128x32xf32>, %kt: tensor<4x32x128xf32>, %v: tensor<4x128x32xf32>) -> (tensor<4x128x32xf32>, tensor<4x128x128xf32>) {
+  %s = graph.matmul %q, %kt : (tensor<4x128x32xf32>, tensor<4x32x128xf32>) -> tensor<4x128x128xf32>
+  %p = graph.softmax %s {axis = -1 : i64} : (tensor<4x128x128xf32>) -> tensor<4x128x128xf32>
+  %o = graph.matmul %p, %v : (tensor<4x128x128xf32>, tensor<4x128x32xf32>) -> tensor<4x128x32xf32>
+  func.return %o, %p : tensor<4x128x32xf32>, tensor<4x128x128xf32>
+}

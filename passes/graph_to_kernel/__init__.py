@@ -74,6 +74,10 @@ FUSION_ATTR = "gnomon.fusion"
 group's `kind`, and on an op whose joining was priced, the `decision` and both predictions. `graph-to-kernel`
 lowers the groups it is given; without them it takes every legal join."""
 
+ATTENTION_ATTR = "gnomon.attention"
+"""Set by `graph-fuse` on a written-out attention it priced: the `decision` and both predictions, on the fused
+`graph.attention` or on the softmax that stayed (`gnomon.passes.graph_fuse_attention`)."""
+
 
 # Generatable, but the library is faster here: oneDNN's softmax (bench/codegen.py), and BLAS is as
 # fast as the generated matmul on square shapes and safer on ragged ones.
@@ -197,6 +201,7 @@ def _body(group: Sequence[Operation], operands: Sequence[SSAValue], results: Seq
         clone = op.clone(value_mapper=mapping)
         clone.attributes.pop(FUSION_ATTR, None)  # decisions about the graph, not part of the kernel's code
         clone.attributes.pop(LAYOUT_ATTR, None)
+        clone.attributes.pop(ATTENTION_ATTR, None)
         block.add_op(clone)
     block.add_op(YieldOp(*(mapping[result] for result in results)))
     return Region(block)
