@@ -30,6 +30,7 @@ from gnomon.cost.devices import (
     load_device,
     save_device,
 )
+from gnomon.cost.linears import packs_linear_weight
 from gnomon.cost.pools import ONEDNN_POOL_COPIES, ONEDNN_POOL_MIN, library_pool
 from gnomon.dialects.graph import Graph
 from gnomon.dialects.graph.base import GraphOperation
@@ -439,20 +440,51 @@ def test_a_fused_linear_streams_its_weights_from_dram_too() -> None:
     assert group_cost(ops, cpu, weights_in_dram=True).memory_s == pytest.approx(weights_s, rel=0.01)
 
 
+def _linear_module(rows: int, width: int) -> ModuleOp:
+    x, w = f"tensor<{rows}x{width}xf32>", f"tensor<{width}x{width}xf32>"
+    return parse(f"""
+    func.func @f(%x: {x}, %w: {w}) -> {x} {{
+      %0 = graph.linear %x, %w : ({x}, {w}) -> {x}
+      func.return %0 : {x}
+    }}""")
+
+
 def test_a_cpu_blas_packs_weights_from_dram_before_multiplying() -> None:
     # 64 rows: a GEMM, whose weights a CPU BLAS packs (a pass added to its FMAs); one row is streamed, overlapped.
-    module = parse("""
-    func.func @f(%x: tensor<64x512xf32>, %w: tensor<512x512xf32>) -> tensor<64x512xf32> {
-      %0 = graph.linear %x, %w : (tensor<64x512xf32>, tensor<512x512xf32>) -> tensor<64x512xf32>
-      func.return %0 : tensor<64x512xf32>
-    }""")
-    linear, cpu = only(module, "graph.linear"), load_device("generic-cpu")
-    pack_s = 512 * 512 * 4 / (cpu.dram.bandwidth_bytes_per_s * efficiency(cpu).gemm_pack)
+    linear, cpu = only(_linear_module(64, 256), "graph.linear"), load_device("generic-cpu")
+    assert not packs_linear_weight(linear)
+    pack_s = 256 * 256 * 4 / (cpu.dram.bandwidth_bytes_per_s * efficiency(cpu).gemm_pack)
     cold, warm = op_cost(linear, cpu, weights_in_dram=True), op_cost(linear, cpu)
     assert cold.compute_s == pytest.approx(warm.compute_s + pack_s)
     assert cold.memory_s == warm.memory_s
     gpu = load_device("a100")
     assert op_cost(linear, gpu, weights_in_dram=True).compute_s == op_cost(linear, gpu).compute_s
+
+
+def test_a_linear_weight_the_runtime_packed_once_is_not_packed_again_per_call() -> None:
+    """512 x 512 at 64 rows is large enough for the runtime to pack the weight into oneDNN's layout when it binds
+    the kernel (`packs_linear_weight`): a call pays no packing pass, only the weights' stream from DRAM."""
+    linear, cpu = only(_linear_module(64, 512), "graph.linear"), load_device("generic-cpu")
+    assert packs_linear_weight(linear)
+    cold, warm = op_cost(linear, cpu, weights_in_dram=True), op_cost(linear, cpu)
+    assert cold.compute_s == pytest.approx(warm.compute_s)
+    assert cold.memory_s >= 512 * 512 * 4 / (cpu.dram.bandwidth_bytes_per_s * efficiency(cpu).stream_dram)
+
+
+@pytest.mark.parametrize(
+    ("rows", "inputs", "outputs", "packed"),
+    [(1, 2048, 1000, True), (64, 1024, 2048, True), (1, 512, 256, False), (256, 13, 512, False), (8, 64, 64, False)],
+)
+def test_the_runtime_packs_a_linear_weight_only_for_large_products(
+    rows: int, inputs: int, outputs: int, packed: bool
+) -> None:
+    x, w = f"tensor<{rows}x{inputs}xf32>", f"tensor<{outputs}x{inputs}xf32>"
+    module = parse(f"""
+    func.func @f(%x: {x}, %w: {w}) -> tensor<{rows}x{outputs}xf32> {{
+      %0 = graph.linear %x, %w : ({x}, {w}) -> tensor<{rows}x{outputs}xf32>
+      func.return %0 : tensor<{rows}x{outputs}xf32>
+    }}""")
+    assert packs_linear_weight(only(module, "graph.linear")) == packed
 
 
 def _conv_module(channels: int, size: int) -> ModuleOp:

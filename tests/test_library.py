@@ -956,3 +956,31 @@ def test_runtime_binds_calls_only_as_declared() -> None:
         LibraryCall("aten.linear", ("gelu",), (1,)),  # no transposed operand in the block
     ):
         assert bind_call(wrong, block) is None, wrong
+
+
+@pytest.mark.parametrize(("batch", "packed"), [(1, 2), (64, 2), (2, 0)])
+def test_large_linear_layers_run_on_a_weight_packed_once_and_give_torch_numbers(batch: int, packed: int) -> None:
+    """A linear layer whose constant weight `packs_linear_weight` accepts runs on oneDNN's packed copy, made once
+    when the kernel is bound (with its epilogue in place after it); a small one on BLAS's addmm."""
+    import gnomon
+    from gnomon.runtime.library import kernel as library
+
+    torch.manual_seed(5)
+    width = 1024 if packed else 64
+    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.GELU(), torch.nn.Linear(width, width)).eval()
+    x = torch.randn(batch, width)
+    made: list[int] = []
+    original = library.REORDER_LINEAR_WEIGHT
+
+    def spy(weight: torch.Tensor, rows: int) -> torch.Tensor:
+        made.append(rows)
+        return original(weight, rows)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(library, "REORDER_LINEAR_WEIGHT", spy)
+        executable = gnomon.compile(model, (x,))
+        [out] = executable(x.numpy())
+        executable(x.numpy())
+    assert made == [batch] * packed
+    with torch.inference_mode():
+        assert relative_l2(out, model(x).numpy()) <= 1e-5

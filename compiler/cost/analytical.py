@@ -67,6 +67,7 @@ from gnomon.cost.convs import packs_weight
 from gnomon.cost.devices import Device
 from gnomon.cost.efficiency import Efficiency, efficiency
 from gnomon.cost.gemm_model import KernelTime, Traffic, gemm_kernel
+from gnomon.cost.linears import packs_linear_weight
 from gnomon.cost.lookups import bag_grad_kernel, embedding_kernel, lookup_kernel
 from gnomon.cost.pools import MAX_POOL_INSTRUCTIONS, ONEDNN_POOL_COPIES, POOL_OUTPUT_FLOOR, library_pool
 from gnomon.cost.rates import (
@@ -319,10 +320,13 @@ def _kernel(
     if weights_in_dram and isinstance(op, LinearOp | ConvOp | ConvTransposeOp):
         rows = min(shape.m for shape in gemm_shapes(op))
         packs = kernel.model == "conv" or (kernel.model == "gemm" and rows > MATRIX_VECTOR_ROWS)
-        if device.kind == "cpu" and packs and not (isinstance(op, ConvOp) and packs_weight(op)):
+        packed_once = (isinstance(op, ConvOp) and packs_weight(op)) or (
+            isinstance(op, LinearOp) and packs_linear_weight(op)
+        )
+        if device.kind == "cpu" and packs and not packed_once:
             # The library's packing pass (module docstring): it reads the weights from DRAM at a fraction of its
             # bandwidth, before and apart from the FMAs, so it adds to them rather than overlapping; unless the
-            # runtime packed it once, when it bound the kernel (`packs_weight`).
+            # runtime packed it once, when it bound the kernel (`packs_weight`, `packs_linear_weight`).
             pack_s = nbytes(op.operands[1]) / (device.dram.bandwidth_bytes_per_s * eff.gemm_pack)
             return replace(kernel, compute_s=kernel.compute_s + pack_s)
         # Otherwise they stream in from DRAM, once per row on a CPU, whatever the blocked model says of the rest.

@@ -16,7 +16,10 @@ Two ways to run an epilogue, as the callee says:
   while it is still in cache.
 
 A transposed operand is read as a strided view of the transpose's input, which BLAS takes as a
-transposed operand: the transpose is never materialized.
+transposed operand: the transpose is never materialized. A constant weight is packed once, at bind time, into
+oneDNN's blocked layout where that pays: a convolution's (`gnomon.cost.convs.packs_weight`, then
+`mkldnn._convolution_pointwise`) and a large linear layer's (`gnomon.cost.linears.packs_linear_weight`, then
+`mkldnn._linear_pointwise`); the result is copied into the output.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import IsTerminator
 
 from gnomon.cost.convs import packs_weight
+from gnomon.cost.linears import packs_linear_weight
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.dialects.graph import nn
+from gnomon.dialects.graph import linalg, nn
 from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.layout import TO_CHANNELS_FIRST, channels_last
 from gnomon.dialects.graph.tensor import TransposeOp
@@ -136,10 +140,10 @@ def _single_op_kernel(op: Operation, block: Block, name: str) -> LibraryKernel |
         args: Sequence[torch.Tensor], results: Sequence[torch.Tensor], constants: Sequence[bool]
     ) -> Launch:
         operands = [args[p] for p in positions]
-        packed = _packed_conv(op, operands, [constants[p] for p in positions], results[0])
+        packed = _packed_call(op, operands, [constants[p] for p in positions], results[0])
         return packed if packed is not None else impl.bind(operands, results)
 
-    return LibraryKernel(name, binder, with_constants if isinstance(op, nn.ConvOp) else None)
+    return LibraryKernel(name, binder, with_constants if isinstance(op, nn.ConvOp | linalg.LinearOp) else None)
 
 
 def _inplace_kernel(anchor: Anchor, epilogue: Epilogue, block: Block, name: str) -> LibraryKernel | None:
@@ -165,7 +169,7 @@ def _inplace_kernel(anchor: Anchor, epilogue: Epilogue, block: Block, name: str)
     ) -> Launch:
         out = results[0]
         operands = [args[p] for p in anchor_positions]
-        packed = _packed_conv(anchor, operands, [constants[p] for p in anchor_positions], out) if constants else None
+        packed = _packed_call(anchor, operands, [constants[p] for p in anchor_positions], out) if constants else None
         launches = [packed if packed is not None else anchor_impl.bind(operands, [out])]
         for impl, positions in zip(epilogue_impls, epilogue_positions, strict=True):
             operands = [out if p is None else args[p] for p in positions]
@@ -180,12 +184,14 @@ def _inplace_kernel(anchor: Anchor, epilogue: Epilogue, block: Block, name: str)
     def binder(args: Sequence[torch.Tensor], results: Sequence[torch.Tensor]) -> Launch:
         return with_constants(args, results, ())
 
-    return LibraryKernel(name, binder, with_constants if isinstance(anchor, nn.ConvOp) else None)
+    return LibraryKernel(name, binder, with_constants if isinstance(anchor, nn.ConvOp | linalg.LinearOp) else None)
 
 
 POINTWISE: Any = torch.ops.mkldnn._convolution_pointwise.default if torch.backends.mkldnn.is_available() else None
 POINTWISE_BINARY: Any = torch.ops.mkldnn._convolution_pointwise.binary if POINTWISE is not None else None
 REORDER_WEIGHT: Any = torch._C._nn.mkldnn_reorder_conv2d_weight  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+LINEAR_POINTWISE: Any = torch.ops.mkldnn._linear_pointwise.default if POINTWISE is not None else None
+REORDER_LINEAR_WEIGHT: Any = torch.ops.mkldnn._reorder_linear_weight if POINTWISE is not None else None
 
 
 def _conv_geometry(conv: nn.ConvOp) -> tuple[list[int], list[int], list[int], int, bool, list[int]]:
@@ -227,13 +233,32 @@ def _padded_shape(shape: Sequence[int], spec: Sequence[int]) -> list[int]:
     return padded
 
 
-def _packed_conv(
-    conv: Operation, operands: Sequence[torch.Tensor], constants: Sequence[bool], out: torch.Tensor
+def _packed_call(
+    op: Operation, operands: Sequence[torch.Tensor], constants: Sequence[bool], out: torch.Tensor
 ) -> Launch | None:
-    """A convolution alone (`x, weight[, bias]`) by oneDNN on its weight packed once, copied into `out`; None when
-    the weight is not constant or cannot be packed."""
-    if not isinstance(conv, nn.ConvOp) or len(constants) < 2 or not constants[1]:
+    """A convolution or linear layer alone (`x, weight[, bias]`) by oneDNN on its weight packed once, copied into
+    `out`; None when the weight is not constant or is not packed."""
+    if len(constants) < 2 or not constants[1]:
         return None
+    if isinstance(op, linalg.LinearOp):
+        return _packed_linear(op, operands, out)
+    return _packed_conv(op, operands, out) if isinstance(op, nn.ConvOp) else None
+
+
+def _packed_linear(linear: linalg.LinearOp, operands: Sequence[torch.Tensor], out: torch.Tensor) -> Launch | None:
+    """`mkldnn._linear_pointwise` on the weight packed once for this many rows (`packs_linear_weight`)."""
+    if LINEAR_POINTWISE is None or not packs_linear_weight(linear):
+        return None
+    x, weight, *bias = operands
+    rows = x.reshape(-1, x.shape[-1])
+    packed = REORDER_LINEAR_WEIGHT(weight.contiguous(), rows.shape[0])
+    call = partial(LINEAR_POINTWISE, rows, packed, bias[0] if bias else None, "none", [], "")
+    flat = out.view(rows.shape[0], -1)
+    return lambda: flat.copy_(call())
+
+
+def _packed_conv(conv: nn.ConvOp, operands: Sequence[torch.Tensor], out: torch.Tensor) -> Launch | None:
+    """A convolution by oneDNN on its weight packed once, where `packs_weight` says it pays."""
     x, weight, *bias = operands
     x, out = _channels_first_view(conv, x), _channels_first_view(conv, out)
     padding, strides, dilations, groups, symmetric, spec = _conv_geometry(conv)
