@@ -143,7 +143,8 @@ def test_the_full_suite_probes_each_function_back_to_back() -> None:
     lowered = lower(suite.module.clone(), "the calibration suite", layout="nchw")
     launched = [op for op in lowered.walk() if isinstance(op, rt.LaunchOp)]
     probed = [launch.callee.string_value() for launch, probe in zip(launched, suite.probes, strict=True) if probe]
-    assert len(probed) == 11 * (PROBE_RUNS - 1)
+    assert len(probed) == 12 * (PROBE_RUNS - 1)
+    assert sum(name.startswith("attention") for name in probed) == PROBE_RUNS - 1
 
 
 def test_each_kernel_takes_its_fastest_round() -> None:

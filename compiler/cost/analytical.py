@@ -329,8 +329,9 @@ def _kernel(
             # runtime packed it once, when it bound the kernel (`packs_weight`, `packs_linear_weight`).
             pack_s = nbytes(op.operands[1]) / (device.dram.bandwidth_bytes_per_s * eff.gemm_pack)
             return replace(kernel, compute_s=kernel.compute_s + pack_s)
-        # Otherwise they stream in from DRAM, once per row on a CPU, whatever the blocked model says of the rest.
-        passes = rows if device.kind == "cpu" and kernel.model == "gemm" else 1
+        # Otherwise they stream in from DRAM: once per row through a CPU BLAS's matrix-vector products, whatever the
+        # blocked model says of the rest; once from a weight packed when the kernel was bound.
+        passes = rows if device.kind == "cpu" and kernel.model == "gemm" and not packed_once else 1
         weights_s = passes * nbytes(op.operands[1]) / weights_bandwidth(device, eff)
         return replace(kernel, memory_s=max(kernel.memory_s, weights_s), weights_s=weights_s)
     return kernel

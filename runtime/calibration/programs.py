@@ -17,13 +17,22 @@ from gnomon.dialects.graph.elementwise import AddOp, DivOp, MulOp, PowOp, ReluOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
 from gnomon.dialects.graph.grad import EmbeddingBagGradOp, MaxPoolGradOp
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
-from gnomon.dialects.graph.nn import AvgPoolOp, BatchNormTrainOp, ConvOp, GlobalAvgPoolOp, LayerNormOp, MaxPoolOp
+from gnomon.dialects.graph.nn import (
+    AttentionOp,
+    AvgPoolOp,
+    BatchNormTrainOp,
+    ConvOp,
+    GlobalAvgPoolOp,
+    LayerNormOp,
+    MaxPoolOp,
+)
 from gnomon.dialects.graph.tensor import ConcatOp, ConstantOp, SliceOp, TransposeOp
 
 __all__ = [
     "Program",
     "Shape",
     "affine_relu",
+    "attention",
     "avg_pool",
     "concat",
     "conv",
@@ -177,6 +186,12 @@ def layer_norm(p: Program, name: str, x: SSAValue, gamma: SSAValue, beta: SSAVal
     properties: dict[str, Attribute] = {"axis": i64_attr(1), "epsilon": f64_attr(1e-5)}
     op = LayerNormOp.build(operands=[x, [gamma, beta]], result_types=[x.type], properties=properties)
     return p.add(op, name)
+
+
+def attention(p: Program, name: str, q: SSAValue, k: SSAValue, v: SSAValue) -> SSAValue:
+    """softmax(q kᵀ / sqrt(E)) v, unmasked: ATen's fused attention."""
+    properties: dict[str, Attribute] = {"scale": f64_attr(_shape(q)[-1] ** -0.5), "is_causal": bool_attr(False)}
+    return p.inferred(name, AttentionOp, [q, k, v, []], properties)
 
 
 def embedding_bag(p: Program, name: str, table: SSAValue, bags: int, pooling: int) -> SSAValue:

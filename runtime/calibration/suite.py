@@ -26,6 +26,7 @@ from gnomon.runtime.calibration.programs import (
     Program,
     Shape,
     affine_relu,
+    attention,
     avg_pool,
     batch_norm_train,
     concat,
@@ -261,7 +262,8 @@ Build = Callable[[Program, str, Sequence[SSAValue]], SSAValue]
 
 def _call_probes() -> list[Kernel]:
     """A tiny instance of each library function models call often, whose time is all the call's fixed cost: ATen's
-    functions differ tenfold in it (here a slice's 3 us, a softmax's 5, a layer norm's 20, an embedding bag's 30),
+    functions differ tenfold in it (here a slice's 3 us, a softmax's 5, a layer norm's 20, an embedding bag's 30; a
+    fused attention's, which `graph-fuse` weighs against the ops written out),
     which one fitted factor cannot say (`gnomon.cost.fit.call_warm_costs`)."""
 
     def one(name: str, inputs: tuple[tuple[str, Shape], ...], build: Build) -> Kernel:
@@ -271,6 +273,11 @@ def _call_probes() -> list[Kernel]:
     return [
         one("probe_linear", (("x", (4, 32)), ("w", (32, 32)), ("b", (32,))), lambda p, n, a: linear(p, n, *a)),
         one("probe_matmul", (("a", (2, 8, 16)), ("b", (2, 16, 8))), lambda p, n, a: matmul(p, n, *a)),
+        one(
+            "probe_attention",
+            (("q", (1, 2, 8, 16)), ("k", (1, 2, 8, 16)), ("v", (1, 2, 8, 16))),
+            lambda p, n, a: attention(p, n, *a),
+        ),
         one("probe_layer_norm", (("x", (4, 32)), ("g", (32,)), ("b", (32,))), lambda p, n, a: layer_norm(p, n, *a)),
         one("probe_softmax", (("x", (4, 32)),), lambda p, n, a: same_shape(p, n, SoftmaxOp, a[0], softmax)),
         one("probe_concat", (("a", (1, 4, 4, 4)), ("b", (1, 4, 4, 4))), lambda p, n, a: concat(p, n, a)),
