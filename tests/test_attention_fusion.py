@@ -3,6 +3,8 @@ faster, computing what the ops computed."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -223,3 +225,18 @@ def test_a_model_with_written_attention_runs_fused_and_matches_torch() -> None:
     assert attention.location == "attn"
     [out] = executable(x.numpy())
     assert relative_l2(out, model(x).detach().numpy()) <= 1e-5
+
+
+def test_an_onnx_export_of_written_attention_is_fused_and_matches_torch(tmp_path: Path) -> None:
+    """ONNX before opset 23 has no attention op: the exporter writes MatMul, Div, Softmax, MatMul, which gnomon
+    imports as written and graph-fuse makes one graph.attention again."""
+    model = TransformerBlock(d_model=64, heads=4, seq=128, explicit_attention=True).eval()
+    x = torch.randn(1, 128, 64)
+    path = tmp_path / "block.onnx"
+    torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17)
+    decisions: list[FusionDecision] = []
+    executable = gnomon.compile(str(path), device="generic-cpu", decisions=decisions)
+    assert [d.decision for d in decisions if d.question == "attention"] == ["fuse"]
+    [out] = executable(x.numpy())
+    with torch.inference_mode():
+        assert relative_l2(out, model(x).numpy()) <= 1e-5
