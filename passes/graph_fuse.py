@@ -53,6 +53,7 @@ from gnomon.cost.program import kernel_cost
 from gnomon.dialects.graph.base import GraphOperation, dim_bounds, dim_names, dim_symbols, dim_value, tensor_of
 from gnomon.dialects.graph.nn import ConvOp
 from gnomon.dialects.graph.reduce import ReduceOp
+from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
 from gnomon.locations import location_name
 from gnomon.passes.graph_fuse_attention import FuseWrittenAttention
 from gnomon.passes.graph_to_kernel import (
@@ -218,7 +219,7 @@ class Fuser:
         greedily, each legal join taken when priced no slower; a transpose its matmul reads as a view goes into the
         matmul's kernel."""
         views = {next(iter(op.results[0].uses)).operation: op for op in ops if reads_transposed(op)}
-        computing = [op for op in ops if op not in views.values()]
+        computing = [op for op in ops if op not in views.values() and not isinstance(op, ConstantOp | ReshapeOp)]
         total, index = 0.0, 0
         while index < len(computing):
             op = computing[index]

@@ -5,7 +5,9 @@ Hugging Face's eager attention, and every ONNX export before opset 23:
 
     %s = graph.matmul %q, %kt                     (kt: k with its last two dims swapped)
     %t = graph.div %s, %c    or graph.mul         (a scalar constant; or q, or kt, scaled before the product)
-    %u = graph.add %t, %mask                      (optional: an additive mask broadcast to the scores)
+    %u = graph.add %t, %mask                      (optional: an additive mask broadcast to the scores, or
+                                                   graph.where %keep, %t, %low / graph.where %drop, %low, %t
+                                                   with a boolean mask and a fill at or below -1e30)
     %p = graph.softmax %u {axis = -1}
     %o = graph.matmul %p, %v
 
@@ -19,8 +21,8 @@ replaced the ops, or on the softmax that stayed.
 Only the exact pattern is taken: each intermediate used once (a model that returns or keeps its probabilities, as a
 training step does for its backward pass, keeps them), one float type throughout, q, k and v with the same batch
 dims, and the mask added after the scale (a mask scaled with the scores is not `graph.attention`'s). One semantic
-difference is accepted: a query row whose every key is masked with -inf gives zeros fused, where the written-out
-softmax gives NaN (PyTorch's fused attention does the same).
+difference is accepted: a query row whose every key is masked gives zeros fused, where the written-out softmax
+gives NaN (an additive -inf) or equal weights (a finite fill); PyTorch's fused attention does the same.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from xdsl.rewriter import InsertPoint
 from gnomon.cost.analytical import CostModelError
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import bool_attr, f64_attr, i64_array, ints
-from gnomon.dialects.graph.constant_values import constant_to_numpy
+from gnomon.dialects.graph.constant_values import constant_to_numpy, numpy_to_dense
 from gnomon.dialects.graph.linalg import MatmulOp
 from gnomon.dialects.graph.nn import AttentionOp, SoftmaxOp
 from gnomon.dialects.graph.tensor import ConstantOp, TransposeOp
@@ -44,6 +46,16 @@ from gnomon.passes.graph_to_kernel import ATTENTION_ATTR
 
 Pricer = Callable[[Sequence[Operation]], float]
 """The predicted time of graph ops (in program order) as `graph-fuse` would group them into kernels."""
+
+
+@dataclass(frozen=True)
+class Mask:
+    """A written-out attention's mask: added to the scores (float), or selecting the keys kept (i1)."""
+
+    value: SSAValue
+    keep_where_true: bool
+    """For a boolean mask: whether it keeps the keys where it holds (torch.where(mask, scores, -inf)) or masks them
+    (masked_fill(mask, -inf)); graph.attention keeps them where its mask holds."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +68,7 @@ class WrittenAttention:
     key_transposed: SSAValue
     """k with its last two dims swapped, as the first product takes it (before any scale on it)."""
     value: SSAValue
-    mask: SSAValue | None
+    mask: Mask | None
     scale: float
 
 
@@ -105,22 +117,38 @@ def _scaled_scores(value: SSAValue, ops: list[Operation]) -> tuple[SSAValue, flo
     return _unscaled(value, ops)
 
 
-def _masked(value: SSAValue, ops: list[Operation]) -> tuple[SSAValue, SSAValue | None]:
-    """The scores before an additive mask, and the mask: the add's other operand, broadcast to the scores."""
-    owner = value.owner
-    if not isinstance(owner, ew.AddOp) or not value.has_one_use():
+MASKED_FILL = -1e30
+"""A select's fill at or below this (-inf as nanoGPT writes it, float32's lowest as Hugging Face does) masks the
+key out: exp(fill - max) is 0 in float32 unless the whole row is masked."""
+
+
+def _is_scores(value: SSAValue, like: SSAValue) -> bool:
+    return value.type == like.type and isinstance(value.owner, MatmulOp | ew.MulOp | ew.DivOp)
+
+
+def _masked(value: SSAValue, ops: list[Operation]) -> tuple[SSAValue, Mask | None]:
+    """The scores before a mask, and the mask: an add's other operand, broadcast to the scores; or a select's
+    boolean condition between the scores and a fill that masks (`MASKED_FILL`), with which way it keeps keys."""
+    owner, scores_type = value.owner, _float_tensor(value)
+    if not value.has_one_use() or scores_type is None:
         return value, None
-    for scores, mask in ((owner.lhs, owner.rhs), (owner.rhs, owner.lhs)):
-        if scores.type != value.type or not isinstance(scores.owner, MatmulOp | ew.MulOp | ew.DivOp):
-            continue
-        mask_type = _float_tensor(mask)
-        scores_type = _float_tensor(scores)
-        if mask_type is None or scores_type is None or mask_type.get_element_type() != scores_type.element_type:
-            continue
-        if len(mask_type.get_shape()) > len(scores_type.get_shape()):
-            continue
-        ops.append(owner)
-        return scores, mask
+    rank = len(scores_type.get_shape())
+    if isinstance(owner, ew.AddOp):
+        for scores, mask in ((owner.lhs, owner.rhs), (owner.rhs, owner.lhs)):
+            mask_type = _float_tensor(mask)
+            if not _is_scores(scores, value) or mask_type is None or len(mask_type.get_shape()) > rank:
+                continue
+            if mask_type.get_element_type() == scores_type.get_element_type():
+                ops.append(owner)
+                return scores, Mask(mask, keep_where_true=True)
+    if isinstance(owner, ew.WhereOp) and isinstance(owner.condition.type, TensorType):
+        if len(owner.condition.type.get_shape()) > rank:
+            return value, None
+        for scores, fill, keep in ((owner.on_true, owner.on_false, True), (owner.on_false, owner.on_true, False)):
+            filled = _scalar(fill)
+            if _is_scores(scores, value) and filled is not None and filled <= MASKED_FILL:
+                ops.append(owner)
+                return scores, Mask(owner.condition, keep_where_true=keep)
     return value, None
 
 
@@ -169,6 +197,21 @@ def _swap_last(rank: int) -> list[int]:
     return [*range(rank - 2), rank - 1, rank - 2]
 
 
+def _inverted(condition: SSAValue) -> Operation:
+    """The keys a masked_fill keeps: its condition's negation, folded when the condition is a constant (a causal
+    mask)."""
+    owner = condition.owner
+    if isinstance(owner, ConstantOp) and isinstance(condition.type, TensorType):
+        kept = numpy_to_dense(~constant_to_numpy(owner.value).astype(bool), condition.type.get_element_type())
+        constant = ConstantOp.build(properties={"value": kept}, result_types=[condition.type])
+        constant.location = owner.location
+        return constant
+    negation = ew.NotOp.build(operands=[condition], result_types=[condition.type])
+    if isinstance(owner, Operation):
+        negation.location = owner.location
+    return negation
+
+
 def fused_ops(match: WrittenAttention) -> list[Operation]:
     """The ops that compute `match` as one `graph.attention`, not yet inserted: k from its transposed form (a
     transpose the model made is composed into this one, which may then be nothing), and the attention."""
@@ -192,9 +235,15 @@ def fused_ops(match: WrittenAttention) -> list[Operation]:
         transpose.location = made.location if isinstance(made, Operation) else match.ops[0].location
         ops.append(transpose)
         key = transpose.result
+    masks: list[SSAValue] = []
+    if match.mask is not None:
+        inverted = None if match.mask.keep_where_true else _inverted(match.mask.value)
+        if inverted is not None:
+            ops.append(inverted)
+        masks.append(match.mask.value if inverted is None else inverted.results[0])
     last = match.ops[-1]
     attention = AttentionOp.build(
-        operands=[match.query, key, match.value, [match.mask] if match.mask is not None else []],
+        operands=[match.query, key, match.value, masks],
         properties={"scale": f64_attr(match.scale), "is_causal": bool_attr(False)},
         result_types=[last.results[0].type],
     )

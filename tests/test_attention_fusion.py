@@ -27,19 +27,21 @@ from gnomon.passes.graph_to_kernel import ATTENTION_ATTR
 from gnomon.pipeline import run_pipeline
 
 
-def _tensor(shape: tuple[int, ...]) -> str:
-    return f"tensor<{'x'.join(map(str, shape))}xf32>"
+def _tensor(shape: tuple[int, ...], element: str = "f32") -> str:
+    return f"tensor<{'x'.join(map(str, shape))}x{element}>"
 
 
 def written_attention(
     batch: tuple[int, ...], rows: int, keys: int, width: int, value_width: int, scale_at: str, key_form: str,
     mask: str, mask_first: bool = False,
-) -> tuple[str, list[tuple[int, ...]], dict[str, object]]:  # fmt: skip
-    """An attention written out in graph ops: the text, its argument shapes and how it is written.
+) -> tuple[str, list[tuple[tuple[int, ...], str]]]:  # fmt: skip
+    """An attention written out in graph ops: the text, and its arguments' shapes and element types.
 
     `scale_at`: none, scores_mul, scores_div, query, key; `key_form`: transposed (k^T is an argument), swap (k
     transposed by its last two dims), heads (k as [batch..., keys, width] arrives [keys, batch..., width] and one
-    transpose makes k^T); `mask`: none, full, row (broadcast over the query rows)."""
+    transpose makes k^T); `mask`: none, full, row (added: all the scores' shape, or broadcast over the query rows),
+    keep (a boolean mask selecting the scores where it holds, a very negative fill elsewhere, as torch.where), fill
+    (the fill where it holds, as masked_fill)."""
     q_shape, v_shape = (*batch, rows, width), (*batch, keys, value_width)
     scores, kt_shape = (*batch, rows, keys), (*batch, width, keys)
     rank = len(scores)
@@ -70,21 +72,29 @@ def written_attention(
         op = "mul" if scale_at == "scores_mul" else "div"
         lines.append(f"%t = graph.{op} %s, %c : ({_tensor(scores)}, tensor<f32>) -> {_tensor(scores)}")
         current = "%t"
-    arguments = [("%q", q_shape), ("%k", k_shape), ("%v", v_shape)]
-    if mask != "none":
+    arguments = [("%q", q_shape, "f32"), ("%k", k_shape, "f32"), ("%v", v_shape, "f32")]
+    if mask in ("full", "row"):
         m_shape = scores if mask == "full" else (1, keys)
-        arguments.append(("%m", m_shape))
+        arguments.append(("%m", m_shape, "f32"))
         pair = f"%m, {current}" if mask_first else f"{current}, %m"
         types = f"{_tensor(m_shape)}, {_tensor(scores)}" if mask_first else f"{_tensor(scores)}, {_tensor(m_shape)}"
         lines.append(f"%u = graph.add {pair} : ({types}) -> {_tensor(scores)}")
         current = "%u"
+    elif mask in ("keep", "fill"):
+        arguments.append(("%m", scores, "i1"))
+        lines.append("%low = graph.constant {value = dense<-3.0e+38> : tensor<f32>} : () -> tensor<f32>")
+        pair, types = (f"{current}, %low", f"{_tensor(scores)}, tensor<f32>")
+        if mask == "fill":
+            pair, types = (f"%low, {current}", f"tensor<f32>, {_tensor(scores)}")
+        lines.append(f"%u = graph.where %m, {pair} : ({_tensor(scores, 'i1')}, {types}) -> {_tensor(scores)}")
+        current = "%u"
     out = (*batch, rows, value_width)
     lines.append(f"%p = graph.softmax {current} {{axis = -1 : i64}} : ({_tensor(scores)}) -> {_tensor(scores)}")
     lines.append(f"%o = graph.matmul %p, %v : ({_tensor(scores)}, {_tensor(v_shape)}) -> {_tensor(out)}")
-    signature = ", ".join(f"{name}: {_tensor(shape)}" for name, shape in arguments)
+    signature = ", ".join(f"{name}: {_tensor(shape, element)}" for name, shape, element in arguments)
     text = f"func.func @main({signature}) -> {_tensor(out)} {{\n  " + "\n  ".join(lines)
     text += f"\n  func.return %o : {_tensor(out)}\n}}"
-    return text, [shape for _, shape in arguments], {"key_form": key_form}
+    return text, [(shape, element) for _, shape, element in arguments]
 
 
 def _reference(inputs: list[np.ndarray], scale_at: str, key_form: str, mask: str) -> np.ndarray:
@@ -97,8 +107,10 @@ def _reference(inputs: list[np.ndarray], scale_at: str, key_form: str, mask: str
         kt = np.moveaxis(k, 0, -1)
     scores = q @ kt
     scores = scores / 0.35 if scale_at == "scores_div" else scores * (0.35 if scale_at != "none" else 1.0)
-    if mask != "none":
+    if mask in ("full", "row"):
         scores = scores + inputs[3]
+    elif mask in ("keep", "fill"):
+        scores = np.where(inputs[3] == (mask == "keep"), scores, -np.inf)
     scores = np.exp(scores - scores.max(-1, keepdims=True))
     return (scores / scores.sum(-1, keepdims=True)) @ v
 
@@ -133,21 +145,25 @@ def _ops(module: ModuleOp) -> list[Operation]:
     value_width=st.integers(1, 9),
     scale_at=st.sampled_from(["none", "scores_mul", "scores_div", "query", "key"]),
     key_form=st.sampled_from(["transposed", "swap", "heads"]),
-    mask=st.sampled_from(["none", "full", "row"]),
+    mask=st.sampled_from(["none", "full", "row", "keep", "fill"]),
     mask_first=st.booleans(),
 )
 def test_written_attention_becomes_one_op_computing_the_same(
     batch: tuple[int, ...], rows: int, keys: int, width: int, value_width: int, scale_at: str, key_form: str,
     mask: str, mask_first: bool,
 ) -> None:  # fmt: skip
-    text, shapes, _ = written_attention(batch, rows, keys, width, value_width, scale_at, key_form, mask, mask_first)
+    text, arguments = written_attention(batch, rows, keys, width, value_width, scale_at, key_form, mask, mask_first)
     module = _parse(text)
     _rewrite(module, _favour_fused)
     names = [op.name for op in _ops(module) if op.name != "graph.constant"]
     assert "graph.attention" in names
-    assert not {"graph.softmax", "graph.matmul", "graph.mul", "graph.div", "graph.add"} & set(names)
+    assert not {"graph.softmax", "graph.matmul", "graph.mul", "graph.div", "graph.add", "graph.where"} & set(names)
     rng = np.random.default_rng(rows * 1000 + keys * 10 + width)
-    inputs = [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+    inputs = [rng.standard_normal(shape).astype(np.float32) for shape, element in arguments if element == "f32"]
+    if mask in ("keep", "fill"):  # every query keeps its first key: a row masked whole is NaN written out
+        kept = rng.random(arguments[3][0]) < 0.6
+        kept[..., 0] = True
+        inputs.append(kept if mask == "keep" else ~kept)
     run_pipeline(
         module, "lowering", "test", spec="graph-fuse{device=generic-cpu threads=2},graph-to-kernel,kernel-to-rt"
     )
@@ -156,7 +172,7 @@ def test_written_attention_becomes_one_op_computing_the_same(
 
 
 def test_an_attention_predicted_slower_fused_stays_written_with_its_figures() -> None:
-    text, _, _ = written_attention((2,), 8, 8, 4, 4, "scores_div", "swap", "row")
+    text, _ = written_attention((2,), 8, 8, 4, 4, "scores_div", "swap", "row")
     module = _parse(text)
     _rewrite(module, _favour_written)
     softmax = next(op for op in _ops(module) if isinstance(op, SoftmaxOp))
@@ -170,7 +186,7 @@ def test_an_attention_predicted_slower_fused_stays_written_with_its_figures() ->
 @pytest.mark.parametrize("device", ["generic-cpu", "h100"])
 def test_the_pass_takes_the_option_predicted_faster(device: str) -> None:
     for rows in (8, 256):
-        text, _, _ = written_attention((4,), rows, rows, 32, 32, "scores_mul", "swap", "full")
+        text, _ = written_attention((4,), rows, rows, 32, 32, "scores_mul", "swap", "full")
         module = _parse(text)
         GraphFusePass(device=device, threads=2).apply(gnomon_context(), module)
         [decision] = [d for d in fusion_decisions(module) if d.question == "attention"]

@@ -112,3 +112,22 @@ func.func @kept_probabilities(%q: tensor<4x128x32xf32>, %kt: tensor<4x32x128xf32
   %o = graph.matmul %p, %v : (tensor<4x128x128xf32>, tensor<4x128x32xf32>) -> tensor<4x128x32xf32>
   func.return %o, %p : tensor<4x128x32xf32>, tensor<4x128x128xf32>
 }
+
+// A causal mask written as masked_fill (nanoGPT): the fill keeps no key where the condition holds, so the fused
+// op's boolean mask (true: keep) is the condition's negation, folded here since the condition is a constant.
+
+// CHECK-LABEL: func.func @masked_fill_attention(
+// CHECK:         %[[KEEP:.*]] = graph.constant {value = dense<{{\[\[}}true, false], [true, true]]> : tensor<2x2xi1>}
+// CHECK-NEXT:    graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[KEEP]] {scale = 2.500000e-01 : f64, is_causal = false, gnomon.attention = {decision = "fuse"
+func.func @masked_fill_attention(%q: tensor<64x2x16xf32>, %k: tensor<64x2x16xf32>, %v: tensor<64x2x16xf32>) -> tensor<64x2x16xf32> {
+  %kt = graph.transpose %k {permutation = array<i64: 0, 2, 1>} : (tensor<64x2x16xf32>) -> tensor<64x16x2xf32>
+  %s = graph.matmul %q, %kt : (tensor<64x2x16xf32>, tensor<64x16x2xf32>) -> tensor<64x2x2xf32>
+  %c = graph.constant {value = dense<0.25> : tensor<f32>} : () -> tensor<f32>
+  %t = graph.mul %s, %c : (tensor<64x2x2xf32>, tensor<f32>) -> tensor<64x2x2xf32>
+  %future = graph.constant {value = dense<[[false, true], [false, false]]> : tensor<2x2xi1>} : () -> tensor<2x2xi1>
+  %inf = graph.constant {value = dense<-3.0e+38> : tensor<f32>} : () -> tensor<f32>
+  %u = graph.where %future, %inf, %t : (tensor<2x2xi1>, tensor<f32>, tensor<64x2x2xf32>) -> tensor<64x2x2xf32>
+  %p = graph.softmax %u {axis = -1 : i64} : (tensor<64x2x2xf32>) -> tensor<64x2x2xf32>
+  %o = graph.matmul %p, %v : (tensor<64x2x2xf32>, tensor<64x2x16xf32>) -> tensor<64x2x16xf32>
+  func.return %o : tensor<64x2x16xf32>
+}
