@@ -16,7 +16,7 @@ Apart, the scores and probabilities ([..., L, S] each) are written to memory and
 pattern at each softmax, prices the ops as it would group them against the fused op (and a transpose of k where
 the one in the model does not give k directly), and takes the fused op only when it is predicted no slower. The
 decision is a `gnomon.attention = {decision, separate_s, fused_s}` attribute: on the `graph.attention` that
-replaced the ops, or on the softmax that stayed.
+replaced the ops, or on the softmax that stayed (`decision = "split", unpriced` where the model cannot price them).
 
 Only the exact pattern is taken: each intermediate used once (a model that returns or keeps its probabilities, as a
 training step does for its backward pass, keeps them), one float type throughout, q, k and v with the same batch
