@@ -29,13 +29,12 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from gnomon.dialects.graph.constant_values import constant_to_numpy
+from gnomon.dialects.graph.constant_values import constant_to_numpy, folded_constant
 from gnomon.dialects.graph.elementwise import AddOp, BinaryOp, MulOp
 from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.linalg import LinearOp
 from gnomon.dialects.graph.nn import BatchNormOp, ConvOp, ConvTransposeOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
-from gnomon.passes.graph_fold_constants import folded_constant
 
 Layer = ConvOp | ConvTransposeOp | LinearOp
 

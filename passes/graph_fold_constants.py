@@ -13,25 +13,17 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, DenseResourceAttr, LocationAttr, ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.interpreter import Interpreter
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriter, PatternRewriteWalker, RewritePattern
 from xdsl.traits import NoMemoryEffect
 from xdsl.utils.exceptions import InterpretationError
 
 from gnomon.dialects.graph.base import GraphOperation
-from gnomon.dialects.graph.constant_values import (
-    INLINE_ELEMENT_LIMIT,
-    compact_splat,
-    dense_to_resource,
-    numpy_dtype,
-    numpy_to_dense,
-    splat_bytes,
-)
+from gnomon.dialects.graph.constant_values import folded_constant, numpy_dtype
 from gnomon.dialects.graph.tensor import ConstantOp
-from gnomon.locations import location_name
 from gnomon.reference import reference_interpreter
 
 GROWTH_FREE_ELEMENTS = 1024
@@ -62,22 +54,6 @@ def _grows(op: Operation) -> bool:
     """
     stored = sum(_elements(v) for v in dict.fromkeys(op.operands))
     return sum(_elements(r) for r in op.results) > max(stored, GROWTH_FREE_ELEMENTS)
-
-
-def folded_constant(array: np.ndarray, tensor: TensorType[Attribute], location: LocationAttr) -> ConstantOp:
-    """A `graph.constant` of type `tensor` holding `array`, stored as the importers store constants.
-
-    A splat keeps its one element; other values are inline when tiny, else `dense_resource` blobs.
-    """
-    value: DenseIntOrFPElementsAttr | DenseResourceAttr
-    value = numpy_to_dense(array.reshape(tensor.get_shape()), tensor.get_element_type())
-    if splat_bytes(value) is not None:  # compared bitwise: 0.0 and -0.0 are two values
-        value = compact_splat(array.reshape(-1)[0].item(), tensor)
-    elif array.size > INLINE_ELEMENT_LIMIT:
-        value = dense_to_resource(value, location_name(location))
-    constant = ConstantOp.build(properties={"value": value}, result_types=[tensor])
-    constant.location = location
-    return constant
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -200,3 +202,24 @@ def test_batch_norm_after_concat_becomes_affine_light_densenet121(model_cache: M
     assert multiplies == 121
     assert count(module, MulOp) == multiplies + 62 - 59
     assert relative_l2(run_reference(module, [x])[0], before) <= 1e-4
+
+
+def test_an_onnx_matmul_by_a_weight_runs_as_a_linear_layer(tmp_path: Path) -> None:
+    """torch.onnx writes a linear layer on 3-D activations as MatMul by the transposed weight and an Add: imported,
+    it is one graph.linear again, its weight transposed back once, and runs as the library's linear call (packed
+    once where large: 768 x 768 at 128 rows), with torch's numbers."""
+    import gnomon
+
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Linear(768, 768), nn.GELU(), nn.Linear(768, 64)).eval()
+    x = torch.randn(1, 128, 768)
+    exported = tmp_path / "mlp.onnx"
+    torch.onnx.export(model, (x,), str(exported), dynamo=False, opset_version=17)
+    module = load(exported)
+    assert count(module, LinearOp) == 2
+    executable = gnomon.compile(exported)
+    [out] = executable(x.numpy())
+    executable.run([x.numpy()], profile=True)
+    assert [t.kind for t in executable.profile().timings] == ["aten.linear", "generated", "aten.linear"]
+    with torch.inference_mode():
+        assert relative_l2(out, model(x).numpy()) <= 1e-5

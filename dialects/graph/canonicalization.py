@@ -1,7 +1,7 @@
 """Canonicalization patterns of the graph dialect; the ops they root declare them (see `traits`).
 
 Each pattern is one local simplification: identity data movement disappears, chains of
-reshapes or transposes collapse, ONNX's Gemm (transpose + matmul + add) becomes a linear layer,
+reshapes or transposes collapse, ONNX's Gemm (transpose + matmul + add) and MatMul by a weight become linear layers,
 and small integer computations (the shape arithmetic ONNX exporters emit) fold to constants.
 """
 
@@ -10,13 +10,20 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from xdsl.dialects.builtin import DenseResourceAttr, IntegerAttr, IntegerType, TensorType, i64
+from xdsl.dialects.builtin import DYNAMIC_INDEX, AnyFloat, DenseResourceAttr, IntegerAttr, IntegerType, TensorType, i64
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+from xdsl.rewriter import InsertPoint
 
 from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import GraphOperation, i64_array, ints
-from gnomon.dialects.graph.constant_values import dense_to_numpy, numpy_to_dense, resource_to_numpy
+from gnomon.dialects.graph.constant_values import (
+    constant_to_numpy,
+    dense_to_numpy,
+    folded_constant,
+    numpy_to_dense,
+    resource_to_numpy,
+)
 from gnomon.dialects.graph.control_flow import WhileOp, YieldOp
 from gnomon.dialects.graph.integer_folding import fold_integer_op
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
@@ -160,6 +167,43 @@ class MatmulTransposeToLinear(RewritePattern):
         rewriter.replace(replaced, linear)
         if replaced is not op:
             rewriter.erase(op)
+
+
+class ConstantMatmulToLinear(RewritePattern):
+    """x @ W (+ b), W a constant matrix no other op reads, is a linear layer with weight Wᵀ, folded here: ONNX
+    exporters write `nn.Linear` as MatMul by a transposed initializer (and an Add), and a linear layer's library
+    call takes its bias and, large enough, a weight packed once (`gnomon.cost.linears`)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: MatmulOp, rewriter: PatternRewriter) -> None:
+        weight, x = op.rhs, op.lhs
+        owner = weight.owner
+        if not isinstance(owner, ConstantOp) or not weight.has_one_use():
+            return
+        if not isinstance(weight.type, TensorType) or not isinstance(x.type, TensorType):
+            return
+        if len(weight.type.get_shape()) != 2 or len(x.type.get_shape()) < 2 or DYNAMIC_INDEX in weight.type.get_shape():
+            return
+        if not isinstance(weight.type.get_element_type(), AnyFloat):
+            return
+        inputs, outputs = weight.type.get_shape()
+        array = constant_to_numpy(owner.value)
+        transposed = folded_constant(
+            np.ascontiguousarray(np.broadcast_to(array, (inputs, outputs)).T),
+            TensorType(weight.type.get_element_type(), [outputs, inputs]),
+            owner.location,
+        )
+        bias, replaced = _bias_add(op)
+        linear = LinearOp.build(
+            operands=[x, transposed.result, [bias] if bias is not None else []],
+            result_types=[replaced.results[0].type],
+        )
+        linear.location = op.location
+        rewriter.insert(transposed, InsertPoint.before(op))
+        rewriter.replace(replaced, linear)
+        if replaced is not op:
+            rewriter.erase(op)
+        rewriter.erase(owner)
 
 
 def _bias_add(op: MatmulOp) -> tuple[SSAValue | None, Operation]:

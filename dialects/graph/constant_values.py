@@ -13,6 +13,7 @@ import math
 import re
 import struct
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
@@ -27,11 +28,15 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     IntegerType,
+    LocationAttr,
     ModuleOp,
     Signedness,
     TensorType,
 )
 from xdsl.ir import Attribute, Dialect
+
+if TYPE_CHECKING:
+    from gnomon.dialects.graph.tensor import ConstantOp
 
 INLINE_ELEMENT_LIMIT = 16
 """Constants with more elements than this are stored as `dense_resource` blobs (weights); smaller stay inline."""
@@ -200,3 +205,22 @@ def parse_with_resources(
                     renamed[key] = register_blob(key, private.lookup(key) or "")
                 attrs[name] = DenseResourceAttr.from_params(renamed[key], attr.type)
     return module
+
+
+def folded_constant(array: np.ndarray, tensor: TensorType[Attribute], location: LocationAttr) -> ConstantOp:
+    """A `graph.constant` of type `tensor` holding `array`, stored as the importers store constants.
+
+    A splat keeps its one element; other values are inline when tiny, else `dense_resource` blobs.
+    """
+    from gnomon.dialects.graph.tensor import ConstantOp  # the op's module reads constants with this one
+    from gnomon.locations import location_name
+
+    value: DenseIntOrFPElementsAttr | DenseResourceAttr
+    value = numpy_to_dense(array.reshape(tensor.get_shape()), tensor.get_element_type())
+    if splat_bytes(value) is not None:  # compared bitwise: 0.0 and -0.0 are two values
+        value = compact_splat(array.reshape(-1)[0].item(), tensor)
+    elif array.size > INLINE_ELEMENT_LIMIT:
+        value = dense_to_resource(value, location_name(location))
+    constant = ConstantOp.build(properties={"value": value}, result_types=[tensor])
+    constant.location = location
+    return constant

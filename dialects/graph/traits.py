@@ -62,13 +62,13 @@ class TransposeCanonicalization(HasCanonicalizationPatternsTrait):
 
 
 class MatmulCanonicalization(HasCanonicalizationPatternsTrait):
-    """`graph.matmul`: a product with a transposed matrix (and a bias add) is a linear layer."""
+    """`graph.matmul`: a product with a transposed or constant matrix (and a bias add) is a linear layer."""
 
     @classmethod
     def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        from gnomon.dialects.graph.canonicalization import MatmulTransposeToLinear
+        from gnomon.dialects.graph.canonicalization import ConstantMatmulToLinear, MatmulTransposeToLinear
 
-        return (MatmulTransposeToLinear(),)
+        return (MatmulTransposeToLinear(), ConstantMatmulToLinear())
 
 
 class ClipCanonicalization(HasCanonicalizationPatternsTrait):

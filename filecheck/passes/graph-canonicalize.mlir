@@ -144,6 +144,33 @@ func.func @plain_matmul(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>) -> tensor<2x4x
   func.return %0 : tensor<2x4xf32>
 }
 
+// A product by a constant matrix that only it reads (ONNX's MatMul by a transposed initializer) is a linear
+// layer: the constant is transposed here, once, and the bias add joins it.
+
+// CHECK-LABEL: func.func @matmul_by_constant(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x3x2xf32>, %[[B:.*]]: tensor<3xf32>)
+// CHECK-NEXT:    %[[WT:.*]] = graph.constant {value = dense<{{\[\[}}1.000000e+00, 4.000000e+00], [2.000000e+00, 5.000000e+00], [3.000000e+00, 6.000000e+00]]> : tensor<3x2xf32>}
+// CHECK-NEXT:    %[[Y:.*]] = graph.linear %[[X]], %[[WT]], %[[B]] : (tensor<2x3x2xf32>, tensor<3x2xf32>, tensor<3xf32>) -> tensor<2x3x3xf32>
+// CHECK-NEXT:    func.return %[[Y]] : tensor<2x3x3xf32>
+func.func @matmul_by_constant(%x: tensor<2x3x2xf32>, %b: tensor<3xf32>) -> tensor<2x3x3xf32> {
+  %w = graph.constant {value = dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>} : () -> tensor<2x3xf32>
+  %0 = graph.matmul %x, %w : (tensor<2x3x2xf32>, tensor<2x3xf32>) -> tensor<2x3x3xf32>
+  %1 = graph.add %0, %b : (tensor<2x3x3xf32>, tensor<3xf32>) -> tensor<2x3x3xf32>
+  func.return %1 : tensor<2x3x3xf32>
+}
+
+// A constant matrix read twice (a tied embedding and output layer) stays one constant, and the product a matmul.
+
+// CHECK-LABEL: func.func @shared_constant(
+// CHECK:         graph.matmul
+// CHECK:         graph.matmul
+func.func @shared_constant(%x: tensor<2x2xf32>, %y: tensor<2x2xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  %w = graph.constant {value = dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>} : () -> tensor<2x3xf32>
+  %0 = graph.matmul %x, %w : (tensor<2x2xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = graph.matmul %y, %w : (tensor<2x2xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %0, %1 : tensor<2x3xf32>, tensor<2x3xf32>
+}
+
 // Small integer computations, the shape arithmetic ONNX exporters emit, fold to one constant at
 // the location of the op that produced it; the ops that fed it are dead and go.
 
