@@ -128,7 +128,7 @@ def test_counted_loop_reads_an_outer_initializer(tmp_path: Path) -> None:
         CHECK: graph.yield {{.*}} : tensor<i1>
         CHECK: } do {
         CHECK-NEXT: ^bb0(%{{.*}}: tensor<i64>, %{{.*}}: tensor<i1>, %[[H:.*]]: tensor<2x8xf32>):
-        CHECK-NEXT: graph.matmul %[[H]], %[[W]]
+        CHECK-NEXT: graph.linear %[[H]], %[[W]]
         CHECK-NEXT: graph.tanh
         CHECK-NEXT: graph.add
         CHECK-NEXT: graph.yield
@@ -367,7 +367,7 @@ def test_if_branches_with_different_ops_and_an_initializer(tmp_path: Path) -> No
         text,
         """
         CHECK: graph.if %{{.*}} : tensor<i1> -> (tensor<2x8xf32>) {
-        CHECK-NEXT: graph.matmul
+        CHECK-NEXT: graph.linear
         CHECK-NEXT: graph.relu
         CHECK: } else {
         CHECK-NEXT: graph.neg

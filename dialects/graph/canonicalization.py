@@ -199,7 +199,7 @@ class ConstantMatmulToLinear(RewritePattern):
             result_types=[replaced.results[0].type],
         )
         linear.location = op.location
-        rewriter.insert(transposed, InsertPoint.before(op))
+        rewriter.insert(transposed, InsertPoint.before(owner))  # where the weight was: outside a loop body reading it
         rewriter.replace(replaced, linear)
         if replaced is not op:
             rewriter.erase(op)
