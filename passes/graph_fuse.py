@@ -13,6 +13,10 @@ one kernel's traffic before):
 - a kind: the op's generated kernel with the ops it would then take, against its library call with its epilogue
   and the rest as their own kernels (`generated_s`, `library_s`), over the same ops.
 
+Before grouping, each attention written out as matmul, softmax and matmul is priced against one `graph.attention`
+and replaced where that is predicted no slower (`gnomon.passes.graph_fuse_attention`; option `attention=false`
+skips it).
+
 Every grouped op gets `gnomon.fusion = {group = N, ...}`; the op that starts a group also names its `kind`, and an
 op whose join was priced carries the `decision` ("fuse" or "split") and both figures in seconds; a join that a
 generated convolution's kind took with it, up to the depthwise convolution its price included, is "fuse" and

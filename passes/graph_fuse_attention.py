@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, StringAttr, TensorType, UnitAttr, f64
+from xdsl.dialects.builtin import AnyFloat, DictionaryAttr, FloatAttr, StringAttr, TensorType, UnitAttr, f64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
@@ -74,9 +74,7 @@ class WrittenAttention:
 
 def _float_tensor(value: SSAValue) -> TensorType[Attribute] | None:
     tensor = value.type
-    if not isinstance(tensor, TensorType) or tensor.get_element_type().name not in ("f16", "bf16", "f32", "f64"):
-        return None
-    return tensor
+    return tensor if isinstance(tensor, TensorType) and isinstance(tensor.get_element_type(), AnyFloat) else None
 
 
 def _scalar(value: SSAValue) -> float | None:

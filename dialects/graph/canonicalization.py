@@ -187,9 +187,8 @@ class ConstantMatmulToLinear(RewritePattern):
         if not isinstance(weight.type.get_element_type(), AnyFloat):
             return
         inputs, outputs = weight.type.get_shape()
-        array = constant_to_numpy(owner.value)
         transposed = folded_constant(
-            np.ascontiguousarray(np.broadcast_to(array, (inputs, outputs)).T),
+            np.ascontiguousarray(constant_to_numpy(owner.value).T),
             TensorType(weight.type.get_element_type(), [outputs, inputs]),
             owner.location,
         )
