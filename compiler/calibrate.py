@@ -8,6 +8,7 @@ It measures (`gnomon.runtime.calibration`), in under a minute (`quick` shrinks e
 - the runtime's launch overhead of a tiny kernel, PyTorch eager's per-op dispatch overhead, and the wait of a
   generated kernel split over threads after a library kernel (reported, not modelled);
 - the page faults of fresh memory per 4 KiB page (`page_fault_s`: eager's results above glibc's mmap threshold),
+  what a post-op adds to oneDNN's convolution call (`post_op_s`),
   and eager's host costs in a training step (autograd, the optimizers' Python);
 - fbgemm's embedding kernels, where installed, on tables in each memory level (`gnomon.cost.tbe`'s factors);
 - a suite of kernels profiled through the runtime, for the analytical models' efficiency factors
@@ -177,7 +178,7 @@ def _measured_device(m: Measurements, rounds: Rounds, log: Callable[[str], None]
         dispatch_overhead_s=m.measured["dispatch_overhead_s"],
         module_call_s=m.measured["module_call_s"],
         host_branch_s=m.measured["host_branch_s"],
-        efficiency={"page_fault_s": m.measured["page_fault_s"]},
+        efficiency={"page_fault_s": m.measured["page_fault_s"], "post_op_s": m.measured["post_op_s"]},
         eager_training={
             key.removeprefix("eager_training."): value
             for key, value in m.measured.items()

@@ -565,6 +565,35 @@ def test_the_cost_model_knows_which_callee_fuses_its_epilogue_as_the_runtime_doe
     assert cold_call_s(1 << 30, h100) == 0.0
 
 
+def test_a_convolution_fusing_post_ops_pays_their_cost_once_a_call() -> None:
+    """oneDNN's convolution with a post-op (here a residual add and a ReLU) costs `post_op_s` more a call, measured
+    by calibration; a kernel that calls no fusing callee pays none of it."""
+    import torch
+
+    import gnomon
+    from gnomon.cost.calls import post_ops_s
+    from gnomon.cost.program import kernel_cost
+    from gnomon.dialects import kernel
+    from gnomon.passes.graph_to_kernel.library import ONEDNN_CONV
+
+    class Residual(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.conv(x) + x)
+
+    executable = gnomon.compile(Residual().eval(), example_inputs=(torch.randn(1, 8, 12, 12),))
+    kernels = [op for op in executable.module.ops if isinstance(op, kernel.FuncOp)]
+    (fused,) = [k for k in kernels if k.call is not None and k.call.callee == ONEDNN_CONV]
+    local = load_device("generic-cpu")
+    priced = {s: replace(local, efficiency=local.efficiency | {"post_op_s": s}) for s in (0.0, 5e-6)}
+    with_post_ops, without = (kernel_cost(fused, priced[s]).predicted_s for s in (5e-6, 0.0))
+    assert with_post_ops - without == pytest.approx(5e-6)
+    assert all(post_ops_s(k, priced[5e-6]) == 0.0 for k in kernels if k is not fused)
+
+
 def test_module_calls_are_counted_for_torch_modules_only(tmp_path: Path) -> None:
     """Each call of a module counts, a module called twice twice; a TorchScript or ONNX model makes none."""
 

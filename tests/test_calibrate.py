@@ -6,6 +6,7 @@ with this machine's cache levels), never how fast anything ran.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -165,6 +166,36 @@ def test_the_full_suite_says_which_of_its_launches_are_fitted() -> None:
     assert isinstance(function, func.FuncOp)
     lowered = lower(suite.module.clone(), "the calibration suite", layout="nchw")
     assert len(suite.fitted) == sum(isinstance(op, rt.LaunchOp) for op in lowered.walk())
+    assert len(suite.warm) == len(suite.fitted)
+
+
+def test_a_warm_launch_is_timed_on_its_second_run_in_a_row() -> None:
+    """The suite's activation kernels run twice in a row and are timed the second time, with their inputs and
+    output in cache and their code warm (each call's distance 0); the weights' kernels and the small library calls
+    run once each run, their call distances as the program's order gives them."""
+    from gnomon.cost.program import launch_call_distances
+    from gnomon.runtime.calibration.profile import load, profile_suite
+
+    suite = suite_program(quick=True)  # two activation kernels and two kernels reading weights
+    loaded = load(suite.module, lambda module: lower(module, "the calibration suite", layout="nchw"))
+    launches = loaded.program.launches
+    assert list(suite.warm) == [launch.kernel.is_generated for launch in launches]
+    assert sum(suite.warm) == 2
+    runs = [0] * len(launches)
+    for index, launch in enumerate(launches):
+
+        def counted(inner: Callable[[], None] = launch.run, index: int = index) -> None:
+            runs[index] += 1
+            inner()
+
+        launches[index] = replace(launch, run=counted)
+    measured = profile_suite(loaded, 3, suite.warm)
+    # One warm-up run, then three profiled runs: a warm launch runs twice in each of those.
+    assert runs == [1 + 3 * (2 if warm else 1) for warm in suite.warm]
+    distances = launch_call_distances(loaded.module)
+    for m, warm, given in zip(measured, suite.warm, distances, strict=True):
+        assert m.call_distances == (tuple(0 for _ in given) if warm else tuple(given))
+        assert m.seconds > 0
 
 
 @pytest.mark.parametrize("fit", [True, False])
@@ -184,14 +215,15 @@ def test_a_quick_calibration_writes_a_calibrated_device(tmp_path: Path, fit: boo
     assert set(device.eager_training) == set(DEFAULTS)  # eager training's host costs, each measured
     assert device.eager_training["autograd_node_s"] > 0
     assert [level.name for level in device.memory] == [name for name, _, _ in cache_levels()] + ["dram"]
-    # Measured, not fitted: a thin call's misses (unless no probe's traffic left L1 here), fresh pages' faults.
+    # Measured, not fitted: a thin call's misses (unless no probe's traffic left L1 here), fresh pages' faults, a post-op.
     assert device.efficiency["page_fault_s"] > 0
     # fbgemm's embedding kernels are measured and fitted whether or not the suite is: all six factors, or none where
     # a quick calibration's few points give a degenerate fit (tests/test_tbe.py checks the fit itself).
     tbe = {"tbe_call_s", "tbe_lookup_s", "tbe_read", "tbe_update_call_s", "tbe_update_lookup_s", "tbe_update"}
     assert tbe & set(device.efficiency) in (tbe, set())
     assert all(device.efficiency[key] > 0 for key in tbe & set(device.efficiency))
-    measured = {"thin_call_cold_s", "page_fault_s", *tbe}
+    assert device.efficiency["post_op_s"] >= 0  # 0 where a post-op measured no slower
+    measured = {"thin_call_cold_s", "page_fault_s", "post_op_s", *tbe}
     assert set(device.efficiency) - measured == (set(FITTED) if fit else set())
     assert "gnomon calibrate on" in device.source
 

@@ -118,6 +118,17 @@ class Call:
 FUSED_EPILOGUE_CALLEES = frozenset({"mkldnn._convolution_pointwise"})
 """Library functions that run their kernel's epilogue as post-ops of the same call (`graph_to_kernel.library`'s
 `ONEDNN_CONV`); after any other callee the runtime calls each epilogue op's own out= kernel on the output."""
+
+
+def post_ops_s(kernel_func: kernel.FuncOp, device: Device) -> float:
+    """What a library kernel's call adds for fusing its epilogue as post-ops (`FUSED_EPILOGUE_CALLEES`):
+    `Efficiency.post_op_s` once a call; 0 for any other kernel."""
+    call = kernel_func.call
+    if kernel_func.is_generated or call is None or call.callee not in FUSED_EPILOGUE_CALLEES or not call.epilogue:
+        return 0.0
+    return efficiency(device).post_op_s
+
+
 PER_IMAGE_CALLEES = frozenset({"aten.mm"})
 """Library functions the runtime calls once per image of a convolution run as BLAS products."""
 

@@ -99,6 +99,11 @@ class Efficiency:
     runtime's loop, ctypes, the kernel's few KB of code) or a copy into ATen's copy kernel. Their paths are far
     shorter than a library call's, so their misses cost a fraction of `library_call_s`
     (`gnomon.cost.calls.cold_call_s`)."""
+    post_op_s: float = 0.0
+    """Seconds a CPU convolution library's call takes longer when it fuses post-ops (oneDNN's
+    `mkldnn._convolution_pointwise` with an activation or a residual add): a fixed cost per call, 3-5 us here
+    whatever the output's size, measured by `gnomon calibrate` on a tiny convolution with a ReLU and without; it is
+    what makes a small convolution's activation cheaper as a generated kernel of its own."""
     page_fault_s: float = 0.0
     """Seconds a kernel takes per 4 KiB page of a result in fresh memory, faulted in (and zeroed by the kernel of
     the OS) on its first touch: PyTorch eager's CPU tensors above glibc's mmap threshold are fresh mappings every
@@ -145,6 +150,7 @@ CPU_EFFICIENCY = Efficiency(
     vector=0.5, depthwise=0.3, pool=0.1, pool3d=0.05, stream=0.7, stream_dram=0.7, transpose=0.3, library_call_s=5e-6,
     access_bytes=64, lookup_s=20e-9, libm_call_s=5e-9, library_call_warm_s=2e-6, pool_wake_s=3e-6,
     thin_call_cold_s=2e-6, weights_dram=0.7, page_fault_s=1e-6, gemm_pack_rows=16.0, gemm_pack_columns=4.0,
+    post_op_s=3e-6,
 )  # fmt: skip
 """Typical of an AVX2 BLAS (a 6 x 16 fp32 register block): starting values for calibration, not measurements."""
 

@@ -27,6 +27,7 @@ from gnomon.cost.calls import (
     cold_call_s,
     library_call_s,
     library_calls,
+    post_ops_s,
     with_libm_calls,
 )
 from gnomon.cost.critical_path import Task
@@ -110,7 +111,7 @@ def kernel_cost(
         distances = call_distances if call_distances is not None else [None] * len(calls)
         calls_s = sum(
             library_call_s(d, device, copy=c.copy, function=c.function) for c, d in zip(calls, distances, strict=True)
-        )
+        ) + post_ops_s(kernel_func, device)
         cost = replace(cost, launch_s=device.launch_overhead_s + calls_s)
     elif cost.launch_s > 0:  # a view launches nothing
         distance = call_distances[0] if call_distances else None

@@ -21,6 +21,7 @@ from gnomon.runtime.calibration.overheads import (
     module_call_overhead,
     page_fault_overhead,
     pool_handoff,
+    post_op_overhead,
     thin_call_probe,
 )
 from gnomon.runtime.calibration.probe import generated_matmul_flops, peak_flops, stream_bandwidth
@@ -166,6 +167,8 @@ def _overheads(m: Measurements, rounds: Rounds, log: Log, lower: Lower) -> None:
     log(f"  PyTorch eager nn.Module call overhead: {module_call * 1e6:.2f} us per call")
     fault = m.measured["page_fault_s"] = page_fault_overhead(3 if m.quick else 10)
     log(f"  page faults on fresh memory (a new 64 MiB mapping filled): {fault * 1e6:.2f} us per 4 KiB page")
+    post_op = m.measured["post_op_s"] = post_op_overhead(50 if m.quick else 300)
+    log(f"  oneDNN convolution with a ReLU post-op against none (tiny, channels-last): {post_op * 1e6:.2f} us longer")
     training = eager_training_overheads(40 if m.quick else 400, 10 if m.quick else 30)
     m.measured.update({f"eager_training.{key}": value for key, value in training.items()})
     us = {key: value * 1e6 for key, value in training.items()}

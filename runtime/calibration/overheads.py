@@ -257,3 +257,28 @@ def page_fault_overhead(trials: int) -> float:
     fresh_s = min(median_time(fresh, trials) for _ in range(3))
     mapped_s = min(median_time(lambda: mapped.fill_(1.0), trials) for _ in range(3))
     return max(fresh_s - mapped_s, 0.0) / (size // PAGE_BYTES)
+
+
+def post_op_overhead(trials: int) -> float:
+    """Seconds oneDNN's convolution takes longer with a post-op (`Efficiency.post_op_s`): a tiny channels-last
+    convolution on a packed weight, as the runtime calls `mkldnn._convolution_pointwise` for a convolution and its
+    epilogue, with a ReLU post-op against none. Here 3-5 us whatever the output's size (8K-300K elements), more
+    than a separate generated ReLU of a small output costs; 0 where torch has no oneDNN."""
+    import torch
+
+    if not torch.backends.mkldnn.is_available():
+        return 0.0
+    pointwise = torch.ops.mkldnn._convolution_pointwise.default
+    x = torch.ones(1, 16, 16, 16).to(memory_format=torch.channels_last)
+    geometry = ([1, 1], [1, 1], [1, 1], 1)
+    weight = torch._C._nn.mkldnn_reorder_conv2d_weight(  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+        torch.ones(16, 16, 3, 3).to_mkldnn(), *geometry, list(x.shape)
+    )
+    bias = torch.zeros(16)
+
+    def convolution(attr: str) -> Callable[[], object]:
+        return lambda: pointwise(x, weight, bias, *geometry, attr, [], "")
+
+    plain_s = min(median_time(convolution("none"), trials) for _ in range(3))
+    relu_s = min(median_time(convolution("relu"), trials) for _ in range(3))
+    return max(relu_s - plain_s, 0.0)

@@ -51,7 +51,7 @@ class Rounds:
             self.dram.append(stream_bandwidth(per_thread, self.cores, 3, 8 * self.dram_working_set))
             self.peak.append(peak_flops(self.peak_n, "fp32", self.peak_trials))
         if with_suite and self.program is not None:
-            measured = profile_suite(self.program, self.suite_runs)
+            measured = profile_suite(self.program, self.suite_runs, self.suite.warm)
             self.suite_rounds.append(fitted_launches(self.suite, measured))
             self.probe_rounds.append(probe_launches(self.suite, measured))
 

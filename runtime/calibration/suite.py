@@ -298,10 +298,13 @@ class Suite:
     module: ModuleOp
     """The graph program; `gnomon.runtime.calibration.profile.load` lowers a copy."""
     fitted: tuple[bool, ...]
-    """Per launch, in order: False for the first of a kernel's two runs (but a small call's)."""
+    """Per launch, in order: whether the fit uses it (not the call probes)."""
     probes: tuple[bool, ...] = ()
     """Per launch, in order: True for the warm runs of the call probes (`_call_probes`), which the factors' fit
     leaves out; empty: none."""
+    warm: tuple[bool, ...] = ()
+    """Per launch, in order: True for one that runs twice in a row, timed the second time
+    (`gnomon.runtime.calibration.profile.profile_suite`); empty: none."""
 
 
 def suite_program(quick: bool) -> Suite:
@@ -309,33 +312,41 @@ def suite_program(quick: bool) -> Suite:
     what ran before it: a parallel kernel after a serial one waits for the thread team to wake). Every kernel reads
     its own inputs and returns its result, so none fuse.
 
-    A model's activations are in cache when the next kernel reads them: their producer just wrote them. So a kernel
-    runs twice on the same inputs, and the fit takes the second run, with its inputs in cache, except:
+    A model's activations are in cache when the next kernel reads them: their producer just wrote them; and its
+    planned arena hands a kernel a buffer that recent kernels used. So a kernel runs twice in a row (`Suite.warm`)
+    and the fit takes the second run, with its inputs and its output in cache, except:
     - GEMMs, convolutions and embedding bags (`Kernel.reads_weights`), which run once;
     - the small library calls (`CALL_BOUND`): their time is mostly the call's fixed cost, which depends on the
-      kernel before, as in a model. The fit takes both runs: the first, after another kernel, prices a call
-      (`library_call_s`); the second, straight after itself, a warm one (`library_call_warm_s`).
+      kernel before, as in a model. They are built twice and the fit takes both: the first, after another kernel,
+      prices a call (`library_call_s`); the second, straight after itself, a warm one (`library_call_warm_s`).
 
     The call probes (`_call_probes`) close the program, each `PROBE_RUNS` times; the fit leaves them out."""
     generated, library = _quick_kernels() if quick else (_generated_kernels(), _library_kernels())
     program = Program()
     fitted: list[bool] = []
+    warm: list[bool] = []
     for kernel in (kernel for pair in zip_longest(library, generated) for kernel in pair if kernel is not None):
         inputs = [program.argument(f"{kernel.name}_{name}", dims) for name, dims in kernel.inputs]
         program.results.append(kernel.build(program, inputs))
         if kernel.reads_weights:
             fitted += [True] * kernel.launches
-            continue
-        program.results.append(_again(program, kernel, inputs))
-        fitted += [kernel.name in CALL_BOUND, True]
+            warm += [False] * kernel.launches
+        elif kernel.name in CALL_BOUND:
+            program.results.append(_again(program, kernel, inputs))
+            fitted += [True, True]
+            warm += [False, False]
+        else:
+            fitted.append(True)
+            warm.append(True)
     probes = [False] * len(fitted)
     for kernel in [] if quick else _call_probes():
         inputs = [program.argument(f"{kernel.name}_{name}", dims) for name, dims in kernel.inputs]
         program.results.append(kernel.build(program, inputs))
         program.results += [_again(program, kernel, inputs) for _ in range(PROBE_RUNS - 1)]
         fitted += [False] * PROBE_RUNS
+        warm += [False] * PROBE_RUNS
         probes += [False] + [True] * (PROBE_RUNS - 1)
-    return Suite(program.module(), tuple(fitted), tuple(probes))
+    return Suite(program.module(), tuple(fitted), tuple(probes), tuple(warm))
 
 
 def _again(program: Program, kernel: Kernel, inputs: Sequence[SSAValue]) -> SSAValue:
