@@ -215,7 +215,8 @@ def test_a_quick_calibration_writes_a_calibrated_device(tmp_path: Path, fit: boo
     assert set(device.eager_training) == set(DEFAULTS)  # eager training's host costs, each measured
     assert device.eager_training["autograd_node_s"] > 0
     assert [level.name for level in device.memory] == [name for name, _, _ in cache_levels()] + ["dram"]
-    # Measured, not fitted: a thin call's misses (unless no probe's traffic left L1 here), fresh pages' faults, a post-op.
+    # Measured, not fitted: a thin call's misses (unless no probe's traffic left L1 here), fresh pages' faults, a
+    # post-op's cost.
     assert device.efficiency["page_fault_s"] > 0
     # fbgemm's embedding kernels are measured and fitted whether or not the suite is: all six factors, or none where
     # a quick calibration's few points give a degenerate fit (tests/test_tbe.py checks the fit itself).
