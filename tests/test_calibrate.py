@@ -223,7 +223,7 @@ def test_a_quick_calibration_writes_a_calibrated_device(tmp_path: Path, fit: boo
     tbe = {"tbe_call_s", "tbe_lookup_s", "tbe_read", "tbe_update_call_s", "tbe_update_lookup_s", "tbe_update"}
     assert tbe & set(device.efficiency) in (tbe, set())
     assert all(device.efficiency[key] > 0 for key in tbe & set(device.efficiency))
-    assert device.efficiency["post_op_s"] >= 0  # 0 where a post-op measured no slower
+    assert device.efficiency["post_op_s"] > 0  # a nanosecond where a post-op measured no slower
     measured = {"thin_call_cold_s", "page_fault_s", "post_op_s", *tbe}
     assert set(device.efficiency) - measured == (set(FITTED) if fit else set())
     assert "gnomon calibrate on" in device.source

@@ -340,6 +340,25 @@ def test_dynamic_shapes_ask_for_static_ones() -> None:
         op_cost(only(module, "graph.relu"), load_device("h100"))
 
 
+def test_generated_loops_stream_at_their_own_fitted_rate() -> None:
+    """gnomon's generated kernels stream at `generated_stream` of a cache level's bandwidth, the library's at
+    `stream` (the calibration fits them apart); a device file with only `stream` gives both."""
+    module = parse("""
+    func.func @f(%x: tensor<64x1024xf32>, %y: tensor<64x1024xf32>) -> tensor<64x1024xf32> {
+      %0 = graph.add %x, %y : (tensor<64x1024xf32>, tensor<64x1024xf32>) -> tensor<64x1024xf32>
+      %1 = graph.relu %0 : (tensor<64x1024xf32>) -> tensor<64x1024xf32>
+      func.return %1 : tensor<64x1024xf32>
+    }""")
+    cpu = load_device("generic-cpu")
+    split = replace(cpu, efficiency={"stream": 0.2, "generated_stream": 0.4})
+    relu, ops = only(module, "graph.relu"), graph_ops(module)
+    for generated, factor in ((False, 0.2), (True, 0.4)):
+        alone, fused = op_cost(relu, split, generated=generated), group_cost(ops, split, generated=generated)
+        assert alone.memory_s == pytest.approx(op_cost(relu, replace(cpu, efficiency={"stream": factor})).memory_s)
+        assert fused.memory_s == pytest.approx(group_cost(ops, replace(cpu, efficiency={"stream": factor})).memory_s)
+    assert efficiency(replace(cpu, efficiency={"stream": 0.3})).generated_stream == 0.3
+
+
 # ---- fused groups ----
 
 

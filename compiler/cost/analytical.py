@@ -167,10 +167,11 @@ def op_cost(
     `library` the kernel is a library call, which pays `library_call_s` at its launch; with `weights_in_dram` the
     model's weights and tables do not fit the caches together, so each kernel reads its own from DRAM, however
     small (else they are where the op's working set fits, as activations are); `cores` is how many of the device's
-    cores the kernel runs on (default: all), a share of its compute and bandwidth; with `generated` a convolution is
-    gnomon's generated one (`kernel_to_linalg.conv`), not the library's."""
+    cores the kernel runs on (default: all), a share of its compute and bandwidth; with `generated` the kernel is
+    gnomon's generated one (a convolution's `kernel_to_linalg.conv`, not the library's), whose loops stream at
+    `generated_stream`."""
     work = op_work(op)
-    eff = efficiency(device)
+    eff = _code_efficiency(device, generated)
     kernel = _kernel(op, work, device, eff, conv_as_gemm, weights_in_dram, generated)
     compute_roof = work.flops / device.peak(work.peak_key) if work.flops else 0.0
     call_s = eff.library_call_s if library else 0.0
@@ -191,7 +192,7 @@ def group_cost(
     are `op_cost`'s)."""
     if not ops:
         raise CostModelError("cost model: a fused group needs at least one op")
-    eff = efficiency(device)
+    eff = _code_efficiency(device, generated)
     flops, compute_roof, compute_s, reuse_s, weights_s = 0, 0.0, 0.0, 0.0, 0.0
     works = [op_work(op) for op in ops]
     for op, work in zip(ops, works, strict=True):
@@ -212,6 +213,13 @@ def group_cost(
     memory_s = max(moved / bandwidth, weights_s)
     kernel = _on_cores(KernelTime("fused", compute_s, memory_s, reuse_s), device, cores)
     return _cost(flops, moved, compute_roof, kernel, device, call_s)
+
+
+def _code_efficiency(device: Device, generated: bool) -> Efficiency:
+    """The device's factors for a kernel of gnomon's `generated` code (its loops stream at `generated_stream` of a
+    cache level's bandwidth) or a library's."""
+    eff = efficiency(device)
+    return replace(eff, stream=eff.generated_stream) if generated else eff
 
 
 def written_in_place(cost: OpCost, written: int, device: Device) -> OpCost:

@@ -263,11 +263,12 @@ def post_op_overhead(trials: int) -> float:
     """Seconds oneDNN's convolution takes longer with a post-op (`Efficiency.post_op_s`): a tiny channels-last
     convolution on a packed weight, as the runtime calls `mkldnn._convolution_pointwise` for a convolution and its
     epilogue, with a ReLU post-op against none. Here 3-5 us whatever the output's size (8K-300K elements), more
-    than a separate generated ReLU of a small output costs; 0 where torch has no oneDNN."""
+    than a separate generated ReLU of a small output costs; at least a nanosecond (where torch has no oneDNN, or a
+    post-op measured no slower)."""
     import torch
 
     if not torch.backends.mkldnn.is_available():
-        return 0.0
+        return 1e-9
     pointwise = torch.ops.mkldnn._convolution_pointwise.default
     x = torch.ones(1, 16, 16, 16).to(memory_format=torch.channels_last)
     geometry = ([1, 1], [1, 1], [1, 1], 1)
@@ -281,4 +282,4 @@ def post_op_overhead(trials: int) -> float:
 
     plain_s = min(median_time(convolution("none"), trials) for _ in range(3))
     relu_s = min(median_time(convolution("relu"), trials) for _ in range(3))
-    return max(relu_s - plain_s, 0.0)
+    return max(relu_s - plain_s, 1e-9)  # a device file's factors are positive: a nanosecond stands for none
