@@ -277,6 +277,11 @@ class Program:
         self._bindings[self._key] = binding = self._bind(largest)
         self._use(binding)
 
+    @property
+    def results(self) -> list[np.ndarray]:
+        """The result arrays of the current binding: views of the arena, what the last run left there."""
+        return list(self._results)
+
     def _use(self, binding: _Binding) -> None:
         self.inputs, self.launches, self._results = binding.inputs, binding.launches, binding.results
 
