@@ -375,12 +375,16 @@ class Program:
     ) -> Callable[[], None]:
         compiled = self._compiled
         if kernel_func.is_generated:
+            from gnomon.passes.kernel_to_linalg.conv import packing
             from gnomon.runtime.codegen import compile_kernel
 
             in_place = _in_place_input(args, results)
-            key = f"{kernel_func.sym_name.data}/{in_place}"
+            # A convolution's weights that no launch writes are packed once, when the launch is bound.
+            layout = packing(kernel_func)
+            prepacked = layout is not None and constants[layout.weight]
+            key = f"{kernel_func.sym_name.data}/{in_place}/{prepacked}"
             if key not in compiled:
-                compiled[key] = compiled_kernel = compile_kernel(kernel_func, in_place)
+                compiled[key] = compiled_kernel = compile_kernel(kernel_func, in_place, prepacked)
                 self.profile.kernels_generated += 1
                 self.profile.kernels_tuned += TUNED_ATTR in kernel_func.attributes
                 self.profile.compile_seconds += compiled_kernel.compile_seconds

@@ -140,6 +140,41 @@ def test_fused_and_separate_agree_on_network_shapes(
     assert relative_l2(fused, separate) <= 1e-5
 
 
+@pytest.mark.parametrize("channels", [40, 96])  # a partial last block of 16 or 32 channels, and whole blocks
+def test_constant_weights_are_packed_once_when_bound_with_the_same_numbers(channels: int) -> None:
+    """The runtime binds a generated convolution whose weights are a program constant to the kernel variant that
+    reads them packed for every block (`packed_weights`, made at bind time); a kernel bound to weights that
+    change packs each block's on every call. Both compute the same numbers as torch."""
+    from gnomon.runtime.codegen import compile_kernel
+    from gnomon.runtime.codegen.jit import packed_weights
+
+    torch.manual_seed(2)
+    model = ConvPair(24, channels, (1, 1, 0, 1), (3, 1, 1, 1), "relu6").eval()
+    x = torch.randn(1, 24, 14, 14)
+    with torch.inference_mode():
+        expected = model(x).numpy()
+    module = _graph(model, x)
+    program = _program(module, [0, 0, 0, 0], ["generated"])
+    assert relative_l2(program.run([x.numpy()])[0], expected) <= 1e-5
+    (launch,) = program.launches
+    prepacked, per_call = (compile_kernel(launch.kernel, prepacked=flag) for flag in (True, False))
+    assert per_call.packing is None
+    assert prepacked.packing is not None
+    blocks, reduction, block = prepacked.packing.shape
+    weight = launch.args[prepacked.packing.weight]
+    assert (blocks, reduction) == (-(-channels // block), 24)
+    packed = packed_weights(weight, prepacked.packing)
+    assert packed[0, :, 1].tolist() == weight[1].reshape(-1).tolist()  # [block][k][channel]
+    assert packed[-1, :, -1].tolist() == weight[-1].reshape(-1).tolist()  # past the end: the last channel's
+    outputs = []
+    for kernel in (prepacked, per_call):
+        out = np.zeros_like(expected)
+        kernel.bind(list(launch.args), [out])()
+        outputs.append(out)
+    assert outputs[0].tolist() == outputs[1].tolist()
+    assert relative_l2(outputs[0], expected) <= 1e-5
+
+
 def test_graph_fuse_prices_the_pair_and_fuses_it() -> None:
     model = ConvPair(24, 96, (1, 1, 0, 1), (3, 1, 1, 1), "relu6").eval()
     x = torch.randn(1, 24, 28, 28)

@@ -5,8 +5,10 @@ output channels split into blocks of one or two vectors (`conv_rows.block_vector
 one channel block and one band of output rows, and a call's parts share the units out, bands innermost. For one
 unit:
 
-- the producer's weights for the block are packed `[k][channel]`, so a vector of channels loads at once, and its
-  bias (and the depthwise conv's) starts the accumulators;
+- the producer's weights for the block are packed `[k][channel]`, so a vector of channels loads at once (or read
+  from a buffer that holds every block's packed at once, `packing`, which the runtime fills once where the weights
+  are a program constant: packing per unit took a third of a late MnasNet layer's time), and its bias (and the
+  depthwise conv's) starts the accumulators;
 - each producer row the band needs is computed once, in order, into a ring of `span` rows (the depthwise window's
   height) laid out `[column][channel]`, with the depthwise conv's left and right padding as zero columns and one
   zero row standing for the rows above and below the image: the intermediate feature map lives in the ring, in
@@ -34,10 +36,11 @@ from xdsl.ir import Operation, SSAValue
 
 from gnomon.dialects import kernel
 from gnomon.dialects.graph.base import ints
+from gnomon.dialects.graph.nn import ConvOp
 from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
-from gnomon.passes.kernel_to_linalg.conv_rows import SPARE, ConvChain, Point, RowEmitter
+from gnomon.passes.kernel_to_linalg.conv_rows import SPARE, ConvChain, Point, RowEmitter, block_tile
 from gnomon.passes.kernel_to_linalg.matmul import for_loop
-from gnomon.passes.kernel_to_linalg.nest import Nest
+from gnomon.passes.kernel_to_linalg.nest import Nest, shape_of
 from gnomon.passes.kernel_to_linalg.support import CodegenError
 
 index = IndexType()
@@ -80,6 +83,7 @@ class _ConvKernel:
         ops: Sequence[Operation],
         output: SSAValue,
         sources: dict[SSAValue, SSAValue],
+        prepacked: SSAValue | None = None,
     ):
         name = kernel_op.sym_name.data
         self.chain = ConvChain.of(name, ops)
@@ -95,7 +99,9 @@ class _ConvKernel:
         while e.n * self.blocks * self.bands < MIN_UNITS_PER_THREAD * threads and self.bands * 4 <= e.out_rows:
             self.bands *= 2
         self.units = e.n * self.blocks * self.bands
-        self.packed = e.alloc([e.reduction, e.block])
+        # The producer's weights packed for every block (`packing`), or this unit's block packed on the stack.
+        self.prepacked = prepacked is not None
+        self.packed = prepacked if prepacked is not None else e.alloc([e.reduction, e.block])
         self.bias = e.alloc([e.block])
         self.columns = e.alloc([e.reduction, e.cols]) if not e.in_place else None
         dw = e.dw
@@ -115,7 +121,9 @@ class _ConvKernel:
         b = self.nest.b
         begin, end = self.nest.thread_range(self.units, 1)
         for_loop(b, begin, end, 1, self.unit)
-        buffers = [self.packed, self.bias, self.buffer, *([self.columns] if self.columns is not None else [])]
+        buffers = [self.bias, self.buffer, *([self.columns] if self.columns is not None else [])]
+        if not self.prepacked:
+            buffers.append(self.packed)
         if self.ring is not None:
             buffers += [self.ring.packed, self.ring.bias, self.ring.out_row]
         for buffer in buffers:
@@ -136,7 +144,8 @@ class _ConvKernel:
         block = b.emit(arith.RemUIOp(b.emit(arith.DivUIOp(u, b.const(self.bands, index))), b.const(self.blocks, index)))
         band = b.emit(arith.RemUIOp(u, b.const(self.bands, index)))
         c0 = b.emit(arith.MuliOp(block, b.const(e.block, index)))
-        e.pack_producer(b, self.packed, c0)
+        if not self.prepacked:
+            e.pack_producer(b, self.packed, c0)
         e.pack_bias(b, chain.producer, self.bias, c0)
         if self.ring is None:
             self.direct_rows(b, n, c0, band)
@@ -164,7 +173,8 @@ class _ConvKernel:
         def target(sb: ScalarBuilder, x: SSAValue) -> list[SSAValue]:
             return [self.buffer, slot, sb.emit(arith.AddiOp(x, sb.const(pl, index))), sb.const(0, index)]
 
-        e.produce_row(b, read, self.packed, self.bias, target)
+        lead = [b.emit(arith.DivUIOp(c0, b.const(e.block, index)))] if self.prepacked else []
+        e.produce_row(b, read, self.packed, self.bias, target, lead)
 
         def point(sb: ScalarBuilder, x: SSAValue, c: SSAValue) -> Point:
             return (n, e.channel(sb, c0, c), y, x)
@@ -244,18 +254,49 @@ class _ConvKernel:
         for_loop(b, first, last, 1, out_row, [start])
 
 
+@dataclass(frozen=True)
+class Packing:
+    """Where a generated convolution kernel finds its producer's weights packed for every channel block, as a unit
+    packs its own: `[blocks][reduction][block]`, element `[j, (ci * kh + ky) * kw + kx, c]` the weight of channel
+    `min(j * block + c, channels - 1)` (the last block's channels past the end repeat the last channel's)."""
+
+    weight: int
+    """The kernel input holding the producer's weight, `[channels][in channels][kh][kw]`."""
+    shape: tuple[int, int, int]
+    """blocks, reduction, block."""
+
+
+def packing(kernel_op: kernel.FuncOp) -> Packing | None:
+    """The packed form of a generated convolution kernel's producer weights; None for another kernel."""
+    ops = [op for op in kernel_op.body.block.ops if not isinstance(op, kernel.YieldOp)]
+    schedule = kernel_op.schedule
+    if not ops or not isinstance(ops[0], ConvOp) or schedule is None:
+        return None
+    producer = ConvChain.of(kernel_op.sym_name.data, ops).producer
+    weight = producer.weight
+    position = next((i for i, arg in enumerate(kernel_op.body.block.args) if arg is weight), None)
+    if position is None:
+        return None
+    lanes, _ = block_tile(producer, schedule.vector.data, ints(schedule.tile))
+    block = lanes * schedule.vector.data
+    channels, in_channels, kh, kw = shape_of(weight)
+    return Packing(position, (-(-channels // block), in_channels * kh * kw, block))
+
+
 def conv_kernel(
     nest: Nest,
     kernel_op: kernel.FuncOp,
     ops: Sequence[Operation],
     result: tuple[SSAValue, SSAValue],
     sources: dict[SSAValue, SSAValue],
+    prepacked: SSAValue | None = None,
 ) -> tuple[int, int]:
-    """The generated convolution kernel of `ops` into the output buffer; (parts, work)."""
+    """The generated convolution kernel of `ops` into the output buffer; (parts, work). With `prepacked`, its
+    producer's weights are read from that buffer (laid out as `packing` says) instead of packed by each unit."""
     name = kernel_op.sym_name.data
     value, output = result
     if value is not ops[-1].results[0]:
         raise CodegenError(f"kernel @{name}: a generated convolution kernel must return its last value")
-    emitter = _ConvKernel(nest, kernel_op, ops, output, sources)
+    emitter = _ConvKernel(nest, kernel_op, ops, output, sources, prepacked)
     emitter.emit()
     return emitter.units, emitter.flops

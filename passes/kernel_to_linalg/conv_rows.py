@@ -64,6 +64,15 @@ def block_vectors(channels: int, width: int) -> int:
     return min(options, key=lambda v: (-(-channels // (v * width)) * v * width - channels, -v))
 
 
+def block_tile(producer: ConvOp, width: int, tile: Sequence[int] = ()) -> tuple[int, int]:
+    """(vectors of channels per block, producer columns per micro-tile): the schedule's `tile` where set, else
+    `block_vectors` and as many columns as `ACCUMULATORS` allows."""
+    if tile:
+        return register_tile(tile, width)
+    lanes = block_vectors(shape_of(producer.result)[1], width)
+    return lanes, ACCUMULATORS // lanes
+
+
 def register_tile(tile: Sequence[int], width: int) -> tuple[int, int]:
     """A schedule's `tile = [vectors, positions]`: vectors of channels per block and producer columns per micro-tile,
     checked to fit the vector registers (32 with 16 lanes, 16 with 8) beside one weight vector each and a broadcast."""
@@ -148,11 +157,7 @@ class RowEmitter:
             raise CodegenError(f"a generated convolution takes vectors of 8 or 16 lanes, not {width}")
         producer = chain.producer
         self.width = width
-        if tile:
-            self.lanes, self.positions = register_tile(tile, width)
-        else:
-            self.lanes = block_vectors(shape_of(producer.result)[1], width)
-            self.positions = ACCUMULATORS // self.lanes
+        self.lanes, self.positions = block_tile(producer, width, tile)
         self.block = self.lanes * width
         self.columns = max(2, CHAINS // self.lanes)
         self.x = sources[producer.input]
@@ -308,8 +313,9 @@ class RowEmitter:
         packed: SSAValue,
         bias: SSAValue,
         target: Callable[[ScalarBuilder, SSAValue], list[SSAValue]],
+        lead: Sequence[SSAValue] = (),
     ) -> None:
-        """target(x)[0:block] = bias + sum over k of read(k, x) * packed[k, 0:block], for every column x of a
+        """target(x)[0:block] = bias + sum over k of read(k, x) * packed[*lead, k, 0:block], for every column x of a
         producer row, `positions` columns at a time in registers."""
         vec, width, lanes = self.vec, self.width, self.lanes
         initial = [b.emit(vector.LoadOp(bias, [b.const(lane * width, index)], vec)) for lane in range(lanes)]
@@ -317,7 +323,10 @@ class RowEmitter:
         def tile(tb: ScalarBuilder, x0: SSAValue, count: int) -> None:
 
             def step(sb: ScalarBuilder, k: SSAValue, acc: list[SSAValue]) -> list[SSAValue]:
-                w = [sb.emit(vector.LoadOp(packed, [k, sb.const(lane * width, index)], vec)) for lane in range(lanes)]
+                w = [
+                    sb.emit(vector.LoadOp(packed, [*lead, k, sb.const(lane * width, index)], vec))
+                    for lane in range(lanes)
+                ]
                 result: list[SSAValue] = []
                 for r in range(count):
                     x = x0 if r == 0 else sb.emit(arith.AddiOp(x0, sb.const(r, index)))

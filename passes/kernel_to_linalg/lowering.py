@@ -14,13 +14,23 @@ call may split into, from the arrays it binds.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.arith import FastMathFlagsAttr
-from xdsl.dialects.builtin import DYNAMIC_INDEX, AnyFloat, FunctionType, MemRefType, ModuleOp, TensorType, UnitAttr, i64
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    AnyFloat,
+    FunctionType,
+    MemRefType,
+    ModuleOp,
+    TensorType,
+    UnitAttr,
+    f32,
+    i64,
+)
 from xdsl.dialects.linalg.ops import YieldOp as LinalgYieldOp
 from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
@@ -34,7 +44,7 @@ from gnomon.dialects.graph.nn import ConvOp, LogSoftmaxOp, SoftmaxOp
 from gnomon.dialects.graph.reduce import ReduceMaxOp, ReduceMeanOp, ReduceMinOp, ReduceOp, ReduceProdOp, ReduceSumOp
 from gnomon.passes.kernel_to_linalg.approx import exp_of, log_of
 from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
-from gnomon.passes.kernel_to_linalg.conv import conv_kernel
+from gnomon.passes.kernel_to_linalg.conv import Packing, conv_kernel, packing
 from gnomon.passes.kernel_to_linalg.matmul import MatmulPlan, emit_matmul, matmul_plan
 from gnomon.passes.kernel_to_linalg.nest import (
     Access,
@@ -74,6 +84,8 @@ class LoweredKernel:
     when it depends on `?` dims (the runtime counts its largest array's elements)."""
     parts_rule: PartsRule | None = None
     """Where loop 0's extent has `?` dims: how to count its parts from a call's arrays (at most `parts` otherwise)."""
+    packing: Packing | None = None
+    """Where it takes its convolution's weights packed (an argument after its outputs), when lowered so."""
 
 
 @dataclass(frozen=True)
@@ -365,8 +377,11 @@ def _row_kernel(
     return parts, static_product(shape)
 
 
-def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> LoweredKernel:
+def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None, prepacked: bool = False) -> LoweredKernel:
     """The `func.func` of a generated kernel; raises CodegenError for an op it cannot generate.
+
+    `prepacked`: a convolution kernel takes its producer's weights packed (`conv.packing`) in one more argument,
+    after its outputs, instead of packing each block's itself on every call; ignored for another kernel.
 
     `in_place` names an input that the caller passes as the (one) output too, as the memory plan reuses a dying
     input of a pointwise kernel; the signature is unchanged. LLVM's vectorizer guards its loop with a run-time
@@ -387,7 +402,9 @@ def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> Lower
     assert isinstance(terminator, kernel.YieldOp)
     inputs = [memref_of(arg.type) for arg in block.args]
     outputs = [memref_of(value.type) for value in terminator.values]
-    entry = Block(arg_types=[*inputs, *outputs, index, index])
+    packed = packing(kernel_op) if prepacked else None
+    extra = [MemRefType(f32, packed.shape)] if packed is not None else []
+    entry = Block(arg_types=[*inputs, *outputs, *extra, index, index])
     args = list(entry.args)
     part, parts = args[-2], args[-1]
     sources: dict[SSAValue, SSAValue] = dict(zip(block.args, args[: len(inputs)], strict=True))
@@ -397,8 +414,9 @@ def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> Lower
     if isinstance(ops[0], ConvOp):
         if in_place is not None or len(results) != 1:
             raise CodegenError(f"kernel @{name}: a generated convolution kernel returns one value, not in place")
-        count, work = conv_kernel(nest, kernel_op, ops, results[0], sources)
-        return _finish(name, entry, b, count, work)
+        weights = args[len(inputs) + len(outputs)] if packed is not None else None
+        count, work = conv_kernel(nest, kernel_op, ops, results[0], sources, weights)
+        return replace(_finish(name, entry, b, count, work), packing=packed)
     anchors = [op for op in ops if isinstance(op, ANCHORS)]
     prologue = ops[: ops.index(anchors[0])] if anchors else []
     if len(anchors) > 1 or (prologue and not isinstance(anchors[0], ReduceOp)):

@@ -37,6 +37,7 @@ from gnomon.dialects import kernel
 from gnomon.dialects.graph.base import shape_str
 from gnomon.dialects.graph.constant_values import numpy_dtype
 from gnomon.passes.kernel_to_linalg import CodegenError, lower_kernel
+from gnomon.passes.kernel_to_linalg.conv import Packing
 from gnomon.passes.kernel_to_linalg.lowering import PartsRule
 from gnomon.runtime.codegen.cache import cache_directory, cache_key, verified_entry, write_entry
 from gnomon.runtime.codegen.threads import ParallelCall, cpu_count
@@ -183,6 +184,8 @@ class CompiledKernel:
     """The input its result is written over (see `lower_kernel`): a call must pass that array as the output."""
     parts_rule: PartsRule | None = None
     """How a call counts its parts from its arrays, where loop 0 has `?` dims."""
+    packing: Packing | None = None
+    """Where it takes its convolution's weights packed: `bind` packs them once, from the weight it is given."""
 
     def bind(
         self, args: Sequence[np.ndarray], results: Sequence[np.ndarray], threads: int | None = None
@@ -195,6 +198,8 @@ class CompiledKernel:
         least `PART_WORK` results; an explicit `threads` splits over that many regardless of size.
         """
         arrays = [*args, *results]
+        if self.packing is not None and len(args) == self.inputs:
+            arrays.append(packed_weights(args[self.packing.weight], self.packing))
         if len(args) != self.inputs or len(arrays) != len(self.signature):
             raise CodegenError(
                 f"kernel @{self.name}: takes {self.inputs} inputs and {len(self.signature) - self.inputs} outputs, "
@@ -231,12 +236,23 @@ class CompiledKernel:
         return ParallelCall(_compiler(), self._library.packed, descriptors, parts, parts)
 
 
-def compile_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> CompiledKernel:
+def packed_weights(weight: np.ndarray, layout: Packing) -> np.ndarray:
+    """A convolution's weights `[channels][in channels][kh][kw]` packed for every channel block, as `layout` says
+    (`gnomon.passes.kernel_to_linalg.conv.Packing`)."""
+    blocks, reduction, block = layout.shape
+    rows = weight.reshape(weight.shape[0], reduction)
+    channels = np.minimum(np.arange(blocks * block), weight.shape[0] - 1)
+    return np.ascontiguousarray(rows[channels].reshape(blocks, block, reduction).transpose(0, 2, 1), np.float32)
+
+
+def compile_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None, prepacked: bool = False) -> CompiledKernel:
     """Compile a generated kernel, or load it from the disk cache; raises CodegenError if it cannot be generated.
-    `in_place`: the input that its calls also pass as the output (`lower_kernel`)."""
+    `in_place`: the input that its calls also pass as the output (`lower_kernel`); `prepacked`: a convolution
+    kernel takes its weights packed once, when a call is bound, not on every call (for weights that never change:
+    a binding packs the values its weight holds then)."""
     if not kernel_op.is_generated:
         raise CodegenError(f"kernel @{kernel_op.sym_name.data} is a library kernel, not a generated one")
-    lowered = lower_kernel(kernel_op, in_place)
+    lowered = lower_kernel(kernel_op, in_place, prepacked)
     function = lowered.function
     function.sym_name = StringAttr(SYMBOL)
     mlir_text = str(ModuleOp([function]))
@@ -271,4 +287,5 @@ def compile_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None) -> Com
         library,
         in_place,
         lowered.parts_rule,
+        lowered.packing,
     )
