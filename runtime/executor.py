@@ -98,6 +98,8 @@ class Launch:
     run: Callable[[], None]
     args: tuple[np.ndarray, ...]
     results: tuple[np.ndarray, ...]
+    constants: tuple[bool, ...] = ()
+    """Per arg: whether it holds the program's constant values (a weight), which no launch writes."""
 
 
 def _aligned_arena(size: int) -> np.ndarray:
@@ -352,8 +354,11 @@ class Program:
             elif isinstance(op, rt.LaunchOp):
                 kernel_func = self._kernels[op.callee.string_value()]
                 args, outs = [arrays[v] for v in op.ins], [arrays[v] for v in op.outs]
-                run = self._bind_launch(kernel_func, args, outs, [v in constants for v in op.ins])
-                launches.append(Launch(kernel_func, location_name(op.location), run, tuple(args), tuple(outs)))
+                constant = tuple(v in constants for v in op.ins)
+                run = self._bind_launch(kernel_func, args, outs, constant)
+                launches.append(
+                    Launch(kernel_func, location_name(op.location), run, tuple(args), tuple(outs), constant)
+                )
             elif isinstance(op, func.ReturnOp):
                 results = [arrays[v] for v in op.operands]
         return _Binding(inputs, launches, results)

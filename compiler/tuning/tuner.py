@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Protocol
 
 import numpy as np
@@ -95,11 +96,15 @@ class _Kernel:
     """One kernel being tuned: its launch, its candidates' bound calls."""
 
     def __init__(self, launch: Launch, device: Device, lanes: int, top: int):
+        from gnomon.passes.kernel_to_linalg.conv import packing
         from gnomon.runtime.codegen import compile_kernel
 
         self.launch = launch
-        self.compile = compile_kernel
         self.default = default = launch.kernel
+        # As the runtime binds it: a convolution's constant weights packed once (`Program`).
+        layout = packing(default)
+        prepacked = layout is not None and bool(launch.constants) and launch.constants[layout.weight]
+        self.compile = partial(compile_kernel, prepacked=prepacked)
         space = candidates(default, device, lanes)
         priced = [(predicted_s(_with_schedule(default, s), default, device, lanes), s) for s in space]
         ranked = sorted(priced[1:], key=lambda pair: pair[0])
