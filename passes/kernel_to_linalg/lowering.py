@@ -448,7 +448,8 @@ def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None, prepacke
 def _finish(
     name: str, entry: Block, b: ScalarBuilder, parts: int, work: int, rule: PartsRule | None = None
 ) -> LoweredKernel:
-    """The kernel's function: `entry` (arguments: inputs, outputs, part, parts) holding the body built in `b`."""
+    """The kernel's function: `entry` (arguments: inputs, outputs, a convolution's packed weights where it takes
+    them, part, parts) holding the body built in `b`."""
     entry.add_ops([*b.ops, func.ReturnOp()])
     signature = [arg.type for arg in entry.args]
     function = func.FuncOp(name, FunctionType.from_lists(signature, []), Region(entry))
