@@ -48,10 +48,11 @@ class Efficiency:
     """Fraction of a cache level's bandwidth a streaming kernel sustains."""
     generated_stream: float
     """`stream` for gnomon's generated loops, which the calibration fits apart from the library's streaming kernels
-    (pooling, concatenation, a BLAS's panels, the training kernels' rates): one factor for both priced the generated
-    elementwise kernels 1.4-1.8x too slow in cache, where the pools and copies pulled it down. ATen's elementwise
-    ops keep `stream`: priced with this factor too, the validation set's eager predictions were worse (18-19%
-    against 16-17%). A device file fitted before the two were apart gives both its `stream`."""
+    (pooling, concatenation, a BLAS's panels, the training kernels' rates): one factor for both priced the suite's
+    generated elementwise kernels 1.2-1.8x too slow in cache, where the pools and copies pulled it down. ATen's
+    elementwise ops keep `stream`: priced with this factor too, the validation set's eager predictions were worse
+    (18-19% against 16-17%, two calibrations each). A device file fitted before the two were apart gives both its
+    `stream`."""
     stream_dram: float
     """Fraction of DRAM's (HBM's) bandwidth a streaming kernel sustains (an out-of-place one: fetching each line
     it writes first is in the fraction; see `analytical.written_in_place`)."""
