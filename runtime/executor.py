@@ -30,6 +30,7 @@ from xdsl.dialects.builtin import DenseArrayBase, DenseResourceAttr, IntegerAttr
 from xdsl.ir import SSAValue
 from xdsl.rewriter import Rewriter
 
+from gnomon.cost.direct_io import direct_io
 from gnomon.dialects import kernel, rt
 from gnomon.dialects.graph.base import dim_symbols, ints
 from gnomon.dialects.graph.constant_values import constant_to_numpy, element_bytes, numpy_dtype, resource_storage
@@ -37,10 +38,13 @@ from gnomon.errors import GnomonError
 from gnomon.locations import location_name
 from gnomon.passes.kernel_to_rt import ALIGNMENT, rt_functions, verify_plan
 from gnomon.passes.kernel_tuned_schedules import TUNED_ATTR
+from gnomon.runtime.direct import Redirect, fits
 from gnomon.runtime.malloc import keep_freed_memory
 
 if TYPE_CHECKING:
     import torch
+
+    from gnomon.runtime.codegen.jit import Descriptor
 
 __all__ = ["BINDINGS", "KernelTiming", "Launch", "Profile", "Program", "ProgramError", "verify_program"]
 
@@ -100,6 +104,8 @@ class Launch:
     results: tuple[np.ndarray, ...]
     constants: tuple[bool, ...] = ()
     """Per arg: whether it holds the program's constant values (a weight), which no launch writes."""
+    descriptors: tuple[Descriptor, ...] = ()
+    """A generated kernel's memref descriptors, which `Redirect` points at the caller's arrays for a run."""
 
 
 def _aligned_arena(size: int) -> np.ndarray:
@@ -108,13 +114,23 @@ def _aligned_arena(size: int) -> np.ndarray:
     return raw[start : start + size]
 
 
+def _aligned_like(array: np.ndarray) -> np.ndarray:
+    """An uninitialized array of `array`'s shape and dtype, aligned as the arena's buffers are."""
+    raw = np.empty(array.nbytes + ALIGNMENT, dtype=np.uint8)
+    start = (-raw.ctypes.data) % ALIGNMENT
+    return raw[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
+
+
 @dataclass(frozen=True)
 class _Binding:
-    """A program bound at one shape: its input arrays, launches and results."""
+    """A program bound at one shape: its input arrays, launches and results, and the inputs and results a run
+    binds to the caller's memory (`gnomon.cost.direct_io`), by index."""
 
     inputs: list[np.ndarray]
     launches: list[Launch]
     results: list[np.ndarray]
+    direct_inputs: dict[int, Redirect] = field(default_factory=dict[int, Redirect])
+    direct_results: dict[int, Redirect] = field(default_factory=dict[int, Redirect])
 
 
 def _reference_kernel(kernel_func: kernel.FuncOp) -> Callable[[Sequence[np.ndarray]], list[np.ndarray]]:
@@ -270,6 +286,7 @@ class Program:
         self._compiled: dict[str, object] = {}
         self._constants: dict[SSAValue, np.ndarray] = {}
         self._ranges = rt.dim_ranges(function)
+        self._direct = direct_io(function, self._kernels)
         self._symbols = _symbol_dims(block.args, self._ranges)
         """Where each input's `?` dims are: (input, axis, name); their sizes are a shape's key."""
         self._bindings: OrderedDict[tuple[int, ...], _Binding] = OrderedDict()
@@ -285,6 +302,7 @@ class Program:
         return list(self._results)
 
     def _use(self, binding: _Binding) -> None:
+        self._binding = binding
         self.inputs, self.launches, self._results = binding.inputs, binding.launches, binding.results
 
     def _select(self, inputs: Sequence[np.ndarray]) -> None:
@@ -355,13 +373,21 @@ class Program:
                 kernel_func = self._kernels[op.callee.string_value()]
                 args, outs = [arrays[v] for v in op.ins], [arrays[v] for v in op.outs]
                 constant = tuple(v in constants for v in op.ins)
-                run = self._bind_launch(kernel_func, args, outs, constant)
+                run, descriptors = self._bind_launch(kernel_func, args, outs, constant)
+                location = location_name(op.location)
                 launches.append(
-                    Launch(kernel_func, location_name(op.location), run, tuple(args), tuple(outs), constant)
+                    Launch(kernel_func, location, run, tuple(args), tuple(outs), constant, tuple(descriptors))
                 )
             elif isinstance(op, func.ReturnOp):
                 results = [arrays[v] for v in op.operands]
-        return _Binding(inputs, launches, results)
+        descriptors = [d for launch in launches for d in launch.descriptors]
+        return _Binding(
+            inputs,
+            launches,
+            results,
+            {i: Redirect(inputs[i], descriptors) for i in self._direct.inputs},
+            {i: Redirect(results[i], descriptors) for i in self._direct.results},
+        )
 
     def _buffer(self, op: rt.BufferOp, sizes: Mapping[str, int]) -> np.ndarray:
         memref = op.result.type
@@ -377,7 +403,8 @@ class Program:
         args: Sequence[np.ndarray],
         results: Sequence[np.ndarray],
         constants: Sequence[bool],
-    ) -> Callable[[], None]:
+    ) -> tuple[Callable[[], None], list[Descriptor]]:
+        """The launch's closure, and a generated kernel's descriptors."""
         compiled = self._compiled
         if kernel_func.is_generated:
             from gnomon.passes.kernel_to_linalg.conv import packing
@@ -397,27 +424,54 @@ class Program:
                     self.profile.kernels_from_cache += 1
                 else:
                     self.profile.kernels_compiled += 1
-            return compiled[key].bind(args, results)  # pyright: ignore[reportAttributeAccessIssue]
+            return compiled[key].bound(args, results)  # pyright: ignore[reportAttributeAccessIssue]
         call = kernel_func.call
         assert call is not None
         if call.callee.startswith("numpy."):
-            return _bind_numpy(kernel_func, args, results)
+            return _bind_numpy(kernel_func, args, results), []
 
         from gnomon.runtime.library import bind_call
 
         library = bind_call(call, kernel_func.body.block)
         if library is None:
             raise ProgramError(f"kernel @{kernel_func.sym_name.data}: no library call {kernel_func.profile_name}")
-        return library.bind([_tensor_over(a) for a in args], [_tensor_over(r) for r in results], constants)
+        return library.bind([_tensor_over(a) for a in args], [_tensor_over(r) for r in results], constants), []
 
     def run(self, inputs: Sequence[np.ndarray], profile: bool = False) -> list[np.ndarray]:
         """Run on `inputs` (already checked: one contiguous array per input, right shape and dtype; a `?` dim in
-        its range, which a new shape checks again)."""
+        its range, which a new shape checks again). Each input is copied into its array, or read where it lies
+        (`gnomon.cost.direct_io`); each result is copied out of the arena, or written straight into the array
+        returned. The launches point back at the program's own arrays after the run."""
+        if self._symbols:
+            self._select(inputs)
+        binding = self._binding
+        redirected: list[Redirect] = []
+        try:
+            for index, (buffer, value) in enumerate(zip(self.inputs, inputs, strict=True)):
+                redirect = binding.direct_inputs.get(index)
+                if redirect is not None and fits(value, buffer):
+                    redirect.point_at(value)
+                    redirected.append(redirect)
+                else:
+                    np.copyto(buffer, value)
+            fresh: dict[int, np.ndarray] = {}
+            for index, redirect in binding.direct_results.items():
+                fresh[index] = _aligned_like(redirect.home)
+                redirect.point_at(fresh[index])
+                redirected.append(redirect)
+            results = self.run_in_place(profile)
+        finally:
+            for redirect in redirected:
+                redirect.restore()
+        return [fresh[i] if i in fresh else np.array(result) for i, result in enumerate(results)]
+
+    def load(self, inputs: Sequence[np.ndarray]) -> None:
+        """Copy `inputs` (checked as for `run`) into the input arrays, which `run_in_place` and `run_launches`
+        read; `run` may read the caller's arrays where they lie instead, leaving the input arrays as they were."""
         if self._symbols:
             self._select(inputs)
         for buffer, value in zip(self.inputs, inputs, strict=True):
             np.copyto(buffer, value)
-        return [np.array(result) for result in self.run_in_place(profile)]
 
     def run_in_place(self, profile: bool = False) -> list[np.ndarray]:
         """Run on what the input arrays (`self.inputs`) hold now; the results are views of the arena, valid until
@@ -446,7 +500,7 @@ class Program:
         return ProgramError(f"kernel @{launch.kernel.sym_name.data} ({launch.location}) failed on its data: {message}")
 
     def run_launches(self, stop: int) -> None:
-        """Run launches 0..stop-1 on the inputs of the last `run`: what launch `stop` reads is then in place."""
+        """Run launches 0..stop-1 on the input arrays (`load`): what launch `stop` reads is then in place."""
         self._run_launches(stop)
 
     def _run_profiled(self) -> None:

@@ -156,6 +156,7 @@ def test_constant_weights_are_packed_once_when_bound_with_the_same_numbers(chann
     module = _graph(model, x)
     program = _program(module, [0, 0, 0, 0], ["generated"])
     assert relative_l2(program.run([x.numpy()])[0], expected) <= 1e-5
+    program.load([x.numpy()])
     (launch,) = program.launches
     prepacked, per_call = (compile_kernel(launch.kernel, prepacked=flag) for flag in (True, False))
     assert per_call.packing is None

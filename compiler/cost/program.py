@@ -32,6 +32,7 @@ from gnomon.cost.calls import (
 )
 from gnomon.cost.critical_path import Task
 from gnomon.cost.devices import Device, MemoryLevel
+from gnomon.cost.direct_io import direct_io
 from gnomon.cost.report import AnalysisError, Report
 from gnomon.cost.steps import (
     Step,
@@ -163,10 +164,11 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
     # only the batch, and out only the loss (its runtime leaves the gradients in the arena until asked for).
     updates = function.attributes.get(rt.UPDATES)
     updated = {i for i in ints(updates) if i >= 0} if isinstance(updates, DenseArrayBase) else set()
+    # What only generated kernels touch is read from, or written into, the caller's arrays (`direct_io`).
+    direct = direct_io(function, kernels)
     if device.kind == "cpu":
-        steps += [
-            _copy_step(f"copy input {i}", "input", arg, device) for i, arg in enumerate(block.args) if i not in updated
-        ]
+        copied_inputs = [(i, arg) for i, arg in enumerate(block.args) if i not in updated and i not in direct.inputs]
+        steps += [_copy_step(f"copy input {i}", "input", arg, device) for i, arg in copied_inputs]
     ranges: dict[SSAValue, tuple[int, int]] = {}
     """The arena bytes each buffer (or view of one) occupies; an argument a launch writes in place, a range of its
     own below the arena's."""
@@ -216,7 +218,11 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
             steps.append(Step(task, op_label, kind, location_name(op.location), shapes, cost))
         elif isinstance(op, func.ReturnOp) and device.kind == "cpu":
             copied = op.operands[:1] if updated else op.operands
-            steps += [_copy_step(f"copy output {i}", "output", v, device) for i, v in enumerate(copied)]
+            steps += [
+                _copy_step(f"copy output {i}", "output", v, device)
+                for i, v in enumerate(copied)
+                if i not in direct.results
+            ]
     return steps
 
 

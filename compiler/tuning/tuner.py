@@ -185,7 +185,8 @@ def tune_program(
     """Tune `program`'s generated kernels on `inputs` within `budget_s` seconds; see the module's docstring.
     `device` prices the candidates; `top`: how many besides the default each kernel measures; `retune` measures
     kernels that the database has already."""
-    program.run(inputs)
+    program.load(inputs)
+    program.run_in_place()
     deadline = time.monotonic() + budget_s
     order: list[tuple[int, str]] = []
     counts: dict[str, int] = {}

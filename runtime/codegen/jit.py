@@ -137,19 +137,20 @@ def _load(path: Path, arity: int) -> _Library:
     return _Library(handle, function, packed)
 
 
-class _Descriptor(ctypes.Structure):
+class Descriptor(ctypes.Structure):
     """MLIR's ranked memref descriptor (fields per rank, in `_descriptor`); `array` keeps its memory alive."""
 
     array: np.ndarray
-    allocated: int
-    aligned: int
+    allocated: int | None
+    aligned: int | None
+    """ctypes reads a null pointer (an empty array's) as None."""
     offset: int
     sizes: Any
     strides: Any
 
 
 @cache
-def _descriptor(rank: int) -> type[_Descriptor]:
+def _descriptor(rank: int) -> type[Descriptor]:
     """The descriptor of rank `rank`: allocated and aligned pointers, offset, sizes, strides."""
     fields: list[tuple[str, Any]] = [
         ("allocated", ctypes.c_void_p),
@@ -158,7 +159,7 @@ def _descriptor(rank: int) -> type[_Descriptor]:
     ]
     if rank:
         fields += [("sizes", ctypes.c_int64 * rank), ("strides", ctypes.c_int64 * rank)]
-    return type(f"MemRef{rank}D", (_Descriptor,), {"_fields_": fields})
+    return type(f"MemRef{rank}D", (Descriptor,), {"_fields_": fields})
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,13 @@ class CompiledKernel:
         closure keeps the arrays alive. It splits over the schedule's threads where each gets at
         least `PART_WORK` results; an explicit `threads` splits over that many regardless of size.
         """
+        return self.bound(args, results, threads)[0]
+
+    def bound(
+        self, args: Sequence[np.ndarray], results: Sequence[np.ndarray], threads: int | None = None
+    ) -> tuple[Callable[[], None], list[Descriptor]]:
+        """`bind`'s closure and the descriptors it calls with: setting a descriptor's pointers makes later calls
+        read or write elsewhere (`gnomon.runtime.direct`)."""
         arrays = [*args, *results]
         if self.packing is not None and len(args) == self.inputs:
             arrays.append(packed_weights(args[self.packing.weight], self.packing))
@@ -207,7 +215,7 @@ class CompiledKernel:
             )
         if self.in_place is not None and results[0].ctypes.data != args[self.in_place].ctypes.data:
             raise CodegenError(f"kernel @{self.name}: compiled in place, its output must be input {self.in_place}")
-        descriptors: list[_Descriptor] = []
+        descriptors: list[Descriptor] = []
         for position, (array, (shape, dtype)) in enumerate(zip(arrays, self.signature, strict=True)):
             fits = len(array.shape) == len(shape) and all(d in (n, DYNAMIC_INDEX) for n, d in zip(array.shape, shape))
             if not fits or array.dtype != dtype:
@@ -232,8 +240,8 @@ class CompiledKernel:
             work = max(a.size for a in arrays)
         parts = max(1, min(most, threads)) if threads is not None else parts_for(work, most, self.threads)
         if parts == 1:
-            return partial(self._library.function, *(ctypes.byref(d) for d in descriptors), 0, 1)
-        return ParallelCall(_compiler(), self._library.packed, descriptors, parts, parts)
+            return partial(self._library.function, *(ctypes.byref(d) for d in descriptors), 0, 1), descriptors
+        return ParallelCall(_compiler(), self._library.packed, descriptors, parts, parts), descriptors
 
 
 def packed_weights(weight: np.ndarray, layout: Packing) -> np.ndarray:
