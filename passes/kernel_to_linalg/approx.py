@@ -38,15 +38,31 @@ def exp(b: ScalarBuilder, x: SSAValue) -> SSAValue:
     """e^x: x = n ln2 + r with |r| <= ln2 / 2, e^r by a polynomial, times 2^n in two steps (so overflow
     gives inf and underflow denormals, as libm)."""
     clamped = b.clamp(x, -104.0, 88.8)
-    n = b.emit(math.FloorOp(b.add(b.mul(clamped, b.like(1.44269504088896341, x)), b.like(0.5, x))))
+    n = b.emit(math.FloorOp(b.fma(clamped, b.like(1.44269504088896341, x), b.like(0.5, x))))
     # ln2 split in a part exact in f32 and the rest, so n * ln2 loses nothing.
-    r = b.sub(b.sub(clamped, b.mul(n, b.like(0.693359375, x))), b.mul(n, b.like(-2.12194440e-4, x)))
-    y = b.add(b.add(b.mul(b.polynomial(r, _EXP_P), b.mul(r, r)), r), b.like(1.0, x))
+    minus_n = b.emit(arith.NegfOp(n))
+    r = b.fma(minus_n, b.like(-2.12194440e-4, x), b.fma(minus_n, b.like(0.693359375, x), clamped))
+    y = b.add(b.fma(b.polynomial(r, _EXP_P), b.mul(r, r), r), b.like(1.0, x))
     n_int = b.emit(arith.FPToSIOp(n, i32))
     half = b.emit(arith.ShRSIOp(n_int, b.const(1, i32)))
     rest = b.emit(arith.SubiOp(n_int, half))
     scaled = b.mul(b.mul(y, _power_of_two(b, half)), _power_of_two(b, rest))
     return b.select(b.is_nan(x), x, scaled)
+
+
+def sigmoid(b: ScalarBuilder, x: SSAValue) -> SSAValue:
+    """1 / (1 + e^-x), with `exp`'s reduction and polynomial for e^-x but one scaling step: x is clamped to
+    [-88.7, 87.3], where 2^n is a normal f32 and e^-x finite. Above, the sigmoid rounds to 1; below, it is under
+    3e-39 and this gives 3e-39 (a denormal's difference). Six ops fewer than 1 / (1 + `exp`(-x)), a quarter of a
+    SiLU's."""
+    clamped = b.clamp(x, -88.7, 87.3)
+    n = b.emit(math.RoundEvenOp(b.mul(clamped, b.like(-1.44269504088896341, x))))
+    # r = -x - n ln2, with ln2 split as in `exp`.
+    r = b.emit(arith.NegfOp(b.fma(n, b.like(-2.12194440e-4, x), b.fma(n, b.like(0.693359375, x), clamped))))
+    y = b.add(b.fma(b.polynomial(r, _EXP_P), b.mul(r, r), r), b.like(1.0, x))
+    exp_minus_x = b.mul(y, _power_of_two(b, b.emit(arith.FPToSIOp(n, i32))))
+    one = b.like(1.0, x)
+    return b.select(b.is_nan(x), x, b.div(one, b.add(one, exp_minus_x)))
 
 
 def log(b: ScalarBuilder, x: SSAValue) -> SSAValue:
@@ -113,6 +129,14 @@ def log1p(b: ScalarBuilder, x: SSAValue) -> SSAValue:
 def exp_of(b: ScalarBuilder, x: SSAValue) -> SSAValue:
     """e^x: the vectorizable approximation for f32, libm's for other widths."""
     return exp(b, x) if x.type == f32 else b.emit(math.ExpOp(x))
+
+
+def sigmoid_of(b: ScalarBuilder, x: SSAValue) -> SSAValue:
+    """1 / (1 + e^-x): the vectorizable approximation for f32, libm's exp for other widths."""
+    if x.type == f32:
+        return sigmoid(b, x)
+    one = b.like(1.0, x)
+    return b.div(one, b.add(one, b.emit(math.ExpOp(b.emit(arith.NegfOp(x))))))
 
 
 def log_of(b: ScalarBuilder, x: SSAValue) -> SSAValue:

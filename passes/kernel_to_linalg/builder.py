@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import arith
+from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import AnyFloat, FloatAttr, IndexType, IntegerAttr, IntegerType
 from xdsl.ir import Attribute, Operation, SSAValue
 
@@ -72,11 +72,15 @@ class ScalarBuilder:
         """x clamped to [low, high]; NaN comes out as `low` (maxnum ignores NaN), for range reductions."""
         return self.emit(arith.MinnumfOp(self.emit(arith.MaxnumfOp(x, self.like(low, x))), self.like(high, x)))
 
+    def fma(self, a: SSAValue, b: SSAValue, c: SSAValue) -> SSAValue:
+        """a * b + c, rounded once: one instruction (LLVM fuses a multiply and an add only under fast-math)."""
+        return self.emit(math.FmaOp(a, b, c))
+
     def polynomial(self, x: SSAValue, coefficients: Sequence[float]) -> SSAValue:
-        """Horner's rule: coefficients from the highest power down."""
+        """Horner's rule, one FMA a step: coefficients from the highest power down."""
         result = self.like(coefficients[0], x)
         for c in coefficients[1:]:
-            result = self.add(self.mul(result, x), self.like(c, x))
+            result = self.fma(result, x, self.like(c, x))
         return result
 
     def is_nan(self, x: SSAValue) -> SSAValue:

@@ -26,7 +26,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import irdl_op_definition
 
 from gnomon.dialects.graph import elementwise as ew
-from gnomon.passes.kernel_to_linalg.approx import erf_of, exp_of, expm1, log1p, log_of, tanh_of
+from gnomon.passes.kernel_to_linalg.approx import erf_of, exp_of, expm1, log1p, log_of, sigmoid_of, tanh_of
 from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
 
 Emit = Callable[[ScalarBuilder, Operation, list[SSAValue]], SSAValue]
@@ -107,11 +107,6 @@ def _not(b: ScalarBuilder, op: Operation, x: list[SSAValue]) -> SSAValue:
     return b.emit(arith.XOrIOp(x[0], b.const(1, x[0].type)))
 
 
-def _sigmoid(b: ScalarBuilder, x: SSAValue) -> SSAValue:
-    one = b.like(1.0, x)
-    return b.div(one, b.add(one, exp_of(b, b.emit(arith.NegfOp(x)))))
-
-
 def _elu_negative(b: ScalarBuilder, x: SSAValue, alpha: float) -> SSAValue:
     """alpha * (e^min(x, 0) - 1), the negative branch of ELU and SELU."""
     negative = b.minimum(x, b.like(0.0, x))
@@ -181,8 +176,8 @@ UNARY: dict[type[Operation], Callable[[ScalarBuilder, SSAValue, Operation], SSAV
     ew.SeluOp: lambda b, x, op: b.mul(
         b.like(_SELU_SCALE, x), b.select(b.cmpf("ogt", x, b.like(0.0, x)), x, _elu_negative(b, x, _SELU_ALPHA))
     ),
-    ew.SigmoidOp: lambda b, x, op: _sigmoid(b, x),
-    ew.SiluOp: lambda b, x, op: b.mul(x, _sigmoid(b, x)),
+    ew.SigmoidOp: lambda b, x, op: sigmoid_of(b, x),
+    ew.SiluOp: lambda b, x, op: b.mul(x, sigmoid_of(b, x)),
     ew.SinOp: lambda b, x, op: b.emit(math.SinOp(x)),
     ew.SinhOp: lambda b, x, op: b.emit(math.SinhOp(x)),
     ew.SoftplusOp: _softplus,
