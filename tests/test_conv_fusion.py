@@ -296,3 +296,19 @@ def test_onnx_silu_is_one_op_that_joins_the_convolution(tmp_path: Path) -> None:
     assert relative_l2(exe(x.numpy())[0], expected) <= 1e-5
     exe.run([x.numpy()], profile=True)
     assert len(exe.profile().timings) <= 2  # each silu in its convolution's kernel
+
+
+@pytest.mark.parametrize(
+    ("units", "rows", "stride", "span", "bands"),
+    [
+        (1, 112, 1, 3, 2),  # a stem: 2 bands recompute 2 rows, 8 would recompute 14
+        (2, 56, 2, 3, 1),  # two blocks already keep both threads busy
+        (1, 7, 1, 3, 2),  # the most bands a 7-row map splits into
+        (1, 112, 1, 1, 8),  # no overlap: bands are free, up to 4 units a thread
+        (36, 7, 1, 5, 1),
+    ],
+)
+def test_bands_balance_threads_against_recomputed_rows(units: int, rows: int, stride: int, span: int, bands: int):
+    from gnomon.passes.kernel_to_linalg.conv import band_count
+
+    assert band_count(units, 2, rows, stride, span) == bands
