@@ -2,15 +2,15 @@
 
 For every choice `graph-fuse` prices in a model, after `graph-layout` as in the lowering pipeline (a join: the
 open kernel and the candidate apart or fused; a kind: a matmul, reduction or softmax generated or called from the
-library; an attention: written out or one `graph.attention`), the ops involved are cut out into a program
-of their own, lowered both ways (with the groups fixed; an attention's two programs as `graph-fuse` groups them),
-and each way is run by the runtime with every launch
-timed; a way's time is the sum of its launches (launch overhead, library calls and kernel: what
-`gnomon.cost.kernel_cost` predicts), the smallest of several medians, the two ways interleaved. The table puts
-the predicted speedup of option B over option A (fused over separate; library over generated) beside the measured
-one; the summary counts how often their signs agree (issue 16's acceptance asks for 90%) and how often the option
-taken was measured faster, and sums the measured time of the options taken, of graph-to-kernel's fixed rule and of
-the options not taken: most choices today are near ties, where a sign says little and the sums say what it cost.
+library; an attention: written out or one `graph.attention`), the ops involved are cut out into a program of their
+own, lowered both ways (with the groups fixed; an attention's two programs as `graph-fuse` groups them), and each
+way is run by the runtime with every launch timed; a way's time is the sum of its launches (launch overhead, library
+calls and kernel: what `gnomon.cost.kernel_cost` predicts), the smallest of several medians, the two ways taking
+turns run by run. The table puts the predicted speedup of option B over option A (fused over separate; library over
+generated) beside the measured one; the summary counts how often their signs agree (issue 16's acceptance asks for
+90%) and how often the option taken was measured faster, and sums the measured time of the options taken, of
+graph-to-kernel's fixed rule and of the options not taken: most choices today are near ties, where a sign says
+little and the sums say what it cost.
 
     python bench/fusion_decisions.py [--device auto] [--models mobilenet_v2_w16_e6,...] [--batch 1]
 
@@ -241,26 +241,28 @@ def _inputs(program: Program) -> list[np.ndarray]:
     ]
 
 
-def _launches(program: Program, inputs: list[np.ndarray], runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        # Copied in, as a model's kernel finds its input: just written, in cache (`run` could read `inputs` where
-        # they lie, last touched a run ago).
-        program.load(inputs)
-        program.run_in_place(profile=True)
-        samples.append(sum(t.seconds for t in program.profile.timings))
-    return statistics.median(samples)
+def _launches(program: Program, inputs: list[np.ndarray]) -> float:
+    # Copied in, as a model's kernel finds its input: just written, in cache (`run` could read `inputs` where they
+    # lie, last touched a run ago).
+    program.load(inputs)
+    program.run_in_place(profile=True)
+    return sum(t.seconds for t in program.profile.timings)
 
 
 def measure(choice: Choice, runs: int, repeats: int) -> tuple[float, float]:
+    """The smallest of `repeats` medians of `runs` runs of each way, the two ways taking turns run by run (which
+    goes first alternates), so that a drift of the machine's speed reaches both alike."""
     programs = [Program(_lowered(choice, way)) for way in choice.ways]
     inputs = [_inputs(p) for p in programs]
     for program, given in zip(programs, inputs, strict=True):
         program.run(given)  # compile and warm
     best = [math.inf, math.inf]
     for _ in range(repeats):
-        for k, (program, given) in enumerate(zip(programs, inputs, strict=True)):
-            best[k] = min(best[k], _launches(program, given, runs))
+        samples: list[list[float]] = [[], []]
+        for run in range(runs):
+            for k in (0, 1) if run % 2 == 0 else (1, 0):
+                samples[k].append(_launches(programs[k], inputs[k]))
+        best = [min(best[k], statistics.median(samples[k])) for k in (0, 1)]
     return best[0], best[1]
 
 
