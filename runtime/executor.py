@@ -298,7 +298,8 @@ class Program:
 
     @property
     def results(self) -> list[np.ndarray]:
-        """The result arrays of the current binding: views of the arena, what the last run left there."""
+        """The result arrays of the current binding: views of the arena, what the last `run_in_place` left there
+        (`run` may write a result straight into the array it returns instead)."""
         return list(self._results)
 
     def _use(self, binding: _Binding) -> None:
@@ -449,7 +450,8 @@ class Program:
         try:
             for index, (buffer, value) in enumerate(zip(self.inputs, inputs, strict=True)):
                 redirect = binding.direct_inputs.get(index)
-                if redirect is not None and fits(value, buffer):
+                # An array in the arena itself (a result of `run_in_place` fed back) is copied: launches write there.
+                if redirect is not None and fits(value, buffer) and not np.may_share_memory(value, self.arena):
                     redirect.point_at(value)
                     redirected.append(redirect)
                 else:

@@ -116,3 +116,12 @@ def test_memory_that_two_results_or_a_result_and_an_input_share_is_copied(model:
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a, b.numpy(), rtol=1e-6)
     assert not np.shares_memory(got[0], got[1])
+
+
+def test_a_result_of_the_arena_fed_back_as_input_is_right() -> None:
+    x = torch.randn(4, 100)
+    program, _, _ = _program(Pointwise(), x)
+    program.load([x.numpy()])
+    (first,) = program.run_in_place()  # a view of the arena, which a run's launches write
+    want = (torch.relu(torch.from_numpy(first.copy())) * 2 + 1).numpy()
+    np.testing.assert_allclose(program.run([first])[0], want, rtol=1e-6)
