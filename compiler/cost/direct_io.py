@@ -5,7 +5,7 @@ caller's arrays never alias. A generated kernel takes its arrays as memref descr
 anywhere for the length of one run: so an input that only generated kernels read is read where the caller's array
 lies, and a result that only generated kernels write is written straight into the array the run returns, as ONNX
 Runtime does (the copies were 15-35 us of a 200-450 us MobileNet layer pair at 112x112 and 224x224, and the input's
-copy left the kernel a further 20-110 us slower, the copied bytes in one core's cache). A library call (ATen,
+copy left the kernel a further 20-110 us slower, not explained here). A library call (ATen,
 oneDNN) holds tensors over the arena made when it is bound, so the bytes one touches are copied as before.
 
 The rule is on the arena's byte ranges, not on values: the memory plan puts several buffers at one offset (an
