@@ -27,7 +27,7 @@ from xdsl.ir import SSAValue
 from gnomon.cost.steps import memref_bytes, memref_element_bytes
 from gnomon.dialects import kernel, rt
 
-__all__ = ["DirectIO", "direct_io"]
+__all__ = ["DirectIO", "Span", "arena_spans", "direct_io", "overlap"]
 
 Span = tuple[int, int]
 
@@ -40,26 +40,34 @@ class DirectIO:
     results: frozenset[int] = frozenset()
 
 
-def direct_io(function: func.FuncOp, kernels: Mapping[str, kernel.FuncOp]) -> DirectIO:
-    """The rule above, for the rt program `function` whose kernels are `kernels` (by name)."""
-    if rt.dim_ranges(function) or rt.UPDATES in function.attributes:
-        return DirectIO()
-    block = function.body.block
+def arena_spans(function: func.FuncOp) -> dict[SSAValue, Span]:
+    """The bytes each value of an rt program occupies: a buffer its planned range of the arena, a view its window
+    of its source's (a reshape covers it all), an argument a space of its own below the arena's. Constants have
+    none."""
     spans: dict[SSAValue, Span] = {}
-    # Each argument lies in a space of its own, below the arena's (as in `gnomon.cost.program`).
-    for arg in block.args:
+    for arg in function.body.block.args:
         start = -(arg.index + 1) * 2**48
         spans[arg] = (start, start + memref_bytes(arg.type))
-    users: list[tuple[Span, bool]] = []
-    """The span of every launch operand, and whether a generated kernel (its descriptor can be pointed elsewhere)."""
-    returned: list[SSAValue] = []
-    for op in block.ops:
+    for op in function.body.block.ops:
         if isinstance(op, rt.BufferOp):
             spans[op.result] = (op.offset.value.data, op.offset.value.data + memref_bytes(op.result.type))
         elif isinstance(op, rt.ViewOp) and op.source in spans:
             start = spans[op.source][0] + op.element_offset * memref_element_bytes(op.result.type)
             spans[op.result] = (start, start + memref_bytes(op.result.type))
-        elif isinstance(op, rt.LaunchOp):
+    return spans
+
+
+def direct_io(function: func.FuncOp, kernels: Mapping[str, kernel.FuncOp]) -> DirectIO:
+    """The rule above, for the rt program `function` whose kernels are `kernels` (by name)."""
+    if rt.dim_ranges(function) or rt.UPDATES in function.attributes:
+        return DirectIO()
+    block = function.body.block
+    spans = arena_spans(function)
+    users: list[tuple[Span, bool]] = []
+    """The span of every launch operand, and whether a generated kernel (its descriptor can be pointed elsewhere)."""
+    returned: list[SSAValue] = []
+    for op in block.ops:
+        if isinstance(op, rt.LaunchOp):
             generated = kernels[op.callee.string_value()].is_generated
             users += [(spans[v], generated) for v in (*op.ins, *op.outs) if v in spans]
         elif isinstance(op, func.ReturnOp):

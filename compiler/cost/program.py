@@ -32,14 +32,13 @@ from gnomon.cost.calls import (
 )
 from gnomon.cost.critical_path import Task
 from gnomon.cost.devices import Device, MemoryLevel
-from gnomon.cost.direct_io import direct_io
+from gnomon.cost.direct_io import arena_spans, direct_io, overlap
 from gnomon.cost.report import AnalysisError, Report
 from gnomon.cost.steps import (
     Step,
     build_report,
     count_parameters,
     memref_bytes,
-    memref_element_bytes,
     memref_shape,
     program_function,
     weights_in_dram,
@@ -169,25 +168,13 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
     if device.kind == "cpu":
         copied_inputs = [(i, arg) for i, arg in enumerate(block.args) if i not in updated and i not in direct.inputs]
         steps += [_copy_step(f"copy input {i}", "input", arg, device) for i, arg in copied_inputs]
-    ranges: dict[SSAValue, tuple[int, int]] = {}
-    """The arena bytes each buffer (or view of one) occupies; an argument a launch writes in place, a range of its
-    own below the arena's."""
-    for index in updated:
-        start = -(index + 1) * 2**48
-        ranges[block.args[index]] = (start, start + memref_bytes(block.args[index].type))
+    ranges = arena_spans(function)
     touched: list[tuple[int, tuple[int, int]]] = []
     """(task, arena range) of every buffer a launch so far read or wrote: a later writer of those bytes waits."""
     written: list[tuple[int, tuple[int, int]]] = []
     """(task, arena range) of every buffer a launch so far wrote: a later reader of those bytes waits."""
     for op in block.ops:
-        if isinstance(op, rt.BufferOp):
-            size = memref_bytes(op.result.type)
-            ranges[op.result] = (op.offset.value.data, op.offset.value.data + size)
-        elif isinstance(op, rt.ViewOp) and op.source in ranges:
-            # A reshape covers its source; a concat slot, a window of it.
-            start = ranges[op.source][0] + op.element_offset * memref_element_bytes(op.result.type)
-            ranges[op.result] = (start, start + memref_bytes(op.result.type))
-        elif isinstance(op, rt.LaunchOp):
+        if isinstance(op, rt.LaunchOp):
             index = len(steps)
             kernel_func = kernels[op.callee.string_value()]
             name = kernel_func.sym_name.data
@@ -205,9 +192,9 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
                 costs[key] = written_in_place(cost, in_place_bytes, device)
             cost = costs[key]
             read = [ranges[v] for v in op.ins if v in ranges]
-            depends = {task for task, span in written if any(_overlap(span, r) for r in read)}
+            depends = {task for task, span in written if any(overlap(span, r) for r in read)}
             for out in op.outs:
-                depends |= {task for task, span in touched if _overlap(span, ranges[out])}
+                depends |= {task for task, span in touched if overlap(span, ranges[out])}
             touched += [(index, ranges[v]) for v in (*op.ins, *op.outs) if v in ranges]
             written += [(index, ranges[v]) for v in op.outs]
             task = Task(name, cost.launch_s, cost.kernel_s, tuple(sorted(depends)))
@@ -224,10 +211,6 @@ def gnomon_steps(module: ModuleOp, device: Device) -> list[Step]:
                 if i not in direct.results
             ]
     return steps
-
-
-def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
-    return a[0] < b[1] and b[0] < a[1]
 
 
 def _copy_step(name: str, what: str, value: SSAValue, device: Device) -> Step:
