@@ -1,8 +1,9 @@
 """`gnomon calibrate --collectives --ranks N`: time the collectives between N processes on this machine, over
 torch.distributed (gloo on a CPU), into the `local` system (`gnomon.cost.topology.measured`).
 
-Each collective is timed at message sizes from 4 KiB to 64 MiB (x4 apart): the smallest of several medians of calls
-that end when the last rank is done (`gnomon.runtime.distributed`). The collective model interpolates between them
+Each collective is timed at message sizes from 4 KiB to 64 MiB (x4 apart): the mean of the faster half of ten medians
+of calls that end when the last rank is done, the medians taken in rounds over all the points
+(`gnomon.runtime.distributed`). The collective model interpolates between them
 (`gnomon.cost.collectives`); the table printed gives each size's time, the bus bandwidth it reached (nccl-tests'
 `busbw`: the bytes through each rank's link per second) and how far apart the medians were, then the latency and
 bandwidth of a link that fits each collective's times, and what a collective reached from compute costs beyond its
@@ -39,7 +40,7 @@ of milliseconds, 3-4 ms; medians of 20 calls moved by up to 60% between two cali
 
 def calibrate_collectives(ranks: int, quick: bool = False, threads_per_rank: int = 1) -> MeasuredCollectives:
     sizes = QUICK_SIZES if quick else SIZES
-    repeats, iterations, min_median_s = (2, 5, 0.0) if quick else (5, 20, MIN_MEDIAN_S)
+    repeats, iterations, min_median_s = (2, 5, 0.0) if quick else (10, 20, MIN_MEDIAN_S)
     start = time.perf_counter()
     timings = measure_collectives(
         ranks,
@@ -60,8 +61,8 @@ def calibrate_collectives(ranks: int, quick: bool = False, threads_per_rank: int
     }
     source = (
         f"gloo over loopback on {platform.node() or 'this machine'} ({os.cpu_count()} cores): {ranks} ranks of "
-        f"{threads_per_rank} thread(s), sizes {sizes[0]}..{sizes[-1]} bytes, the smallest of {repeats} medians of "
-        f"{iterations} calls each, measured by `gnomon calibrate --collectives` on {time.strftime('%Y-%m-%d')} "
+        f"{threads_per_rank} thread(s), sizes {sizes[0]}..{sizes[-1]} bytes, the faster half's mean of {repeats} "
+        f"medians of {iterations} calls each, measured by `gnomon calibrate --collectives` on {time.strftime('%Y-%m-%d')} "
         f"in {took:.0f} s"
     )
     return MeasuredCollectives(source, "gloo", ranks, threads_per_rank, sync_s, points)

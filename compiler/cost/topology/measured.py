@@ -14,7 +14,7 @@ device file. The collectives' file:
 
     [all_reduce]                  # one table per collective (gnomon.cost.collectives.COLLECTIVES)
     bytes = [65536, 1048576]      # message sizes (nccl-tests' convention), ascending
-    seconds = [9.1e-05, 0.0011]   # the smallest of several medians at each size
+    seconds = [9.1e-05, 0.0011]   # the faster half's mean of several medians at each size
     spread = [0.03, 0.05]         # how far apart those medians were
 """
 
