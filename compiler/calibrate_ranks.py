@@ -97,26 +97,35 @@ def _calibrate_rank(rank: int, plan: _Plan) -> Device:
         return replace(device, efficiency=device.efficiency | fit_tbe(points, device) | {"gemm": gemm})
 
 
+GEMM_ROUNDS = 7
+"""Rounds over `GEMM_SHAPES` that time them: a slow spell of the host reaches a round, not every timing of a shape
+(timed three times in a row, the fraction came out 0.754 in one calibration, where a later run of the same code on
+the same device file gave 1.02-1.05 three times)."""
+
+
 def gemm_fraction(device: Device, timer: Callable[[Callable[[], object], int], float]) -> float:
     """The GEMM fraction with which the cost model gives the times `timer` measures of `GEMM_SHAPES` (each the
-    smallest of 3 medians of 10 calls), as the median over the shapes. Their compute goes as one over the fraction,
-    the rest of their time does not: a few rescalings settle it."""
+    smallest of `GEMM_ROUNDS` medians of 10 calls, taken in rounds over the shapes), as the median over the shapes.
+    Their compute goes as one over the fraction, the rest of their time does not: a few rescalings settle it."""
     import torch
 
     from gnomon.cost.analytical import op_cost
     from gnomon.cost.efficiency import efficiency
     from gnomon.dialects.graph.linalg import MatmulOp
 
+    operands = [(torch.randn(m, k), torch.randn(k, n)) for m, k, n in GEMM_SHAPES]
+    measured = [float("inf")] * len(GEMM_SHAPES)
+    for _ in range(GEMM_ROUNDS):
+        for index, (a, b) in enumerate(operands):
+            measured[index] = min(measured[index], timer(lambda a=a, b=b: torch.mm(a, b), 10))
     products: list[tuple[MatmulOp, float]] = []
-    for m, k, n in GEMM_SHAPES:
-        a, b = torch.randn(m, k), torch.randn(k, n)
-        measured = min(timer(lambda a=a, b=b: torch.mm(a, b), 10) for _ in range(3))
+    for (m, k, n), seconds in zip(GEMM_SHAPES, measured, strict=True):
         inputs = Block(arg_types=[TensorType(f32, [m, k]), TensorType(f32, [k, n])])
-        products.append((MatmulOp.build(operands=list(inputs.args), result_types=[TensorType(f32, [m, n])]), measured))
+        products.append((MatmulOp.build(operands=list(inputs.args), result_types=[TensorType(f32, [m, n])]), seconds))
     fraction = efficiency(device).gemm
     for _ in range(5):
         trial = replace(device, efficiency=device.efficiency | {"gemm": fraction})
-        fraction *= statistics.median(op_cost(op, trial).kernel_s / measured for op, measured in products)
+        fraction *= statistics.median(op_cost(op, trial).kernel_s / seconds for op, seconds in products)
     return fraction
 
 
