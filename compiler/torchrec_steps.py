@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import itertools
 import os
 import statistics
 import warnings
@@ -50,6 +51,10 @@ _PREFIX = "sharded measurement"
 _LR = 0.01
 _TOLERANCE = 1e-5
 _EBC_PATH = "ebc"  # TorchRecDLRM's EmbeddingBagCollection
+BATCHES = 32
+"""Batches each rank cycles through, one a step, as a training loop feeds fresh ones: steps that look up the same ids
+every time find their rows in cache, where training (and the cost model, `gnomon.cost.tbe`) fetches a fresh batch's
+rows from the level that holds the table."""
 
 
 class ShardedMeasureError(GnomonError):
@@ -147,15 +152,18 @@ def _rank_main(rank: int, plan: _Plan) -> list[ShardedTiming]:
 
 def _measure(rank: int, plan: _Plan) -> list[ShardedTiming]:
     model = plan.make_model()
-    dense, indices, offsets = model.example_inputs(plan.batch, zipf=plan.zipf, seed=1000 + rank)
-    features = to_kjt(indices, offsets)
-    target = torch.randint(0, 2, (plan.batch, 1), generator=torch.Generator().manual_seed(2000 + rank)).float()
+    seeds = [rank + plan.ranks * k for k in range(BATCHES)]  # rank r's k-th batch: apart between ranks and batches
+    inputs = [model.example_inputs(plan.batch, zipf=plan.zipf, seed=1000 + seed) for seed in seeds]
     with torch.no_grad():
-        expected = model(dense, indices, offsets)
+        expected = model(*inputs[0])
+    batches = [
+        (dense, to_kjt(indices, offsets), _targets(plan.batch, 2000 + seed))
+        for (dense, indices, offsets), seed in zip(inputs, seeds, strict=True)
+    ]
     steps: list[Callable[[], None]] = []
     errors: list[float] = []
     for assignment in plan.assignments:
-        step, error = _sharded_step(model, assignment, plan.ranks, expected, dense, features, target)
+        step, error = _sharded_step(model, assignment, plan.ranks, expected, batches)
         steps.append(step)
         errors.append(error)
     for _ in range(plan.warmup):
@@ -179,17 +187,19 @@ def _measure(rank: int, plan: _Plan) -> list[ShardedTiming]:
     ]
 
 
+def _targets(batch: int, seed: int) -> torch.Tensor:
+    return torch.randint(0, 2, (batch, 1), generator=torch.Generator().manual_seed(seed)).float()
+
+
 def _sharded_step(
     model: DLRM,
     assignment: Mapping[str, Placement],
     ranks: int,
     expected: torch.Tensor,
-    dense: torch.Tensor,
-    features: Any,
-    target: torch.Tensor,
+    batches: Sequence[tuple[torch.Tensor, Any, torch.Tensor]],
 ) -> tuple[Callable[[], None], float]:
-    """A training step of `model` sharded by `assignment` under TorchRec (its forward checked first), and the
-    check's largest difference."""
+    """A training step of `model` sharded by `assignment` under TorchRec, each call on the next of `batches` (its
+    forward checked first, on the first batch, against `expected`), and the check's largest difference."""
     from fbgemm_gpu.split_embedding_configs import EmbOptimType
     from torchrec.distributed.model_parallel import DistributedModelParallel
     from torchrec.optim.optimizers import in_backward_optimizer_filter
@@ -205,13 +215,16 @@ def _sharded_step(
     )
     # Sharding initializes the tables afresh; DMP's load_state_dict renames the keys of the dict it is given.
     sharded.load_state_dict(OrderedDict(reference.state_dict()))
-    check_error = _check_forward(sharded, reference, expected, dense, features)
+    check_error = _check_forward(sharded, reference, expected, batches[0][0], batches[0][1])
     del reference
     # The tables' optimizer is fused into their backward; the rest (the MLPs, in DDP) is torch's.
     dense_parameters = [p for _, p in in_backward_optimizer_filter(sharded.named_parameters())]
     optimizer = torch.optim.SGD(dense_parameters, lr=_LR)
 
+    turn = itertools.count()
+
     def step() -> None:
+        dense, features, target = batches[next(turn) % len(batches)]
         optimizer.zero_grad()
         loss = F.binary_cross_entropy_with_logits(sharded(dense, features), target)
         loss.backward()
