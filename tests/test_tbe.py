@@ -42,6 +42,24 @@ def test_the_fit_recovers_the_factors_that_priced_the_samples() -> None:
     assert fitted == pytest.approx(FACTORS, rel=1e-4)
 
 
+def test_a_fixed_cost_fitted_at_zero_stays_positive_for_the_device_file() -> None:
+    """Kernels with no fixed cost (the fit's least squares put it at 0): the device file takes positive numbers
+    only, so a `gnomon calibrate` whose quick TBE timings fitted 0 failed to reload its own rank device."""
+    device = replace(
+        _measured_cpu(), efficiency=_measured_cpu().efficiency | {"tbe_call_s": 0.0, "tbe_update_call_s": 0.0}
+    )
+    samples = []
+    for rows, columns in [(3_000, 16), (300_000, 16), (2_000_000, 32)]:
+        for lookups in (4096, 16384):
+            priced = tbe_costs(lookups, lookups // 2, 4 * columns, 4 * columns * rows, device)
+            assert priced is not None
+            samples.append(TbePoint(rows, columns, lookups, lookups // 2, priced[0], priced[1]))
+    fitted = fit_tbe(samples, device)
+    assert 0 < fitted["tbe_call_s"] <= 1e-8
+    assert 0 < fitted["tbe_update_call_s"] <= 1e-8
+    assert fitted["tbe_lookup_s"] == pytest.approx(FACTORS["tbe_lookup_s"], rel=1e-3)
+
+
 def test_without_the_factors_shards_are_priced_as_graph_ops() -> None:
     assert tbe_costs(1000, 500, 64, 64_000, load_device("generic-cpu")) is None
     assert tbe_call_costs(load_device("h100")) == (0.0, 0.0)

@@ -91,5 +91,6 @@ def fit_tbe(samples: Sequence[TbeSample], device: Device) -> dict[str, float]:
         (fixed, each, inverse_share), _ = nnls(terms * weights[:, None], np.ones(len(samples)))
         if each <= 0 or inverse_share <= 0:
             return {}
-        factors |= {call: float(fixed), per_lookup: float(each), share: float(1.0 / inverse_share)}
+        # A fixed cost the fit puts at 0 is kept a hair above it: a device file holds positive numbers only.
+        factors |= {call: max(float(fixed), 1e-9), per_lookup: float(each), share: float(1.0 / inverse_share)}
     return factors
