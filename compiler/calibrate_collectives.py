@@ -62,8 +62,8 @@ def calibrate_collectives(ranks: int, quick: bool = False, threads_per_rank: int
     source = (
         f"gloo over loopback on {platform.node() or 'this machine'} ({os.cpu_count()} cores): {ranks} ranks of "
         f"{threads_per_rank} thread(s), sizes {sizes[0]}..{sizes[-1]} bytes, the faster half's mean of {repeats} "
-        f"medians of {iterations} calls each, measured by `gnomon calibrate --collectives` on {time.strftime('%Y-%m-%d')} "
-        f"in {took:.0f} s"
+        f"medians of {iterations} calls each, measured by `gnomon calibrate --collectives` on "
+        f"{time.strftime('%Y-%m-%d')} in {took:.0f} s"
     )
     return MeasuredCollectives(source, "gloo", ranks, threads_per_rank, sync_s, points)
 
