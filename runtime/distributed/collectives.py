@@ -160,7 +160,8 @@ def _rank_main(rank: int, plan: _Plan) -> list[CollectiveTiming]:
 def _measure(rank: int, plan: _Plan) -> list[CollectiveTiming]:
     """Each point (collective, message size) timed in `plan.repeats` rounds over all the points, not in a block of
     its own: a slow spell of the host (seconds, on a shared machine) then reaches one round of several points, not
-    every median of one, and `faster_half_mean` leaves it out."""
+    every median of one, and `faster_half_mean` leaves it out. Every point's buffers are held throughout: about
+    half a GiB a rank for the calibration's sizes up to 64 MiB."""
     for collective in plan.collectives:
         _check(collective, rank, plan.ranks)
     points = [(c, b) for c in plan.collectives for b in plan.message_bytes]
