@@ -68,7 +68,7 @@ def fit_embedding_group_s(system: System, ranks: int, quick: bool = False) -> Gr
     tables = embedding_tables(model, inputs)
     dense_part = dense_step(model, inputs, tables, bare, ranks)
     plans = _plans(ranks)
-    steps, repeats = (5, 2) if quick else (20, 5)
+    steps, repeats = (5, 2) if quick else (20, 10)
     timings = measure_sharded(CALIBRATION_MODEL, BATCH, list(plans.values()), ranks=ranks, steps=steps,
                               repeats=repeats)  # fmt: skip
     points: list[tuple[str, int, float, float]] = []

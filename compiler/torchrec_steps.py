@@ -12,7 +12,9 @@ would otherwise be timed as right.
 A step's time is the time until every rank has finished it: each timed step starts after a barrier, and the step's
 time is the largest of the ranks' (`slowest_rank_times`). Several plans are measured in the same ranks, one round of
 each in turn, so that load that drifts during the run hits them alike (on this 2-core machine a plan's medians
-spread by 10-50% between rounds; plans measured one after another were ranked by the drift).
+spread by 10-50% between rounds; plans measured one after another were ranked by the drift). A plan's figure is the
+mean of the faster half of all its steps: single steps of one plan ranged over 1.5-2x, and the smallest of a few
+rounds' medians fell as rounds were added (a 12-table case: 9.4 ms over 5 rounds, 6.7 ms over 25).
 
 The processes are `gnomon.runtime.distributed.run_ranks`'s: a parent that never outlives its ranks nor lets them
 outlive it, and one line of error for a rank that fails, dies or runs past the timeout.
@@ -39,6 +41,7 @@ from gnomon.cost.sharding.plan import Placement, ShardingError
 from gnomon.errors import GnomonError
 from gnomon.models import DLRM
 from gnomon.runtime.distributed import free_port, rank_cores, run_ranks
+from gnomon.runtime.distributed.collectives import faster_half_mean
 from gnomon.runtime.distributed.group import process_group, slowest_rank_times, step_timing_problem
 from gnomon.torchrec_plan import CpuRowWiseSharder, TorchRecDLRM, sharding_plan, to_kjt
 
@@ -72,12 +75,14 @@ class ShardedTiming:
     batch: int
     """Samples per rank."""
     step_s: float
-    """The training step: the smallest of `repeats` medians of `steps` steps, each step's time the largest over
-    ranks."""
+    """The training step: the mean of the faster half of all `repeats` x `steps` steps (`faster_half_mean`), each
+    step's time the largest over ranks."""
     spread: float
-    """(largest median - smallest) / smallest: how much the host disturbed the rounds."""
+    """(largest round median - smallest) / smallest: how much the host disturbed the rounds."""
     medians: tuple[float, ...]
-    """Each round's median, in order: the plans measured together ran their rounds in turn, so round i of one plan
+    """Each round's median, in order."""
+    rounds: tuple[tuple[float, ...], ...]
+    """Each round's steps, in order: the plans measured together ran their rounds in turn, so round i of one plan
     is comparable with round i of another (a paired comparison)."""
     check_error: float
     """The largest difference, over the ranks, of the sharded forward from the unsharded DLRM's, before timing."""
@@ -169,21 +174,22 @@ def _measure(rank: int, plan: _Plan) -> list[ShardedTiming]:
     for _ in range(plan.warmup):
         for step in steps:
             step()
-    medians: list[list[float]] = [[] for _ in steps]
+    rounds: list[list[tuple[float, ...]]] = [[] for _ in steps]
     for _ in range(plan.repeats):
         for index, step in enumerate(steps):  # one round of each plan, then the next round
-            medians[index].append(statistics.median(slowest_rank_times(step, plan.steps)))
+            rounds[index].append(tuple(slowest_rank_times(step, plan.steps)))
     return [
         ShardedTiming(
             plan={name: placement.describe() for name, placement in assignment.items()},
             ranks=plan.ranks,
             batch=plan.batch,
-            step_s=min(times),
-            spread=_spread(times),
-            medians=tuple(times),
+            step_s=faster_half_mean([t for one in times for t in one]),
+            spread=_spread([statistics.median(one) for one in times]),
+            medians=tuple(statistics.median(one) for one in times),
+            rounds=tuple(times),
             check_error=error,
         )
-        for assignment, times, error in zip(plan.assignments, medians, errors, strict=True)
+        for assignment, times, error in zip(plan.assignments, rounds, errors, strict=True)
     ]
 
 

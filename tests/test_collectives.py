@@ -212,3 +212,17 @@ def test_a_ranks_gemm_fraction_makes_the_model_give_the_times_measured() -> None
         op = MatmulOp.build(operands=list(inputs.args), result_types=[TensorType(f32, [m, n])])
         times.append(op_cost(op, scaled).kernel_s)
     assert statistics.median(times) == pytest.approx(2e-3, rel=0.01)
+
+
+def test_a_rank_holds_its_share_of_the_caches_its_cores_share() -> None:
+    from gnomon.calibrate_ranks import cache_share
+
+    cpu = load_device("generic-cpu")
+    rank = cache_share(cpu, 2)
+    for whole, share in zip(cpu.memory[:-1], rank.memory[:-1], strict=True):
+        expected = whole.capacity_bytes if whole.per_core else whole.capacity_bytes // 2
+        assert (share.name, share.capacity_bytes, share.bandwidth_bytes_per_s) == (
+            whole.name, expected, whole.bandwidth_bytes_per_s
+        )  # fmt: skip
+    assert rank.memory[-1] == cpu.memory[-1]  # main memory: what fits a rank is checked against all of it
+    assert any(not level.per_core for level in cpu.memory[:-1])  # the test cuts a shared level

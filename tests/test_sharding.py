@@ -77,6 +77,20 @@ def test_a_balanced_plan_beats_one_device_holding_every_table() -> None:
     assert fast.memory_bytes_per_device[0] > fast.memory_bytes_per_device[3]
 
 
+def test_shards_on_one_device_meet_its_caches_together() -> None:
+    # Two 38 MB tables: each alone fits an H100's 50 MB L2, the two on one device do not, and then every lookup's
+    # row comes from HBM.
+    system = load_system("4xh100")
+    tables = [table(f"t{i}", 150_000, dim=64, batch=4096, pooling=8) for i in range(2)]
+    piled = sharded_step(tables, {t.name: Placement("table_wise", (0,)) for t in tables}, DENSE, system)
+    apart = sharded_step(tables, {t.name: Placement("table_wise", (i,)) for i, t in enumerate(tables)}, DENSE, system)
+    assert piled.device_embedding_s[0] > 1.05 * sum(apart.device_embedding_s)
+    small = [table(f"t{i}", 15_000, dim=64, batch=4096, pooling=8) for i in range(2)]  # 3.8 MB each: L2 holds both
+    piled = sharded_step(small, {t.name: Placement("table_wise", (0,)) for t in small}, DENSE, system)
+    apart = sharded_step(small, {t.name: Placement("table_wise", (i,)) for i, t in enumerate(small)}, DENSE, system)
+    assert piled.device_embedding_s[0] == pytest.approx(sum(apart.device_embedding_s), rel=0.01)
+
+
 def test_row_wise_tables_reduce_scatter_their_partial_sums() -> None:
     system = load_system("2xh100")
     tables = [table("t0", 100_000, dim=64)]

@@ -197,11 +197,11 @@ def _call(collective: str, elements: int, ranks: int) -> Callable[[], object]:
 
 
 def faster_half_mean(medians: Sequence[float]) -> float:
-    """The mean of the faster half of `medians` (the faster one of two): the slower half holds the host's slow
-    spells, and the mean outvotes the spread within the faster one. Chosen on two calibrations of ten rounds on this
-    2-core VM (28 of 32 points within 10% of each other with the smallest of the first five medians, 31 with this);
-    judged on two fresh pairs of calibrations: 28 of 32 both times (26 with the smallest of five taken point by
-    point)."""
+    """The mean of the faster half of `medians` (the faster one of two), or of any timings: the slower half holds
+    the host's slow spells, and the mean outvotes the spread within the faster one. Chosen on two calibrations of ten
+    rounds on this 2-core VM (28 of 32 points within 10% of each other with the smallest of the first five medians,
+    31 with this); judged on two fresh pairs of calibrations: 28 of 32 both times (26 with the smallest of five taken
+    point by point)."""
     faster = sorted(medians)[: max(len(medians) // 2, 1)]
     return sum(faster) / len(faster)
 

@@ -5,7 +5,8 @@ reaches it from its own compute: the first to arrive blocks until the last arriv
 collective's threads must be scheduled on cores the compute just held. Each rank here runs ~20 ms of matrix
 products, then a 4 KiB all-reduce; the sync cost is that step's time less the products' and the all-reduce's, each
 timed alone the same way (the slowest rank's, after a barrier), as the median over rounds of the difference of the
-rounds' medians. On this 2-core VM with one rank per core it was 1.5-2.5 ms a collective (three runs).
+rounds' medians. On this 2-core VM with one rank per core it was 1.5-2.5 ms a collective (three runs), then 3.7 and
+1.0 ms in two calibrations half an hour apart.
 """
 
 from __future__ import annotations

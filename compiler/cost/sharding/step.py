@@ -8,9 +8,9 @@ Per sharding kind (TorchRec's sharding groups: each kind's tables are one group 
   a table's ids (a column shard gets them all again); a row block only the ids that fall in it.
 - lookups: each device pools the ids it received over its shards, for every rank's bags, in one kernel call per
   group: on a device whose fbgemm kernels `gnomon calibrate` measured, priced by their fit (`gnomon.cost.tbe`: a
-  cost per call, per id, and per distinct row from the level that holds the shard); elsewhere as `graph.embedding_bag`
-  is (`lookup_cost`: distinct rows from the table's memory level). The index distribution is
-  `EmbeddingTable.distinct`'s.
+  cost per call, per id, and per distinct row from the memory level); elsewhere as `graph.embedding_bag` is
+  (`lookup_cost`: distinct rows from the memory level). The level is the one that holds all of the device's shards,
+  which every step reads, not the shard alone. The index distribution is `EmbeddingTable.distinct`'s.
 - output dist: table- and column-wise, an all-to-all of the pooled rows back to the ranks whose bags they are;
   row-wise, a reduce-scatter of each block's partial sums.
 - backward: the pooled gradients go back (the all-to-all reversed; an all-gather for row-wise) and each device
@@ -131,13 +131,18 @@ def sharded_step(
     groups: dict[str, list[Shard]] = {}
     for name, placement in assignment.items():
         groups.setdefault(placement.kind, []).extend(shards_of(by_name[name], placement))
+    # Every shard on a device is read each step: their rows together, not each shard's alone, meet its caches.
+    resident = [0] * n
+    for shards in groups.values():
+        for shard in shards:
+            resident[shard.device] += shard.rows * shard.columns * by_name[shard.table].element_bytes
     device_embedding = [0.0] * n
     embedding_s = outputs_s = inputs_s = 0.0
     for kind, shards in groups.items():
         lookups = [0.0] * n
         updates = [0.0] * n
         for shard in shards:
-            forward, backward = costs.compute(by_name[shard.table], shard)
+            forward, backward = costs.compute(by_name[shard.table], shard, resident[shard.device])
             lookups[shard.device] += forward
             updates[shard.device] += backward
         call_forward, call_backward = costs.calls
@@ -175,10 +180,11 @@ class ShardCosts:
         """(forward, backward) of one kernel call, which looks up all of a group's shards on a device."""
         self._compute = cache(self._uncached)
 
-    def compute(self, table: EmbeddingTable, shard: Shard) -> tuple[float, float]:
-        return self._compute(table, shard)
+    def compute(self, table: EmbeddingTable, shard: Shard, resident_bytes: int) -> tuple[float, float]:
+        """(forward, backward) of `shard` on a device whose shards hold `resident_bytes` in all."""
+        return self._compute(table, shard, resident_bytes)
 
-    def _uncached(self, table: EmbeddingTable, shard: Shard) -> tuple[float, float]:
+    def _uncached(self, table: EmbeddingTable, shard: Shard, resident_bytes: int) -> tuple[float, float]:
         bags = table.batch * self.ranks
         ids = len(table.ids) * self.ranks * _share(table, shard)
         lookups = round(ids)
@@ -186,13 +192,13 @@ class ShardCosts:
             return 0.0, 0.0
         distinct = table.distinct(ids, shard.first_row, shard.rows)
         row_bytes = shard.columns * table.element_bytes
-        measured = tbe_costs(lookups, round(distinct), row_bytes, shard.rows * row_bytes, self.device)
+        measured = tbe_costs(lookups, round(distinct), row_bytes, resident_bytes, self.device)
         if measured is not None:  # this machine's fbgemm kernels, as TorchRec runs them
             return measured
         pooled = bags * row_bytes
         other = lookups * _ID_BYTES + bags * _ID_BYTES + pooled
         flops = max(lookups - bags, 0) * shard.columns
-        forward = lookup_cost(lookups, distinct, row_bytes, shard.rows * row_bytes, other, flops, self.device)
+        forward = lookup_cost(lookups, distinct, row_bytes, resident_bytes, other, flops, self.device)
         backward = sparse_update_cost(
             lookups, shard.columns, table.element_bytes, pooled + lookups * _ID_BYTES, self.device
         )
