@@ -33,6 +33,7 @@ from functools import cache
 
 from gnomon.cost.analytical import lookup_cost, sparse_update_cost
 from gnomon.cost.collectives import collective_s
+from gnomon.cost.rates import resident_index
 from gnomon.cost.sharding.plan import Placement, column_blocks, row_blocks
 from gnomon.cost.sharding.tables import EmbeddingTable
 from gnomon.cost.tbe import tbe_call_costs, tbe_costs
@@ -182,7 +183,9 @@ class ShardCosts:
 
     def compute(self, table: EmbeddingTable, shard: Shard, resident_bytes: int) -> tuple[float, float]:
         """(forward, backward) of `shard` on a device whose shards hold `resident_bytes` in all."""
-        return self._compute(table, shard, resident_bytes)
+        # Only the level that holds them matters: keyed by its capacity, a search's moves reuse the prices.
+        level = self.device.memory[resident_index(self.device, resident_bytes)]
+        return self._compute(table, shard, level.capacity_bytes * (self.device.cores if level.per_core else 1))
 
     def _uncached(self, table: EmbeddingTable, shard: Shard, resident_bytes: int) -> tuple[float, float]:
         bags = table.batch * self.ranks
