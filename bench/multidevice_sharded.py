@@ -107,14 +107,14 @@ def sharded(cases: list[str], ranks: int, repeats: int, steps: int) -> list[floa
                  timing.step_s, timing.spread, timing.rounds)
             for (label, assignment), timing in zip(plans.items(), timings, strict=True)
         ]  # fmt: skip
-        _print_case(name, case, rows, result)
-        errors += [abs(r.predicted.step_s - r.measured_s) / r.measured_s for r in rows]
         order = sorted(rows, key=lambda r: r.measured_s)
+        intervals = _intervals(rows)
+        _print_case(name, case, rows, result, order, intervals)
+        errors += [abs(r.predicted.step_s - r.measured_s) / r.measured_s for r in rows]
         chosen_row = next(r for r in rows if r.label == "gnomon #1")
         torchrec_row = next(r for r in rows if _describe(r.assignment) == _describe(torchrec))
         chosen_ranks.append(1 + order.index(chosen_row))
         torchrec_ranks.append(1 + order.index(torchrec_row))
-        intervals = _intervals(rows)
         tied += intervals[chosen_row.label][0] <= 1.0
         tied_torchrec += intervals[torchrec_row.label][0] <= 1.0
     fastest = sum(r == 1 for r in chosen_ranks)
@@ -153,7 +153,14 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _print_case(name: str, case: ShardedCase, rows: list[_Row], result: ShardResult) -> None:
+def _print_case(
+    name: str,
+    case: ShardedCase,
+    rows: list[_Row],
+    result: ShardResult,
+    order: list[_Row],
+    intervals: dict[str, tuple[float, float]],
+) -> None:
     tables = result.tables
     sizes = ", ".join(f"{t.rows // 1000}k" if t.rows >= 1000 else str(t.rows) for t in tables)
     print(
@@ -164,8 +171,6 @@ def _print_case(name: str, case: ShardedCase, rows: list[_Row], result: ShardRes
         f"    {'plan':<20} {'predicted ms':>12} {'measured':>9} {'spread':>6} {'err':>6} {'/fastest':>8} "
         f"{f'{_CONFIDENCE:.0%} interval':>13} {'rank':>4}  {'embed':>6} {'a2a':>6} {'sync':>6}  placement"
     )
-    order = sorted(rows, key=lambda r: r.measured_s)
-    intervals = _intervals(rows)
     for row in rows:
         p = row.predicted
         error = abs(p.step_s - row.measured_s) / row.measured_s

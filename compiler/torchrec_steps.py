@@ -79,8 +79,6 @@ class ShardedTiming:
     step's time the largest over ranks."""
     spread: float
     """(largest round median - smallest) / smallest: how much the host disturbed the rounds."""
-    medians: tuple[float, ...]
-    """Each round's median, in order."""
     rounds: tuple[tuple[float, ...], ...]
     """Each round's steps, in order: the plans measured together ran their rounds in turn, so round i of one plan
     is comparable with round i of another (a paired comparison)."""
@@ -185,7 +183,6 @@ def _measure(rank: int, plan: _Plan) -> list[ShardedTiming]:
             batch=plan.batch,
             step_s=faster_half_mean([t for one in times for t in one]),
             spread=_spread([statistics.median(one) for one in times]),
-            medians=tuple(statistics.median(one) for one in times),
             rounds=tuple(times),
             check_error=error,
         )

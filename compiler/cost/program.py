@@ -225,7 +225,7 @@ def _copy_step(name: str, what: str, value: SSAValue, device: Device) -> Step:
 def _resident(device: Device, working_set: int) -> MemoryLevel:
     """The innermost level that holds `working_set` bytes, as the kernel models place streaming kernels."""
     for level in device.memory[:-1]:
-        if working_set <= level.capacity_bytes * (device.cores if level.per_core else 1):
+        if working_set <= device.capacity(level):
             return level
     return device.dram
 

@@ -53,8 +53,7 @@ def resident_index(device: Device, working_set: int) -> int:
     for index, level in enumerate(device.memory[:-1]):
         if level.per_core and device.kind == "gpu":
             continue  # an SM's L1 and shared memory start empty with each kernel
-        capacity = level.capacity_bytes * (device.cores if level.per_core else 1)
-        if working_set <= capacity:
+        if working_set <= device.capacity(level):
             return index
     return len(device.memory) - 1
 

@@ -152,6 +152,10 @@ class Device:
             return f"{self.name}: calibrated figures (measured on this machine)"
         return f"{self.name}: datasheet figures, not measured; predicted times are analytical"
 
+    def capacity(self, level: MemoryLevel) -> int:
+        """The bytes `level` holds over the whole device: a per-core level's capacity on every core."""
+        return level.capacity_bytes * (self.cores if level.per_core else 1)
+
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for a dtype key; a DeviceError if the file lists none for it."""
         if dtype not in self.peak_flops:

@@ -185,7 +185,7 @@ class ShardCosts:
         """(forward, backward) of `shard` on a device whose shards hold `resident_bytes` in all."""
         # Only the level that holds them matters: keyed by its capacity, a search's moves reuse the prices.
         level = self.device.memory[resident_index(self.device, resident_bytes)]
-        return self._compute(table, shard, level.capacity_bytes * (self.device.cores if level.per_core else 1))
+        return self._compute(table, shard, self.device.capacity(level))
 
     def _uncached(self, table: EmbeddingTable, shard: Shard, resident_bytes: int) -> tuple[float, float]:
         bags = table.batch * self.ranks
