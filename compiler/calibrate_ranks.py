@@ -91,9 +91,10 @@ def _calibrate_rank(rank: int, plan: _Plan) -> Device:
         threads = len(plan.cores[rank])
         torch.set_num_threads(threads)
         device = calibrate(quick=plan.quick, log=lambda _: None, start=plan.start, fitted=RANK_FITTED, tbe=False).device
+        evict_bytes = 2 * device.capacity(device.memory[-2]) if len(device.memory) > 1 else 0
         device = cache_share(device, len(plan.cores))
         with process_group(rank, len(plan.cores), plan.port, timeout_s=600.0, threads=threads):
-            points = measure_tbe(plan.quick, 3 if plan.quick else 10, _together)
+            points = measure_tbe(plan.quick, 3 if plan.quick else 10, evict_bytes, _together)
             dist.barrier()  # then each rank times its own: the products of all ranks still run at once
             gemm = gemm_fraction(device, _alone)
         return replace(device, efficiency=device.efficiency | fit_tbe(points, device) | {"gemm": gemm})
@@ -157,9 +158,10 @@ def _alone(call: Callable[[], object], trials: int) -> float:
     return statistics.median(times)
 
 
-def _together(call: Callable[[], object], trials: int) -> float:
-    """The median over `trials` calls made by every rank at once, each the slowest rank's."""
-    return statistics.median(slowest_rank_times(call, trials))
+def _together(call: Callable[[], object], trials: int, before: Callable[[], object] | None = None) -> float:
+    """The median over `trials` calls made by every rank at once, each the slowest rank's (`before` untimed ahead
+    of each)."""
+    return statistics.median(slowest_rank_times(call, trials, before))
 
 
 def write_rank_device(device: Device) -> None:

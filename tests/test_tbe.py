@@ -3,6 +3,7 @@ a sharded table's shards."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -13,7 +14,7 @@ from gnomon.cost.sharding.step import DenseStep, sharded_step
 from gnomon.cost.sharding.tables import EmbeddingTable, synthetic_ids
 from gnomon.cost.tbe import fit_tbe, tbe_call_costs, tbe_costs
 from gnomon.cost.topology import load_system
-from gnomon.runtime.calibration.tbe import BATCHES, QUICK_TABLES, TbePoint, measure_tbe
+from gnomon.runtime.calibration.tbe import BATCHES, MEDIANS, QUICK_TABLES, TbePoint, measure_tbe
 
 FACTORS = {
     "tbe_call_s": 80e-6, "tbe_lookup_s": 5e-9, "tbe_read": 0.9,
@@ -88,6 +89,24 @@ def test_a_groups_kernel_call_is_paid_once_per_device() -> None:
 
 
 def test_the_calibration_times_fbgemms_kernels() -> None:
-    points = measure_tbe(quick=True, trials=2)
+    points = measure_tbe(quick=True, trials=2, evict_bytes=1 << 20)
     assert [(p.rows, p.columns) for p in points] == [table for table in QUICK_TABLES for _ in BATCHES]
     assert all(p.forward_s > 0 and p.backward_s > 0 and 0 < p.distinct <= p.lookups for p in points)
+
+
+def test_each_backward_is_timed_after_its_forward_and_the_caches_cleared() -> None:
+    """A training step's dense layers run between a lookup and its update: the calibration's backward must not find
+    the rows its forward just fetched in cache, nor run without a forward of its own."""
+    timed: list[bool] = []
+
+    def recording_timer(call: Callable[[], object], trials: int, before: Callable[[], object] | None = None) -> float:
+        for _ in range(trials):
+            if before is not None:
+                before()
+            call()  # a backward without a fresh forward before it would fail: its graph is freed
+        timed.append(before is not None)
+        return 1e-3
+
+    points = measure_tbe(quick=True, trials=2, evict_bytes=1 << 20, timer=recording_timer)
+    # Per table and batch: the forward's timings without a setup, then the backward's after one.
+    assert timed == ([False] * MEDIANS + [True] * MEDIANS) * len(points)

@@ -5,6 +5,7 @@ Each is the median of many runs: an overhead is what every one of a model's many
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -115,25 +116,37 @@ def module_call_overhead(calls: int, trials: int) -> float:
         return max(median_time(called, trials) - median_time(forwarded, trials), 0.0) / calls
 
 
-def _handoff_program(after_library: bool) -> ModuleOp:
-    """A broadcast affine of two slices (`PART_WORK` results each) after a 1x1 convolution (a library kernel) or
-    after a relu (a generated one)."""
-    dims = (1, 64, 2 * PART_WORK // (64 * 64), 64)
+def _handoff_program(after_library: bool, slices: int) -> ModuleOp:
+    """A broadcast affine of `slices` slices (`PART_WORK` results each) after a 1x1 convolution (a library kernel)
+    or after a relu (a generated kernel of its own: reshapes around it keep the affine from joining it)."""
+    dims = (1, 64, slices * PART_WORK // (64 * 64), 64)
     program = Program()
     x, w = program.argument("x", dims), program.argument("w", (64, 64, 1, 1))
     scale, shift = program.argument("a_s", (64, 1, 1)), program.argument("a_b", (64, 1, 1))
-    first = conv(program, "c", x, w, 1, 0) if after_library else same_shape(program, "c", ReluOp, x)
+    if after_library:
+        first = conv(program, "c", x, w, 1, 0)
+    else:
+        flat = program.add(
+            ReshapeOp.build(operands=[x], result_types=[TensorType(f32, (64, math.prod(dims) // 64))]), "f"
+        )
+        relu = same_shape(program, "c", ReluOp, flat)
+        first = program.add(ReshapeOp.build(operands=[relu], result_types=[x.type]), "u")
     program.results.append(affine_relu(program, "a", first, scale, shift))
     return program.module()
 
 
 def pool_handoff(trials: int, lower: Lower) -> float:
     """Extra seconds a generated kernel split over two threads takes when it follows a library (OpenMP) kernel,
-    against the same kernel after a generated one. Both run on torch's OpenMP team, so this should be ~0; it is
-    measured because a thread pool of generated kernels' own would wait for torch's spinning workers to give up
-    the cores."""
-    seconds = [profile_suite(load(_handoff_program(first), lower), trials)[-1].seconds for first in (True, False)]
-    return max(seconds[0] - seconds[1], 0.0)
+    against the same kernel after a generated one, beyond what the same comparison gives a kernel of one slice (its
+    launch path's misses after a library call, priced apart: `thin_call_cold_s`). Both run on torch's OpenMP team,
+    so this should be ~0; it is measured because a thread pool of generated kernels' own would wait for torch's
+    spinning workers to give up the cores. (Until the generated predecessor was kept a kernel of its own, it fused
+    with the affine, and the probe compared the affine with both: 0 in every calibration.)"""
+
+    def after(library: bool, slices: int) -> float:
+        return profile_suite(load(_handoff_program(library, slices), lower), trials)[-1].seconds
+
+    return max((after(True, 2) - after(False, 2)) - (after(True, 1) - after(False, 1)), 0.0)
 
 
 THIN_PROBE_POOLS = ((1, 4, 64, 64), (1, 16, 64, 64), (1, 16, 128, 128), (1, 32, 128, 128))

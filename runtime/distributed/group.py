@@ -56,11 +56,15 @@ def process_group(
         dist.destroy_process_group()
 
 
-def slowest_rank_times(call: Callable[[], object], iterations: int) -> list[float]:
+def slowest_rank_times(
+    call: Callable[[], object], iterations: int, before: Callable[[], object] | None = None
+) -> list[float]:
     """`iterations` calls, each started together after a barrier; each call's time is the largest over the ranks
-    (a call is done when every rank is)."""
+    (a call is done when every rank is). `before` runs untimed ahead of each call, before the barrier."""
     times = torch.empty(iterations, dtype=torch.float64)
     for index in range(iterations):
+        if before is not None:
+            before()
         dist.barrier()
         start = time.perf_counter()
         call()
