@@ -258,7 +258,8 @@ def dense_step(
     report = graph.report(system.device)
     ddp = data_parallel_step(graph.module, report, graph.parameters, system, ranks)
     lookups = sum(r.predicted_s for r in report.records if "embedding_bag" in r.op)
-    return DenseStep(ddp.step_s, ddp.compute_s, ddp.exposed_s, ddp.sync_s, lookups, graph.totals[1])
+    traffic = sum(r.bytes for r in report.records if "embedding_bag" not in r.op)
+    return DenseStep(ddp.step_s, ddp.compute_s, ddp.exposed_s, ddp.sync_s, lookups, graph.totals[1], traffic)
 
 
 def render(result: ShardResult, top: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +90,17 @@ def test_shards_on_one_device_meet_its_caches_together() -> None:
     piled = sharded_step(small, {t.name: Placement("table_wise", (0,)) for t in small}, DENSE, system)
     apart = sharded_step(small, {t.name: Placement("table_wise", (i,)) for i, t in enumerate(small)}, DENSE, system)
     assert piled.device_embedding_s[0] == pytest.approx(sum(apart.device_embedding_s), rel=0.01)
+
+
+def test_the_rest_of_the_step_passes_through_the_caches_between_two_lookups() -> None:
+    # One 3.8 MB table: alone, an H100's 50 MB L2 keeps it from step to step; not when the dense layers move 60 MB
+    # through it in between, and then every lookup's row comes from HBM.
+    system = load_system("2xh100")
+    tables = [table("t0", 15_000, dim=64, batch=4096, pooling=8)]
+    plan = {"t0": Placement("table_wise", (0,))}
+    kept = sharded_step(tables, plan, DENSE, system)
+    evicted = sharded_step(tables, plan, replace(DENSE, traffic_bytes=60 * 2**20), system)
+    assert evicted.device_embedding_s[0] > 1.03 * kept.device_embedding_s[0]
 
 
 def test_row_wise_tables_reduce_scatter_their_partial_sums() -> None:

@@ -24,6 +24,10 @@ DENSE = DenseStep(step_s=1e-3, compute_s=8e-4, all_reduce_s=1e-4, sync_s=1e-5, l
                   parameter_bytes=1 << 20)  # fmt: skip
 
 
+IN_MAIN_MEMORY = 1 << 40
+"""Resident bytes that no cache level holds."""
+
+
 def _measured_cpu() -> Device:
     device = load_device("generic-cpu")
     return replace(device, efficiency=device.efficiency | FACTORS)
@@ -35,10 +39,14 @@ def test_the_fit_recovers_the_factors_that_priced_the_samples() -> None:
     for rows, columns in [(3_000, 16), (30_000, 96), (300_000, 16), (2_000_000, 32), (3_000, 96)]:
         for lookups in (4096, 16384):
             distinct = min(rows, lookups // 2)
-            priced = tbe_costs(lookups, distinct, 4 * columns, 4 * columns * rows, device)
-            assert priced is not None
+            # As the calibration measures them: forwards back to back, each table's rows in its own level; each
+            # update after the caches were cleared, its rows in main memory.
+            forward = tbe_costs(lookups, distinct, 4 * columns, 4 * columns * rows, device)
+            backward = tbe_costs(lookups, distinct, 4 * columns, IN_MAIN_MEMORY, device)
+            assert forward is not None
+            assert backward is not None
             call = tbe_call_costs(device)
-            samples.append(TbePoint(rows, columns, lookups, distinct, priced[0] + call[0], priced[1] + call[1]))
+            samples.append(TbePoint(rows, columns, lookups, distinct, forward[0] + call[0], backward[1] + call[1]))
     fitted = fit_tbe(samples, device)
     assert fitted == pytest.approx(FACTORS, rel=1e-4)
 
@@ -52,9 +60,11 @@ def test_a_fixed_cost_fitted_at_zero_stays_positive_for_the_device_file() -> Non
     samples = []
     for rows, columns in [(3_000, 16), (300_000, 16), (2_000_000, 32)]:
         for lookups in (4096, 16384):
-            priced = tbe_costs(lookups, lookups // 2, 4 * columns, 4 * columns * rows, device)
-            assert priced is not None
-            samples.append(TbePoint(rows, columns, lookups, lookups // 2, priced[0], priced[1]))
+            forward = tbe_costs(lookups, lookups // 2, 4 * columns, 4 * columns * rows, device)
+            backward = tbe_costs(lookups, lookups // 2, 4 * columns, IN_MAIN_MEMORY, device)
+            assert forward is not None
+            assert backward is not None
+            samples.append(TbePoint(rows, columns, lookups, lookups // 2, forward[0], backward[1]))
     fitted = fit_tbe(samples, device)
     assert 0 < fitted["tbe_call_s"] <= 1e-8
     assert 0 < fitted["tbe_update_call_s"] <= 1e-8

@@ -10,7 +10,8 @@ Per sharding kind (TorchRec's sharding groups: each kind's tables are one group 
   group: on a device whose fbgemm kernels `gnomon calibrate` measured, priced by their fit (`gnomon.cost.tbe`: a
   cost per call, per id, and per distinct row from the memory level); elsewhere as `graph.embedding_bag` is
   (`lookup_cost`: distinct rows from the memory level). The level is the one that holds all of the device's shards,
-  which every step reads, not the shard alone. The index distribution is `EmbeddingTable.distinct`'s.
+  which every step reads, not the shard alone, and the rest of the step's traffic (`DenseStep.traffic_bytes`), which
+  passes through the caches between two steps' lookups. The index distribution is `EmbeddingTable.distinct`'s.
 - output dist: table- and column-wise, an all-to-all of the pooled rows back to the ranks whose bags they are;
   row-wise, a reduce-scatter of each block's partial sums.
 - backward: the pooled gradients go back (the all-to-all reversed; an all-gather for row-wise) and each device
@@ -59,6 +60,8 @@ class DenseStep:
     """Its forward's lookups of the whole (local) tables, which sharding replaces."""
     parameter_bytes: int
     """The dense parameters' bytes (replicated on every device)."""
+    traffic_bytes: int = 0
+    """The bytes its kernels move: what passes through the caches between two steps' reads of a device's shards."""
 
 
 @dataclass(frozen=True)
@@ -132,8 +135,9 @@ def sharded_step(
     groups: dict[str, list[Shard]] = {}
     for name, placement in assignment.items():
         groups.setdefault(placement.kind, []).extend(shards_of(by_name[name], placement))
-    # Every shard on a device is read each step: their rows together, not each shard's alone, meet its caches.
-    resident = [0] * n
+    # Every shard on a device is read each step: their rows together, not each shard's alone, meet its caches, and
+    # so does the rest of the step's traffic before the next step reads them.
+    resident = [dense.traffic_bytes] * n
     for shards in groups.values():
         for shard in shards:
             resident[shard.device] += shard.rows * shard.columns * by_name[shard.table].element_bytes
