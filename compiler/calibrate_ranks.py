@@ -91,7 +91,7 @@ def _calibrate_rank(rank: int, plan: _Plan) -> Device:
         threads = len(plan.cores[rank])
         torch.set_num_threads(threads)
         device = calibrate(quick=plan.quick, log=lambda _: None, start=plan.start, fitted=RANK_FITTED, tbe=False).device
-        evict_bytes = 2 * device.capacity(device.memory[-2]) if len(device.memory) > 1 else 0
+        evict_bytes = 2 * device.capacity(device.last_cache)  # a measured device has its caches
         device = cache_share(device, len(plan.cores))
         with process_group(rank, len(plan.cores), plan.port, timeout_s=600.0, threads=threads):
             points = measure_tbe(plan.quick, 3 if plan.quick else 10, evict_bytes, _together)

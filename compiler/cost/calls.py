@@ -89,7 +89,7 @@ def cold_call_s(distance: int | None, device: Device, *, thin: bool = False) -> 
     eff = efficiency(device)
     reach = 1.0
     innermost = device.memory[0].capacity_bytes
-    outermost = device.capacity(device.memory[max(len(device.memory) - 2, 0)])
+    outermost = device.capacity(device.last_cache)
     if distance is not None and outermost > innermost:
         reach = min(max(math.log(max(distance, 1) / innermost) / math.log(outermost / innermost), 0.0), 1.0)
     most = eff.thin_call_cold_s if thin else max(eff.library_call_s - typical_call_warm_s(device), 0.0)

@@ -94,8 +94,7 @@ def weights_in_dram(module: ModuleOp, device: Device) -> bool:
     """Whether the module's constants (weights, tables) together take more than half the device's last cache level:
     then no kernel finds its weights in cache from the previous run, since the activations, the runtime and (on a
     shared host) other tenants use that cache too."""
-    last_cache = device.memory[max(len(device.memory) - 2, 0)]  # the level inside DRAM
-    return count_parameters(module)[1] > device.capacity(last_cache) / 2
+    return count_parameters(module)[1] > device.capacity(device.last_cache) / 2
 
 
 def memref_shape(memref: Any) -> tuple[int, ...]:

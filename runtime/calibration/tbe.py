@@ -12,7 +12,7 @@ TorchRec's fbgemm (`gnomon[torchrec]`), else nothing is measured.
 The backward is timed as a training step runs it: its forward first, then a stream over twice the last cache
 (`evict_bytes`), as the step's dense layers and collectives move data between the lookup and the update. Right after
 its forward, an update finds the rows that forward fetched still in cache: dlrm_wide's shards (bench/sharded_cases.py,
-one thread alone) updated in 1.05-1.5 ms so, in 2.9-3.6 ms after a 64 MB stream, and in 2.6-3.4 ms within TorchRec's
+one thread alone) updated in 1.05-1.6 ms so, in 2.9-3.6 ms after a 64 MB stream, and in 2.6-3.4 ms within TorchRec's
 steps (torch.profiler, both ranks).
 """
 

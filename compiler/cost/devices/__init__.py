@@ -146,6 +146,11 @@ class Device:
         return self.memory[-1]
 
     @property
+    def last_cache(self) -> MemoryLevel:
+        """The level inside main memory (main memory itself on a device that lists no cache)."""
+        return self.memory[max(len(self.memory) - 2, 0)]
+
+    @property
     def provenance(self) -> str:
         """How far to trust predictions made from this device, in words."""
         if self.calibrated:
