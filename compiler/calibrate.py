@@ -119,7 +119,8 @@ def calibration_of(
         log(
             f"  fbgemm embedding kernels: forward {tbe['tbe_lookup_s'] * 1e9:.1f} ns per id, rows at"
             f" {tbe['tbe_read']:.0%} of their level's bandwidth; backward with SGD"
-            f" {tbe['tbe_update_lookup_s'] * 1e9:.1f} ns per id, rows read and written at {tbe['tbe_update']:.0%}"
+            f" {tbe['tbe_update_lookup_s'] * 1e9:.1f} ns per id, rows read and written at {tbe['tbe_update']:.0%},"
+            f" {tbe['tbe_update_spread']:.0%} longer per doubling of the table beyond the last cache"
         )
     if start:
         device = replace(device, efficiency=dict(start) | device.efficiency)

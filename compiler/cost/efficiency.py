@@ -141,6 +141,9 @@ class Efficiency:
     """The fused backward and SGD update's seconds per id (sorting the ids by row, summing each row's gradient)."""
     tbe_update: float = 0.0
     """The share of its memory level's bandwidth at which that update reads and writes each distinct row."""
+    tbe_update_spread: float = 0.0
+    """How much longer that update takes over a row from main memory for each doubling of its table beyond the last
+    cache, as a share of the row's fetch: the rows of a larger table lie further apart (`gnomon.cost.tbe`)."""
 
 
 GPU_EFFICIENCY = Efficiency(

@@ -6,12 +6,19 @@ it a time per id looked up (its index handling; the backward's sort of the ids b
 gradient sum) and each distinct row's fetch from the memory level that holds the rows (in a training step: the
 device's shards and the traffic between two steps' lookups), in whole access granules and in random order, at a
 share of that level's bandwidth; the backward reads and writes the row. The calibration times each update after
-clearing the caches, as a step's dense layers do, so the fit prices its rows from main memory. On this host the
+clearing the caches, as a step's dense layers do, so the fit prices its rows from main memory.
+
+From main memory, an update's rows come slower the larger its table: it visits them in row order, and the rows of a
+small table lie close enough to share pages (their address translations) and DRAM rows, those of a large one do
+not. Here (one thread, 5120 uniform ids, caches cleared) the update took 315 ns per id at 128 columns from a 24 MB
+table, 471 from 244 MB and 589 from 977 MB; at 32 columns 178, 208 and 249 from 6, 61 and 244 MB; with the tables
+on 2 MB pages the rise halved. Each doubling of the table beyond the last cache adds a share of the row's fetch
+(`Efficiency.tbe_update_spread`, fitted): 5% mean error over those 18 points, 15% with the fetch alone. On this host the
 row's level is most of the difference between tables: the same 16k ids into 64-column tables took 0.25 ms of
 backward from a 1k-row table and 0.92 ms from a 4M-row one; the pricing of `graph.embedding_bag` and of gnomon's own
 sparse update (a stream over every looked-up element) made them equal, and 1.5-5.7x too slow.
 
-The six factors (`Efficiency.tbe_*`) are fitted by `gnomon calibrate` to fbgemm's kernels on tables of its own
+The seven factors (`Efficiency.tbe_*`) are fitted by `gnomon calibrate` to fbgemm's kernels on tables of its own
 (`gnomon.runtime.calibration.tbe`), least squares in relative error; a device without them (the datasheet GPUs,
 whose fbgemm kernels are CUDA's) prices shards as graph ops (`gnomon.cost.sharding.step`).
 """
@@ -57,18 +64,24 @@ def _fetch_s(distinct: int, row_bytes: int, resident_bytes: int | None, device: 
     return fetched / level.bandwidth_bytes_per_s
 
 
+def _outgrown(shard_bytes: int, device: Device) -> float:
+    """How many times the shard's size doubles beyond the device's last cache (0 for a shard it holds)."""
+    return max(0.0, math.log2(shard_bytes / device.capacity(device.last_cache)))
+
+
 def tbe_costs(
-    lookups: int, distinct: int, row_bytes: int, resident_bytes: int, device: Device
+    lookups: int, distinct: int, row_bytes: int, resident_bytes: int, shard_bytes: int, device: Device
 ) -> tuple[float, float] | None:
-    """(forward, fused backward and update) seconds of one table's shard within a call (`tbe_call_costs` apart), its
-    rows fetched from the level that holds `resident_bytes` (what passes through the caches between two reads of
-    them); None where the device has no TBE factors."""
+    """(forward, fused backward and update) seconds of one table's shard of `shard_bytes` within a call
+    (`tbe_call_costs` apart), its rows fetched from the level that holds `resident_bytes` (what passes through the
+    caches between two reads of them); None where the device has no TBE factors."""
     eff = efficiency(device)
     if min(eff.tbe_lookup_s, eff.tbe_read, eff.tbe_update_lookup_s, eff.tbe_update) <= 0:
         return None
     fetch_s = _fetch_s(distinct, row_bytes, resident_bytes, device)
     forward = lookups * eff.tbe_lookup_s + fetch_s / eff.tbe_read
-    backward = lookups * eff.tbe_update_lookup_s + 2 * fetch_s / eff.tbe_update
+    update_fetch_s = fetch_s * (1 + eff.tbe_update_spread * _outgrown(shard_bytes, device))
+    backward = lookups * eff.tbe_update_lookup_s + 2 * update_fetch_s / eff.tbe_update
     return forward, backward
 
 
@@ -81,24 +94,41 @@ def tbe_call_costs(device: Device) -> tuple[float, float]:
 def fit_tbe(samples: Sequence[TbeSample], device: Device) -> dict[str, float]:
     """The `tbe_*` factors that price `samples` on `device` best (least squares in relative error, non-negative);
     none if there are too few samples or a fit is degenerate."""
-    from scipy.optimize import nnls
-
     if len(samples) < 3:
         return {}
     # The forwards ran back to back, each table's rows in its own level; each update after the caches were cleared
     # (`gnomon.runtime.calibration.tbe`), its rows in main memory.
     read = [_fetch_s(s.distinct, s.columns * 4, s.rows * s.columns * 4, device) for s in samples]
     evicted = [_fetch_s(s.distinct, s.columns * 4, None, device) for s in samples]
-    factors: dict[str, float] = {}
-    for call, per_lookup, share, times, fetch, moved in (
-        ("tbe_call_s", "tbe_lookup_s", "tbe_read", [s.forward_s for s in samples], read, 1.0),
-        ("tbe_update_call_s", "tbe_update_lookup_s", "tbe_update", [s.backward_s for s in samples], evicted, 2.0),
-    ):
-        weights = np.array([1.0 / t for t in times])
-        terms = np.array([[1.0, s.lookups, moved * f] for s, f in zip(samples, fetch, strict=True)])
-        (fixed, each, inverse_share), _ = nnls(terms * weights[:, None], np.ones(len(samples)))
-        if each <= 0 or inverse_share <= 0:
-            return {}
-        # A fixed cost the fit puts at 0 is kept a hair above it: a device file holds positive numbers only.
-        factors |= {call: max(float(fixed), 1e-9), per_lookup: float(each), share: float(1.0 / inverse_share)}
-    return factors
+    forward = _nonnegative_fit(
+        [s.forward_s for s in samples], [[1.0, s.lookups, f] for s, f in zip(samples, read, strict=True)]
+    )
+    backward = _nonnegative_fit(
+        [s.backward_s for s in samples],
+        [
+            [1.0, s.lookups, 2 * f, 2 * f * _outgrown(s.rows * s.columns * 4, device)]
+            for s, f in zip(samples, evicted, strict=True)
+        ],
+    )
+    (call, per_lookup, inverse_read), (update_call, update_per_lookup, inverse_update, spread) = forward, backward
+    if min(per_lookup, inverse_read, update_per_lookup, inverse_update) <= 0:
+        return {}
+    # A fixed cost or spread the fit puts at 0 is kept a hair above it: a device file holds positive numbers only.
+    return {
+        "tbe_call_s": max(call, 1e-9),
+        "tbe_lookup_s": per_lookup,
+        "tbe_read": 1.0 / inverse_read,
+        "tbe_update_call_s": max(update_call, 1e-9),
+        "tbe_update_lookup_s": update_per_lookup,
+        "tbe_update": 1.0 / inverse_update,
+        "tbe_update_spread": max(spread / inverse_update, 1e-9),
+    }
+
+
+def _nonnegative_fit(times: Sequence[float], terms: Sequence[Sequence[float]]) -> list[float]:
+    """The non-negative coefficients of `terms` that give `times` best, least squares in relative error."""
+    from scipy.optimize import nnls
+
+    weights = np.array([1.0 / t for t in times])
+    coefficients, _ = nnls(np.array(terms) * weights[:, None], np.ones(len(times)))
+    return [float(c) for c in coefficients]

@@ -199,7 +199,8 @@ class ShardCosts:
             return 0.0, 0.0
         distinct = table.distinct(ids, shard.first_row, shard.rows)
         row_bytes = shard.columns * table.element_bytes
-        measured = tbe_costs(lookups, round(distinct), row_bytes, resident_bytes, self.device)
+        shard_bytes = shard.rows * row_bytes
+        measured = tbe_costs(lookups, round(distinct), row_bytes, resident_bytes, shard_bytes, self.device)
         if measured is not None:  # this machine's fbgemm kernels, as TorchRec runs them
             return measured
         pooled = bags * row_bytes
