@@ -6,17 +6,17 @@ it a time per id looked up (its index handling; the backward's sort of the ids b
 gradient sum) and each distinct row's fetch from the memory level that holds the rows (in a training step: the
 device's shards and the traffic between two steps' lookups), in whole access granules and in random order, at a
 share of that level's bandwidth; the backward reads and writes the row. The calibration times each update after
-clearing the caches, as a step's dense layers do, so the fit prices its rows from main memory.
+clearing the caches, as a step's dense layers do, so the fit prices its rows from main memory. The row's level is
+most of the difference between tables: the same 16k ids into 64-column tables took 0.25 ms of backward from a 1k-row
+table and 0.92 ms from a 4M-row one; the pricing of `graph.embedding_bag` and of gnomon's own sparse update (a stream
+over every looked-up element) made them equal, and 1.5-5.7x too slow.
 
-From main memory, an update's rows come slower the larger its table: it visits them in row order, and the rows of a
-small table lie close enough to share pages (their address translations) and DRAM rows, those of a large one do
-not. Here (one thread, 5120 uniform ids, caches cleared) the update took 315 ns per id at 128 columns from a 24 MB
-table, 471 from 244 MB and 589 from 977 MB; at 32 columns 178, 208 and 249 from 6, 61 and 244 MB; with the tables
-on 2 MB pages the rise halved. Each doubling of the table beyond the last cache adds a share of the row's fetch
-(`Efficiency.tbe_update_spread`, fitted): 5% mean error over those 18 points, 15% with the fetch alone. On this host the
-row's level is most of the difference between tables: the same 16k ids into 64-column tables took 0.25 ms of
-backward from a 1k-row table and 0.92 ms from a 4M-row one; the pricing of `graph.embedding_bag` and of gnomon's own
-sparse update (a stream over every looked-up element) made them equal, and 1.5-5.7x too slow.
+From main memory, an update's rows come slower the larger its table. It visits them in row order: the rows of a
+small table likely lie close enough to share pages (their address translations) and DRAM rows, those of a large one
+do not. On one host here (one thread, 5120 uniform ids, caches cleared) the update took 315 ns per id at 128 columns
+from a 24 MB table, 471 from 244 MB and 589 from 977 MB; at 32 columns 178, 208 and 249 from 6, 61 and 244 MB; with
+the tables on 2 MB pages the rise halved. Each doubling of the table beyond the last cache adds a share of the row's
+fetch (`Efficiency.tbe_update_spread`, fitted): 5% mean error over those 18 points, 15% with the fetch alone.
 
 The seven factors (`Efficiency.tbe_*`) are fitted by `gnomon calibrate` to fbgemm's kernels on tables of its own
 (`gnomon.runtime.calibration.tbe`), least squares in relative error; a device without them (the datasheet GPUs,
