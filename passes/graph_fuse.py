@@ -20,7 +20,7 @@ skips it).
 Every grouped op gets `gnomon.fusion = {group = N, ...}`; the op that starts a group also names its `kind`, and an
 op whose join was priced carries the `decision` ("fuse" or "split") and both figures in seconds; a join that a
 generated convolution's kind took with it, up to the depthwise convolution its price included, is "fuse" and
-`required` whatever its own figures say (a generated convolution alone was never set against oneDNN's).
+`required` whatever its own figures say.
 `graph-to-kernel` lowers exactly these groups. An op the cost model cannot price (a dynamic shape) takes every
 legal join, as `graph-to-kernel` does by itself, and says so (`decision = "fuse", unpriced`).
 """
@@ -71,7 +71,7 @@ from gnomon.passes.graph_to_kernel import (
     legal_join,
     library_kind,
 )
-from gnomon.passes.graph_to_kernel.library import callee_of, reads_transposed
+from gnomon.passes.graph_to_kernel.library import callee_of, gemm_conv, reads_transposed
 from gnomon.passes.kernel_to_linalg import generatable
 from gnomon.passes.kernel_to_rt import outline_kernel
 
@@ -80,8 +80,8 @@ AUTO_DEVICE = "auto"
 
 CHOICE_OPS = (ReduceOp, ConvOp)
 """Ops that gnomon generates as the anchor of a loop nest and the library also computes: their kind is priced (a
-convolution only where its generated kernel can take the depthwise convolution after it: alone, it was never
-measured against oneDNN's).
+convolution where its generated kernel can take the depthwise convolution after it, or where it is a matrix product,
+1x1 and stride 1 (`pointwise_choice`)).
 Not yet softmax and matmul, which `graph-to-kernel` still sends to the library: on attention's softmaxes the cost
 model predicted the generated kernel within 3% of oneDNN's, and on all four of them it measured 1.2-1.7x slower (it
 computes each exponential twice, which the model does not price; bench/fusion_decisions.py), and generated matmuls
@@ -139,6 +139,16 @@ def depthwise_pair(ops: Sequence[Operation], index: int) -> Group | None:
     group = Group([ops[index]], "generated", [])
     _through_depthwise(group, ops, index + 1)
     return group if len(group.ops) > 1 and isinstance(group.ops[-1], ConvOp) else None
+
+
+def pointwise_choice(op: ConvOp) -> bool:
+    """Whether a convolution's kind is priced alone, without a depthwise convolution after it: a 1x1, stride-1 dense
+    one (`gemm_conv`), which the library runs as a BLAS product. gnomon's loops measured faster than that product on
+    42-44 of the 44 such layers of MobileNet-V2, SqueezeNet and ResNet-50 in two runs (0.46-0.94x its time), but
+    slower than oneDNN's on 12-14 of their 16-17 others (3x3 and strided layers: up to 2.5x its time; the 3-channel
+    stems were faster), which the flat efficiency the model prices gnomon's convolution at
+    (`Efficiency.generated_conv`) does not foresee: those stay with oneDNN (bench/conv_kinds.py)."""
+    return op.groups.value.data == 1 and gemm_conv(op)
 
 
 def _at_sizes(kernel: Operation, sizes: Mapping[str, int]) -> None:
@@ -240,9 +250,10 @@ class Fuser:
         op = ops[start]
         generated = Group([op], "generated", list(prologue))
         library = Group([op], library_kind(op), list(prologue))
-        # A convolution's generated kernel is the one with the depthwise convolution after it: alone it would be
-        # gnomon's loops against oneDNN's, which the model was never set against.
-        taken = _through_depthwise(generated, ops, start + 1) if isinstance(op, ConvOp) else start + 1
+        # A convolution's generated kernel takes the depthwise convolution after it, when there is one, with the
+        # joins up to it: the fusion its kind is chosen for.
+        toward_depthwise = isinstance(op, ConvOp) and depthwise_pair(ops, start) is not None
+        taken = _through_depthwise(generated, ops, start + 1) if toward_depthwise else start + 1
         end = max(self.grow(generated, ops, taken), self.grow(library, ops, start + 1))
         prices = {
             "generated_s": self.span_price(ops, start, end, generated),
@@ -264,7 +275,7 @@ class Fuser:
             op = ops[index]
             if groups and legal_join(groups[-1], op):
                 choice = self._join(groups[-1], op)
-                if self._before_depthwise(groups[-1]):
+                if self._before_depthwise(groups[-1], ops):
                     choice.decision, choice.required = "fuse", True
                 choices[op] = choice
                 if choice.decision == "fuse":
@@ -289,23 +300,24 @@ class Fuser:
                 op.attributes[FUSION_ATTR] = choices.get(op, _Choice()).attribute(group_index)
 
     @staticmethod
-    def _before_depthwise(group: Group) -> bool:
+    def _before_depthwise(group: Group, ops: Sequence[Operation]) -> bool:
         """Whether `group` is a generated convolution that has not yet taken the depthwise convolution its kind was
         priced with: the joins up to it are part of that choice, not their own."""
         return (
             group.kind == "generated"
             and isinstance(group.ops[0], ConvOp)
             and not any(isinstance(op, ConvOp) for op in group.ops[1:])
+            and depthwise_pair(ops, ops.index(group.ops[0])) is not None
         )
 
     @staticmethod
     def _has_choice(ops: Sequence[Operation], index: int) -> bool:
         """Whether the kind of the kernel `ops[index]` starts is a choice: gnomon can generate it, the library has
-        it, and a convolution's generated kernel would reach a depthwise convolution."""
+        it, and a convolution's generated kernel would reach a depthwise convolution or is a `pointwise_choice`."""
         op = ops[index]
         if not (isinstance(op, CHOICE_OPS) and generatable(op) and callee_of(op) is not None):
             return False
-        return not isinstance(op, ConvOp) or depthwise_pair(ops, index) is not None
+        return not isinstance(op, ConvOp) or pointwise_choice(op) or depthwise_pair(ops, index) is not None
 
     def _join(self, group: Group, candidate: Operation) -> _Choice:
         try:

@@ -209,6 +209,50 @@ def test_a_dense_conv_cannot_join_a_generated_conv() -> None:
         _program(module, [0, 0, 0], ["generated"])
 
 
+class ProjectResidual(nn.Module):
+    """An inverted-residual block's projection: a 1x1 convolution, then the block's input added."""
+
+    def __init__(self, in_channels: int, channels: int):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, channels, 1)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.conv(x) + residual
+
+
+@pytest.mark.parametrize(
+    ("in_channels", "channels", "size"),
+    [(144, 24, 56), (576, 96, 14), (960, 160, 7), (5, 3, 4)],  # MobileNet-V2's projections; a tiny one: one unit
+)
+def test_a_generated_1x1_convolution_takes_its_residual_add(in_channels: int, channels: int, size: int) -> None:
+    """A 1x1 convolution alone (no depthwise convolution after it) as one generated kernel with the residual add,
+    as graph-fuse may choose it (`pointwise_choice`): torch's numbers, and the threads the cost model prices are
+    those its work earns (its multiply-adds, as the runtime counts them)."""
+    from gnomon.cost.devices import load_device
+    from gnomon.cost.threads import PART_WORK, generated_threads
+    from gnomon.dialects import kernel
+
+    torch.manual_seed(3)
+    model = ProjectResidual(in_channels, channels).eval()
+    x, residual = torch.randn(1, in_channels, size, size), torch.randn(1, channels, size, size)
+    with torch.inference_mode():
+        expected = model(x, residual).numpy()
+    module = run_pipeline(load(model, example_inputs=(x, residual)), "inference", "projection")
+    lowered = _lowered(module, [0, 0], ["generated"])
+    program = Program(lowered)
+    (got,) = program.run([x.numpy(), residual.numpy()], profile=True)
+    assert [t.kind for t in program.profile.timings] == ["generated"]
+    assert relative_l2(got, expected) <= 1e-5
+    (generated,) = [op for op in lowered.walk() if isinstance(op, kernel.FuncOp) and op.is_generated]
+    cpu = load_device("generic-cpu")
+    schedule = generated.schedule
+    assert schedule is not None
+    multiply_adds = channels * size * size * in_channels
+    assert generated_threads(generated, cpu) == max(
+        1, min(schedule.threads.data, cpu.cores, multiply_adds // PART_WORK)
+    )
+
+
 def test_avx2_vectors_compute_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     """A machine without AVX-512 gets 8-lane vectors (two per block of 16 channels): the same numbers."""
     monkeypatch.setattr(graph_to_kernel, "host_vector_lanes", lambda: 8)
@@ -224,17 +268,20 @@ def test_avx2_vectors_compute_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_mobilenet_v2_runs_its_pairs_fused_and_matches_torch() -> None:
-    """The whole network: each of the 17 conv + depthwise pairs (the stem, 16 expand layers) is a priced choice, and
-    each one decided generated runs as one kernel."""
+    """The whole network: each of the 17 conv + depthwise pairs (the stem, 16 expand layers) and each of the 18 1x1
+    convolutions after them (16 projections, the head's) is a priced choice, and each one decided generated runs as
+    one kernel: a pair's holding both convolutions."""
     model = MobileNetV2()
     (x,) = model.example_inputs(1)
     decisions: list[FusionDecision] = []
     exe = gnomon.compile(model, example_inputs=(x,), device="generic-cpu", decisions=decisions)
     kinds = [d for d in decisions if d.op == "conv" and d.question == "kind"]
     (got,) = exe.run([x.numpy()], profile=True)
-    fused = [t for t in exe.profile().timings if t.kind == "generated" and t.source_ops.count("graph.conv") == 2]
-    assert len(kinds) == 17
-    assert len(fused) == sum(d.decision == "generated" for d in kinds) > 0
+    generated = [t.source_ops.count("graph.conv") for t in exe.profile().timings if t.kind == "generated"]
+    assert len(kinds) == 35
+    assert generated.count(2) > 0
+    assert generated.count(1) > 0
+    assert generated.count(1) + generated.count(2) == sum(d.decision == "generated" for d in kinds)
     with torch.inference_mode():
         assert relative_l2(got, model(x).numpy()) <= 1e-5
 

@@ -87,7 +87,7 @@ def candidates(kernel_func: kernel.FuncOp, device: Device, lanes: int) -> list[S
         space = _nest(schedule, device.cores)
 
     def effective(candidate: ScheduleAttr) -> tuple[object, ...]:
-        trial = kernel_func.clone_without_regions()
+        trial = kernel_func.clone()  # with its body: a convolution's or matmul's threads follow its work
         trial.schedule = candidate
         threads = generated_threads(trial, device)
         return (candidate.tile, candidate.vector, candidate.order, threads)

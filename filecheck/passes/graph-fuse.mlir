@@ -77,6 +77,34 @@ func.func @expand_depthwise(%x: tensor<1x16x28x28xf32>) -> tensor<1x96x28x28xf32
   func.return %y : tensor<1x96x28x28xf32>
 }
 
+// A 1x1, stride-1 convolution alone (an inverted-residual block's projection) has its kind priced too: gnomon's
+// loops against the library's BLAS product. Generated, it takes the residual add as it stores each row. A strided
+// 1x1 convolution, like a 3x3 one, has no choice: it is oneDNN's.
+
+// CHECK-LABEL: func.func @project_residual(
+// CHECK:         graph.conv {{.*}}gnomon.fusion = {group = 0 : i64, kind = "generated", generated_s = {{.*}} : f64, library_s = {{.*}} : f64}
+// CHECK-NEXT:    graph.add {{.*}}gnomon.fusion = {group = 0 : i64, decision = "fuse", {{.*}}}
+// KERNEL-LABEL: func.func @project_residual(
+// KERNEL:         kernel.generated "conv_add_0"
+func.func @project_residual(%x: tensor<1x96x28x28xf32>, %s: tensor<1x24x28x28xf32>) -> tensor<1x24x28x28xf32> {
+  %w = graph.constant {value = dense<0.1> : tensor<24x96x1x1xf32>} : () -> tensor<24x96x1x1xf32>
+  %b = graph.constant {value = dense<0.1> : tensor<24xf32>} : () -> tensor<24xf32>
+  %c = graph.conv %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x96x28x28xf32>, tensor<24x96x1x1xf32>, tensor<24xf32>) -> tensor<1x24x28x28xf32>
+  %y = graph.add %c, %s : (tensor<1x24x28x28xf32>, tensor<1x24x28x28xf32>) -> tensor<1x24x28x28xf32>
+  func.return %y : tensor<1x24x28x28xf32>
+}
+
+// CHECK-LABEL: func.func @strided_pointwise(
+// CHECK:         graph.conv {{.*}}gnomon.fusion = {group = 0 : i64, kind = "anchor"}
+// KERNEL-LABEL: func.func @strided_pointwise(
+// KERNEL:         kernel.library "aten.convolution" epilogue ["relu"]
+func.func @strided_pointwise(%x: tensor<1x96x28x28xf32>) -> tensor<1x24x14x14xf32> {
+  %w = graph.constant {value = dense<0.1> : tensor<24x96x1x1xf32>} : () -> tensor<24x96x1x1xf32>
+  %c = graph.conv %x, %w {strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x96x28x28xf32>, tensor<24x96x1x1xf32>) -> tensor<1x24x14x14xf32>
+  %y = graph.relu %c : (tensor<1x24x14x14xf32>) -> tensor<1x24x14x14xf32>
+  func.return %y : tensor<1x24x14x14xf32>
+}
+
 // Attention written out (matmul, scale, mask, softmax, matmul) is priced as the kernels it would be against one
 // graph.attention: apart, the 4x128x128 scores and probabilities go to memory and back. The transpose of k is
 // composed into the fused op's k (here it gives k itself), the scale divides.
