@@ -144,8 +144,8 @@ def depthwise_pair(ops: Sequence[Operation], index: int) -> Group | None:
 def pointwise_choice(op: ConvOp) -> bool:
     """Whether a convolution's kind is priced alone, without a depthwise convolution after it: a 1x1, stride-1 dense
     one (`gemm_conv`), which the library runs as a BLAS product. gnomon's loops measured faster than that product on
-    42-44 of the 44 such layers of MobileNet-V2, SqueezeNet and ResNet-50 in two runs (0.46-0.94x its time), but
-    slower than oneDNN's on 12-14 of their 16-17 others (3x3 and strided layers: up to 2.5x its time; the 3-channel
+    42-44 of the 44 such layers of MobileNet-V2, SqueezeNet and ResNet-50 in two runs (0.42-0.98x its time), but
+    slower than oneDNN's on 12-14 of their 17 others (3x3 and strided layers: up to 2.2x its time; the 3-channel
     stems were faster), which the flat efficiency the model prices gnomon's convolution at
     (`Efficiency.generated_conv`) does not foresee: those stay with oneDNN (bench/conv_kinds.py)."""
     return op.groups.value.data == 1 and gemm_conv(op)

@@ -229,7 +229,7 @@ def test_a_generated_1x1_convolution_takes_its_residual_add(in_channels: int, ch
     as graph-fuse may choose it (`pointwise_choice`): torch's numbers, and the threads the cost model prices are
     those its work earns (its multiply-adds, as the runtime counts them)."""
     from gnomon.cost.devices import load_device
-    from gnomon.cost.threads import PART_WORK, generated_threads
+    from gnomon.cost.threads import generated_threads, parts_for
     from gnomon.dialects import kernel
 
     torch.manual_seed(3)
@@ -248,9 +248,7 @@ def test_a_generated_1x1_convolution_takes_its_residual_add(in_channels: int, ch
     schedule = generated.schedule
     assert schedule is not None
     multiply_adds = channels * size * size * in_channels
-    assert generated_threads(generated, cpu) == max(
-        1, min(schedule.threads.data, cpu.cores, multiply_adds // PART_WORK)
-    )
+    assert generated_threads(generated, cpu) == parts_for(multiply_adds, schedule.threads.data, cpu.cores)
 
 
 def test_avx2_vectors_compute_the_same(monkeypatch: pytest.MonkeyPatch) -> None:

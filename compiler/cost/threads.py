@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import MemRefType, TensorType
 
 from gnomon.cost.devices import Device
+from gnomon.cost.roofline import gemm_shapes
 from gnomon.cost.values import static_shape
 from gnomon.dialects import kernel
 from gnomon.dialects.graph.base import GraphOperation
@@ -39,7 +40,7 @@ def generated_threads(kernel_func: kernel.FuncOp, device: Device) -> int:
     most = schedule.threads.data if schedule is not None else device.cores
     anchor = next((op for op in kernel_func.body.block.ops if isinstance(op, GraphOperation)), None)
     if isinstance(anchor, ConvOp | MatmulOp):  # static: `generatable` sends dynamic ones to the library
-        return parts_for(_multiply_adds(kernel_func, anchor), most, device.cores)
+        return parts_for(_multiply_adds(kernel_func), most, device.cores)
     function_type = kernel_func.function_type
     largest = 0
     for array in (*function_type.inputs.data, *function_type.outputs.data):
@@ -48,15 +49,11 @@ def generated_threads(kernel_func: kernel.FuncOp, device: Device) -> int:
     return parts_for(largest, most, device.cores)
 
 
-def _multiply_adds(kernel_func: kernel.FuncOp, anchor: ConvOp | MatmulOp) -> int:
-    """A generated convolution's multiply-adds (with the depthwise convolution it takes) or a matmul's."""
-    if isinstance(anchor, MatmulOp):
-        (m, k), n = static_shape(anchor.lhs), static_shape(anchor.rhs)[1]
-        return m * n * k
-    work = math.prod(static_shape(anchor.results[0])) * math.prod(static_shape(anchor.weight)[1:])
-    for depthwise in [op for op in kernel_func.body.block.ops if isinstance(op, ConvOp) and op is not anchor]:
-        work += math.prod(static_shape(depthwise.results[0])) * math.prod(static_shape(depthwise.weight)[2:])
-    return work
+def _multiply_adds(kernel_func: kernel.FuncOp) -> int:
+    """A generated convolution's multiply-adds (with the depthwise convolution it takes) or a matmul's: the products
+    `gnomon.cost.roofline` prices it by."""
+    products = [op for op in kernel_func.body.block.ops if isinstance(op, ConvOp | MatmulOp)]
+    return sum(shape.flops // 2 for op in products for shape in gemm_shapes(op))
 
 
 def library_threads(ops: Sequence[GraphOperation], device: Device) -> int | None:
