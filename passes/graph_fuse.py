@@ -55,6 +55,7 @@ from gnomon.cost.calls import library_calls
 from gnomon.cost.devices import LOCAL, Device, load_device, local_device_path
 from gnomon.cost.program import kernel_cost
 from gnomon.dialects.graph.base import GraphOperation, dim_bounds, dim_names, dim_symbols, dim_value, tensor_of
+from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.nn import ConvOp
 from gnomon.dialects.graph.reduce import ReduceOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp
@@ -81,7 +82,7 @@ AUTO_DEVICE = "auto"
 CHOICE_OPS = (ReduceOp, ConvOp)
 """Ops that gnomon generates as the anchor of a loop nest and the library also computes: their kind is priced (a
 convolution where its generated kernel can take the depthwise convolution after it, or where it is a matrix product,
-1x1 and stride 1 (`pointwise_choice`)).
+1x1 and stride 1 (`pointwise_choice`), or where it is channels-last, depthwise or 1x1 (`channels_last_choice`)).
 Not yet softmax and matmul, which `graph-to-kernel` still sends to the library: on attention's softmaxes the cost
 model predicted the generated kernel within 3% of oneDNN's, and on all four of them it measured 1.2-1.7x slower (it
 computes each exponential twice, which the model does not price; bench/fusion_decisions.py), and generated matmuls
@@ -149,6 +150,13 @@ def pointwise_choice(op: ConvOp) -> bool:
     stems were faster), which the flat efficiency the model prices gnomon's convolution at
     (`Efficiency.generated_conv`) does not foresee: those stay with oneDNN (bench/conv_kinds.py)."""
     return op.groups.value.data == 1 and gemm_conv(op)
+
+
+def channels_last_choice(op: ConvOp) -> bool:
+    """Whether a channels-last convolution's kind is priced: one gnomon generates (`conv_nhwc`: depthwise, or 1x1
+    and stride 1, dense or grouped). On ShuffleNet's layers gnomon's loops took 0.1-0.5x the time of oneDNN's
+    depthwise calls and 0.5-1.1x the batched BLAS products of its grouped 1x1 ones (bench/conv_kinds.py)."""
+    return channels_last(op) and generatable(op)
 
 
 def _at_sizes(kernel: Operation, sizes: Mapping[str, int]) -> None:
@@ -313,11 +321,14 @@ class Fuser:
     @staticmethod
     def _has_choice(ops: Sequence[Operation], index: int) -> bool:
         """Whether the kind of the kernel `ops[index]` starts is a choice: gnomon can generate it, the library has
-        it, and a convolution's generated kernel would reach a depthwise convolution or is a `pointwise_choice`."""
+        it, and a convolution's generated kernel would reach a depthwise convolution, is a `pointwise_choice` or a
+        `channels_last_choice`."""
         op = ops[index]
         if not (isinstance(op, CHOICE_OPS) and generatable(op) and callee_of(op) is not None):
             return False
-        return not isinstance(op, ConvOp) or pointwise_choice(op) or depthwise_pair(ops, index) is not None
+        if not isinstance(op, ConvOp):
+            return True
+        return pointwise_choice(op) or channels_last_choice(op) or depthwise_pair(ops, index) is not None
 
     def _join(self, group: Group, candidate: Operation) -> _Choice:
         try:

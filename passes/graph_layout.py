@@ -58,7 +58,14 @@ from gnomon.dialects.graph.elementwise import POINTWISE
 from gnomon.dialects.graph.layout import CHANNELS_LAST, TO_CHANNELS_FIRST, TO_CHANNELS_LAST, channels_last, permuted
 from gnomon.dialects.graph.tensor import ConcatOp, ConstantOp, ReshapeOp, TransposeOp
 from gnomon.errors import GnomonError
-from gnomon.passes.graph_fuse import AUTO_DEVICE, Fuser, depthwise_pair, fusion_device
+from gnomon.passes.graph_fuse import (
+    AUTO_DEVICE,
+    Fuser,
+    channels_last_choice,
+    depthwise_pair,
+    fusion_device,
+    pointwise_choice,
+)
 from gnomon.passes.graph_to_kernel import LAYOUT_ATTR, Group, kernel_ops
 from gnomon.passes.kernel_to_linalg import generatable
 
@@ -242,11 +249,16 @@ class _Pricer:
         return cost.predicted_s
 
     def channels_last_s(self, op: Operation) -> float:
-        """The anchor's time in channels-last form, priced on a detached copy."""
+        """The anchor's time in channels-last form, priced on a detached copy: a convolution that gnomon generates
+        channels-last (`graph_fuse.channels_last_choice`) at the faster of that kernel and the library's call, as
+        `graph-fuse` will choose."""
         block = Block(arg_types=[_retyped(op.operands[0], permuted(_shape(op.operands[0]) or (), TO_CHANNELS_LAST))])
         copy = _channels_last_anchor(op, [block.args[0], *op.operands[1:]])
         try:
-            return self.op_s(copy)
+            library = self.op_s(copy)
+            if not (isinstance(copy, nn.ConvOp) and channels_last_choice(copy)):
+                return library
+            return min(library, self.fuser.price(Group([copy], "generated", [])))
         finally:
             copy.drop_all_references()
 
@@ -266,10 +278,10 @@ class _Pricer:
 
     def channels_first_s(self, anchors: Sequence[Operation]) -> float:
         """The anchors' time channels-first, a convolution and the depthwise one after it as `graph-fuse`'s
-        generated kernel where that is predicted faster than the two library calls: channels-last form gives that
-        kernel up. A 1x1 convolution's own generated kernel (`graph_fuse.pointwise_choice`) is not counted: counted,
-        the pass chose channels-first for ResNet-50 and Inception-v2's last region, which measured 2% and 7% slower
-        than channels-last there (bench/layout.py)."""
+        generated kernel where that is predicted faster than the two library calls, and a 1x1 convolution's own
+        generated kernel (`graph_fuse.pointwise_choice`) likewise: channels-last form gives both kernels up, and has
+        its own (`channels_last_s`). Counting the 1x1 kernels one way only, either way, chose the layout they were
+        counted for where the other measured faster (bench/layout.py)."""
         total, priced = 0.0, set[Operation]()
         for op in anchors:
             if op in priced:
@@ -279,6 +291,9 @@ class _Pricer:
                 separate = self.op_s(op) + self.op_s(pair.ops[-1])
                 total += min(separate, self.fuser.price(pair))
                 priced.update((op, pair.ops[-1]))
+                continue
+            if isinstance(op, nn.ConvOp) and generatable(op) and pointwise_choice(op):
+                total += min(self.op_s(op), self.fuser.price(Group([op], "generated", [])))
                 continue
             total += self.op_s(op)
         return total

@@ -22,7 +22,7 @@ from gnomon.errors import GnomonError
 from gnomon.executable import lower
 from gnomon.models import MobileNetV2
 from gnomon.passes import graph_to_kernel
-from gnomon.passes.graph_fuse import FusionDecision, fusion_decisions
+from gnomon.passes.graph_fuse import fusion_decisions
 from gnomon.passes.graph_to_kernel import Kind, kernel_ops, set_groups
 from gnomon.pipeline import load, run_pipeline
 from gnomon.runtime.executor import Program
@@ -265,19 +265,23 @@ def test_avx2_vectors_compute_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     assert relative_l2(Program(lowered).run([x.numpy()])[0], expected) <= 1e-5
 
 
-def test_mobilenet_v2_runs_its_pairs_fused_and_matches_torch() -> None:
-    """The whole network: each of the 17 conv + depthwise pairs (the stem, 16 expand layers) and each of the 18 1x1
-    convolutions after them (16 projections, the head's) is a priced choice, and each one decided generated runs as
-    one kernel: a pair's holding both convolutions."""
+@pytest.mark.parametrize(("layout", "choices"), [("nchw", 35), ("nhwc", 51)])
+def test_mobilenet_v2_runs_its_generated_convolutions_and_matches_torch(layout: str, choices: int) -> None:
+    """The whole network, each layout. Channels-first: each of the 17 conv + depthwise pairs (the stem, 16 expand
+    layers) and each of the 18 1x1 convolutions after them (16 projections, the head's) is a priced choice, and
+    each one decided generated runs as one kernel, a pair's holding both convolutions. Channels-last: each of the
+    17 depthwise and 34 1x1 convolutions is one (`conv_nhwc`), each generated one a kernel of its own."""
     model = MobileNetV2()
     (x,) = model.example_inputs(1)
-    decisions: list[FusionDecision] = []
-    exe = gnomon.compile(model, example_inputs=(x,), device="generic-cpu", decisions=decisions)
-    kinds = [d for d in decisions if d.op == "conv" and d.question == "kind"]
-    (got,) = exe.run([x.numpy()], profile=True)
-    generated = [t.source_ops.count("graph.conv") for t in exe.profile().timings if t.kind == "generated"]
-    assert len(kinds) == 35
-    assert generated.count(2) > 0
+    module = run_pipeline(load(model, example_inputs=(x,)), "inference", "mobilenet_v2")
+    spec = f"graph-layout{{layout={layout} device=generic-cpu}},graph-fuse{{device=generic-cpu}}"
+    module = run_pipeline(module, "lowering", "mobilenet_v2", spec=spec)
+    kinds = [d for d in fusion_decisions(module) if d.op == "conv" and d.question == "kind"]
+    program = Program(run_pipeline(module, "lowering", "mobilenet_v2", spec="graph-to-kernel,kernel-to-rt"))
+    (got,) = program.run([x.numpy()], profile=True)
+    generated = [t.source_ops.count("graph.conv") for t in program.profile.timings if t.kind == "generated"]
+    assert len(kinds) == choices
+    assert (generated.count(2) > 0) == (layout == "nchw")
     assert generated.count(1) > 0
     assert generated.count(1) + generated.count(2) == sum(d.decision == "generated" for d in kinds)
     with torch.inference_mode():

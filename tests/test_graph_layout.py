@@ -14,14 +14,17 @@ from conftest import make_onnx, relative_l2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.utils.exceptions import VerifyException
 
 from gnomon import cli
+from gnomon.cost.convs import gemm_conv
 from gnomon.dialects.graph import nn as graph_nn
 from gnomon.dialects.graph.layout import channels_last
 from gnomon.executable import Executable, load_compiled
 from gnomon.passes.graph_layout import layout_decisions
+from gnomon.passes.graph_to_kernel import Kind, default_kind, kernel_ops, library_kind, set_groups
 from gnomon.pipeline import PIPELINES, load, run_pipeline
 
 
@@ -189,15 +192,26 @@ def test_channel_shuffle_stays_channels_last() -> None:
 
 
 @pytest.mark.parametrize(("groups", "bias"), [(1, True), (2, False), (4, True)])
-def test_channels_last_grouped_1x1_is_a_batched_product(groups: int, bias: bool) -> None:
-    """A channels-last 1x1 convolution with groups runs as one BLAS product per group over all pixels (strided
-    views of the activations, at batch 2), not through oneDNN, and matches torch."""
+@pytest.mark.parametrize("kind", ["library", "generated"])
+def test_channels_last_grouped_1x1_matches_torch_both_ways(groups: int, bias: bool, kind: str) -> None:
+    """A channels-last 1x1 convolution with groups, at batch 2, as the library runs it (one BLAS product per group
+    over all pixels, on strided views of the activations, not through oneDNN) and as gnomon generates it
+    (`conv_nhwc`): torch's numbers both ways."""
     torch.manual_seed(3)
     model = nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1), nn.ReLU(), nn.Conv2d(16, 24, 1, groups=groups, bias=bias))
     x = torch.randn(2, 3, 9, 9)
-    output, module = _run(model.eval(), x, "nhwc")
+    module = run_pipeline(load(model.eval(), example_inputs=(x,)), "inference", "model")
+    module = run_pipeline(module, "lowering", "model", spec="graph-layout{layout=nhwc device=generic-cpu}")
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    ops, _ = kernel_ops(function)
+    projection = next(i for i, op in enumerate(ops) if isinstance(op, graph_nn.ConvOp) and gemm_conv(op))
+    kinds: list[Kind] = [default_kind(op) for op in ops]
+    kinds[projection] = "generated" if kind == "generated" else library_kind(ops[projection])
+    set_groups(function, list(range(len(ops))), kinds)
+    module = run_pipeline(module, "lowering", "model", spec="graph-to-kernel,kernel-to-rt")
     assert _channels_last_ops(module) == ["graph.conv", "graph.conv"]
-    assert 'callee = "aten.mm"' in str(module)
+    assert ('callee = "aten.mm"' in str(module)) == (kind == "library")
+    output = Executable(module)(x.numpy())[0]
     with torch.no_grad():
         assert relative_l2(output, model(x).numpy()) <= 1e-5
 

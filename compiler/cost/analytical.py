@@ -323,6 +323,8 @@ def _kernel(
     if generated and isinstance(op, ConvOp):
         # gnomon's register-blocked loops over packed weights, which stay in cache (`kernel_to_linalg.conv`).
         fraction = eff.generated_depthwise if _is_depthwise(op) else eff.generated_conv
+        if channels_last(op) and not _is_depthwise(op):
+            fraction = eff.generated_conv_channels_last
         return _stream("generated-conv", work, device, eff, device.peak(work.peak_key) * fraction)
     kernel = _family_kernel(op, work, device, eff, conv_as_gemm, weights_in_dram)
     if weights_in_dram and isinstance(op, LinearOp | ConvOp | ConvTransposeOp):

@@ -27,6 +27,7 @@ from gnomon.cost.program import kernel_cost
 from gnomon.cost.values import static_shape
 from gnomon.dialects import kernel
 from gnomon.dialects.graph.base import ints
+from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.linalg import MatmulOp
 from gnomon.dialects.graph.nn import ConvOp
 
@@ -39,6 +40,8 @@ MIN_CONV_UNITS_PER_THREAD = 4
 does)."""
 _DEFAULT_CONV_ACCUMULATORS = 12
 _DEFAULT_MATMUL_ROWS = 6
+_CHANNELS_LAST_CHUNK = 256
+"""Pixels per unit of a channels-last 1x1 convolution (`conv_nhwc.CHUNK`)."""
 
 
 def tile_cycles(positions: int, vectors: int) -> float:
@@ -52,23 +55,56 @@ def _row_cycles(columns: int, positions: int, vectors: int) -> float:
     return whole * tile_cycles(positions, vectors) + (tile_cycles(rest, vectors) if rest else 0.0)
 
 
-def _conv_tile(kernel_func: kernel.FuncOp, conv: ConvOp) -> tuple[int, int, int]:
-    """(vectors, positions, width) of a generated convolution's schedule; the default's where it sets no tile."""
+def _conv_tile(kernel_func: kernel.FuncOp, conv: ConvOp, channels: int | None = None) -> tuple[int, int, int]:
+    """(vectors, positions, width) of a generated convolution's schedule; the default's where it sets no tile, for
+    blocks of its `channels` (its output channels unless given)."""
     schedule = kernel_func.schedule
     assert schedule is not None
     width = schedule.vector.data
     tile = ints(schedule.tile)
     if len(tile) == 2:
         return tile[0], tile[1], width
-    channels = static_shape(conv.result)[1]
+    channels = static_shape(conv.result)[1] if channels is None else channels
     # `conv_rows.block_vectors`: the most vectors (up to 2) that pad the channels least.
     options = [v for v in (2, 1) if v * width >= 16 and v * width % 8 == 0]
     vectors = min(options, key=lambda v: (-(-channels // (v * width)) * v * width - channels, -v))
     return vectors, _DEFAULT_CONV_ACCUMULATORS // vectors, width
 
 
+def _channels_last_cycles(kernel_func: kernel.FuncOp, conv: ConvOp, lanes: int) -> float:
+    """Relative cycles of the slowest thread of a channels-last generated convolution (`conv_nhwc`): a 1x1 one's
+    micro-kernel over every pixel per block of a group's channels, a depthwise one's over each output row's columns
+    per block (a tap's loads counted as its FMAs: one each)."""
+    schedule = kernel_func.schedule
+    assert schedule is not None
+    width, tile, threads = schedule.vector.data, ints(schedule.tile), max(schedule.threads.data, 1)
+    n, rows, columns, channels = static_shape(conv.result)
+    depthwise = conv.groups.value.data == channels and static_shape(conv.weight)[1] == 1
+    per_group = channels if depthwise else channels // conv.groups.value.data
+    if len(tile) == 2:
+        vectors, positions = tile
+    elif depthwise:
+        vectors, positions = 1, 8  # `ChannelsLastPlan.of`
+    else:
+        vectors, _, width = _conv_tile(kernel_func, conv, per_group)
+        positions = _DEFAULT_CONV_ACCUMULATORS // vectors
+    blocks = channels // per_group * -(-per_group // (vectors * width))
+    narrow = max(lanes // width, 1)
+    if depthwise:
+        units = n * rows * blocks
+        per_unit = _row_cycles(columns, positions, vectors) * narrow
+    else:
+        pixels = n * rows * columns
+        chunk = max(_CHANNELS_LAST_CHUNK // positions, 1) * positions
+        units = -(-pixels // chunk) * blocks
+        per_unit = _row_cycles(min(chunk, pixels), positions, vectors) * narrow
+    return units * per_unit * _imbalance(units, threads)
+
+
 def _conv_cycles(kernel_func: kernel.FuncOp, conv: ConvOp, lanes: int) -> float:
     """Relative cycles of the slowest thread of a generated convolution: its producer's micro-kernel, per block."""
+    if channels_last(conv):
+        return _channels_last_cycles(kernel_func, conv, lanes)
     vectors, positions, width = _conv_tile(kernel_func, conv)
     n, channels, _, columns = static_shape(conv.result)
     last = [op for op in kernel_func.body.block.ops if isinstance(op, ConvOp)][-1]

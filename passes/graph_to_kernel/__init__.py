@@ -43,6 +43,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from gnomon.dialects.graph import linalg, nn
 from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.elementwise import POINTWISE
+from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.reduce import ReduceOp
 from gnomon.dialects.graph.tensor import ConstantOp, ReshapeOp, TransposeOp
 from gnomon.dialects.kernel import GeneratedOp, LibraryOp, ScheduleAttr, YieldOp
@@ -140,10 +141,13 @@ def _joins(group: Group, candidate: Operation) -> bool:
 def _conv_join(group: Group, candidate: Operation) -> bool:
     """A generated convolution takes f32 elementwise ops on its output's shape, then one depthwise convolution of
     the last value, then elementwise ops on the depthwise conv's shape (`kernel_to_linalg.conv`)."""
-    last = group.ops[-1]
+    last, first = group.ops[-1], group.ops[0]
     if isinstance(candidate, nn.ConvOp):
+        # Channels-last kernels and a depthwise one are a convolution alone (`kernel_to_linalg.conv_nhwc`).
         return (
-            is_depthwise(candidate)
+            not channels_last(first)
+            and not is_depthwise(first)
+            and is_depthwise(candidate)
             and candidate.input == last.results[0]
             and not any(isinstance(op, nn.ConvOp) for op in group.ops[1:])
         )

@@ -36,9 +36,11 @@ from xdsl.ir import Operation, SSAValue
 
 from gnomon.dialects import kernel
 from gnomon.dialects.graph.base import ints
+from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.nn import ConvOp
 from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
-from gnomon.passes.kernel_to_linalg.conv_rows import SPARE, ConvChain, Point, RowEmitter, block_tile
+from gnomon.passes.kernel_to_linalg.conv_nhwc import channels_last_kernel, channels_last_plan
+from gnomon.passes.kernel_to_linalg.conv_rows import SPARE, ConvChain, Packing, Point, RowEmitter, block_tile
 from gnomon.passes.kernel_to_linalg.matmul import for_loop
 from gnomon.passes.kernel_to_linalg.nest import Nest, shape_of
 from gnomon.passes.kernel_to_linalg.support import CodegenError
@@ -271,24 +273,16 @@ class _ConvKernel:
         for_loop(b, first, last, 1, out_row, [start])
 
 
-@dataclass(frozen=True)
-class Packing:
-    """Where a generated convolution kernel finds its producer's weights packed for every channel block, as a unit
-    packs its own: `[blocks][reduction][block]`, element `[j, (ci * kh + ky) * kw + kx, c]` the weight of channel
-    `min(j * block + c, channels - 1)` (the last block's channels past the end repeat the last channel's)."""
-
-    weight: int
-    """The kernel input holding the producer's weight, `[channels][in channels][kh][kw]`."""
-    shape: tuple[int, int, int]
-    """blocks, reduction, block."""
-
-
 def packing(kernel_op: kernel.FuncOp) -> Packing | None:
     """The packed form of a generated convolution kernel's producer weights; None for another kernel."""
     ops = [op for op in kernel_op.body.block.ops if not isinstance(op, kernel.YieldOp)]
     schedule = kernel_op.schedule
     if not ops or not isinstance(ops[0], ConvOp) or schedule is None:
         return None
+    if channels_last(ops[0]):
+        weight = ops[0].weight
+        position = next((i for i, arg in enumerate(kernel_op.body.block.args) if arg is weight), None)
+        return None if position is None else channels_last_plan(kernel_op).packing(position)
     producer = ConvChain.of(kernel_op.sym_name.data, ops).producer
     weight = producer.weight
     position = next((i for i, arg in enumerate(kernel_op.body.block.args) if arg is weight), None)
@@ -310,6 +304,8 @@ def conv_kernel(
 ) -> tuple[int, int]:
     """The generated convolution kernel of `ops` into the output buffer; (parts, work). With `prepacked`, its
     producer's weights are read from that buffer (laid out as `packing` says) instead of packed by each unit."""
+    if channels_last(ops[0]):
+        return channels_last_kernel(nest, kernel_op, ops, result, sources, prepacked)
     name = kernel_op.sym_name.data
     value, output = result
     if value is not ops[-1].results[0]:

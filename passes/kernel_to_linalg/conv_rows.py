@@ -91,6 +91,21 @@ def register_tile(tile: Sequence[int], width: int) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
+class Packing:
+    """Where a generated convolution kernel finds its weights packed for every channel block, as a unit packs its
+    own: `[blocks][reduction][block]`, element `[j, (ci * kh + ky) * kw + kx, c]` the weight of output channel
+    `g * per_group + min(b * block + c, per_group - 1)` for block b of group g (j = g * blocks per group + b; the
+    last block's channels past its group's end repeat the group's last channel's). Channels-first kernels and
+    depthwise ones have one group."""
+
+    weight: int
+    """The kernel input holding the weight, `[channels][in channels per group][kh][kw]`."""
+    shape: tuple[int, int, int]
+    """blocks, reduction, block."""
+    groups: int = 1
+
+
+@dataclass(frozen=True)
 class ConvChain:
     """A generated convolution kernel's ops: the producer, its elementwise ops, the depthwise conv and its."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from xdsl.dialects.builtin import TensorType, f32
 from xdsl.ir import Operation, SSAValue
 
+from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.linalg import MatmulOp
 from gnomon.dialects.graph.nn import ConvOp, LogSoftmaxOp, SoftmaxOp
@@ -46,13 +47,23 @@ def is_depthwise(op: Operation) -> bool:
     return len(x) == 4 and w[1] == 1 and op.groups.value.data == channels == w[0]
 
 
+def channels_last_generatable(conv: ConvOp) -> bool:
+    """Whether gnomon generates a channels-last convolution (`conv_nhwc`): a depthwise one, or a 1x1, stride-1,
+    unpadded one, dense or grouped; the library's are faster at the others (`pointwise_choice`)."""
+    if is_depthwise(conv):
+        return True
+    weight, strides, pads = _shape(conv.weight), ints(conv.strides), ints(conv.pads)
+    return len(weight) == 4 and weight[2:] == (1, 1) and all(s == 1 for s in strides) and not any(pads)
+
+
 def generatable(op: Operation) -> bool:
     """Whether gnomon can generate a loop nest for `op` (supported element types).
 
     Elementwise ops with broadcasting, casts, `where`, transposes and expands (f32 and f64 for
     everything, i32/i64 for arithmetic and comparisons, i1 for logic); float sum/mean/prod/max/min
     reductions over trailing axes and softmax/log_softmax over the last; 2-D f32 matmuls when
-    `MATMUL_GENERATED`; 2-D f32 convolutions, dense or depthwise (a depthwise one only after a dense one, `conv`).
+    `MATMUL_GENERATED`; 2-D f32 convolutions, dense or depthwise (a depthwise one only after a dense one, `conv`),
+    channels-last ones depthwise or 1x1 (`channels_last_generatable`).
     All of them take `?` dims (sizes read at run time) but matmuls and convolutions, whose register blocks and
     packed panels are planned for static sizes: with `?` dims they go to the library.
     """
@@ -76,7 +87,7 @@ def generatable(op: Operation) -> bool:
         return MATMUL_GENERATED and lhs.get_num_dims() == rhs.get_num_dims() == 2 and lhs.element_type == f32
     if isinstance(op, ConvOp):
         if channels_last(op):
-            return False  # the generated convolution reads and writes channels-first activations
+            return operand_element(op) == f32 and channels_last_generatable(op)
         dense = op.groups.value.data == 1 and len(_shape(op.input)) == 4
         return operand_element(op) == f32 and (dense or is_depthwise(op))
     scalar = SCALAR_OPS.get(type(op))

@@ -249,7 +249,12 @@ def packed_weights(weight: np.ndarray, layout: Packing) -> np.ndarray:
     (`gnomon.passes.kernel_to_linalg.conv.Packing`)."""
     blocks, reduction, block = layout.shape
     rows = weight.reshape(weight.shape[0], reduction)
-    channels = np.minimum(np.arange(blocks * block), weight.shape[0] - 1)
+    per_group = weight.shape[0] // layout.groups
+    per_block = (
+        np.arange(blocks * block) // block % (blocks // layout.groups) * block + np.arange(blocks * block) % block
+    )
+    group = np.arange(blocks * block) // block // (blocks // layout.groups)
+    channels = group * per_group + np.minimum(per_block, per_group - 1)
     return np.ascontiguousarray(rows[channels].reshape(blocks, block, reduction).transpose(0, 2, 1), np.float32)
 
 

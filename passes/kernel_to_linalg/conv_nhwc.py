@@ -1,0 +1,541 @@
+"""A generated channels-last f32 2-D convolution (`layout = "nhwc"`): a depthwise one, or a 1x1, stride-1 one without
+padding, dense or grouped; elementwise ops after it.
+
+Channels innermost, a vector of channels loads from the activations as they are: no line buffer and no transposes,
+which the channels-first kernel (`conv`) needs. The weights are packed `[block][reduction][lanes]` (`ChannelsLastPlan`,
+`conv_rows.Packing`): by the runtime once where they are a program constant, else by every call first.
+
+- A 1x1 convolution is the product of the pixels' rows by each group's weights. A unit of work is a chunk of
+  `CHUNK` pixels and one block of a group's output channels (`vectors` vectors; a group's last block stores only the
+  group's channels, through masks): per `positions` pixels, `positions x vectors` accumulators, and per input channel
+  one broadcast and one FMA per accumulator, the block's weights staying in L1 over the chunk. A grouped one needs
+  no gather and no zeros: each group's blocks reduce over its own input channels only.
+- A depthwise convolution: a unit is one image's output row and one block of channels. An output column's window is
+  `kh x kw` vector loads and FMAs, `positions` columns at a time for independent chains. A window row outside the
+  image reads row 0 under zero weights (chosen once per unit); the border columns, where window columns fall outside
+  it, are unrolled with those taps left out.
+
+The elementwise ops then run over the unit's outputs in place, while they are in L1 (an element loop, which LLVM
+vectorizes along the channels).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, memref, vector
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseIntOrFPElementsAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    VectorType,
+    f32,
+    i1,
+)
+from xdsl.ir import Operation, SSAValue
+
+from gnomon.dialects import kernel
+from gnomon.dialects.graph.base import ints
+from gnomon.dialects.graph.elementwise import POINTWISE
+from gnomon.dialects.graph.nn import ConvOp
+from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
+from gnomon.passes.kernel_to_linalg.conv_rows import (
+    ACCUMULATORS,
+    CHAINS,
+    Packing,
+    Window,
+    block_vectors,
+    register_tile,
+)
+from gnomon.passes.kernel_to_linalg.matmul import for_loop
+from gnomon.passes.kernel_to_linalg.nest import Nest, shape_of
+from gnomon.passes.kernel_to_linalg.scalar import SCALAR_OPS
+from gnomon.passes.kernel_to_linalg.support import CodegenError, channels_last_generatable, is_depthwise
+
+index = IndexType()
+
+CHUNK = 256
+"""Pixels per unit of a 1x1 convolution (rounded to whole micro-tiles): its inputs, 256 x (input channels per group),
+stay in L1 and L2 while every block of the group reads them."""
+
+
+@dataclass(frozen=True)
+class ChannelsLastPlan:
+    """The blocking of a channels-last generated convolution, which its packed weights follow."""
+
+    depthwise: bool
+    groups: int
+    """Groups of the packing: a grouped 1x1 convolution's; 1 for a depthwise one (its taps are the reduction)."""
+    per_group: int
+    """Output channels per group."""
+    reduction: int
+    """Input channels per group of a 1x1 convolution; the window's taps of a depthwise one."""
+    vectors: int
+    width: int
+    positions: int
+    """Pixels (a 1x1 convolution) or output columns (a depthwise one) per register tile."""
+
+    @property
+    def block(self) -> int:
+        return self.vectors * self.width
+
+    @property
+    def blocks_per_group(self) -> int:
+        return -(-self.per_group // self.block)
+
+    @property
+    def blocks(self) -> int:
+        return self.groups * self.blocks_per_group
+
+    @staticmethod
+    def of(conv: ConvOp, width: int, tile: Sequence[int] = ()) -> ChannelsLastPlan:
+        if width not in (8, 16):
+            raise CodegenError(f"a generated convolution takes vectors of 8 or 16 lanes, not {width}")
+        channels, per_group_in, kh, kw = shape_of(conv.weight)
+        depthwise = is_depthwise(conv)
+        groups = 1 if depthwise else conv.groups.value.data
+        per_group = channels // groups
+        if tile:
+            vectors, positions = register_tile(tile, width)
+        elif depthwise:
+            vectors, positions = 1, CHAINS  # the window's weights take kh x kw registers per vector
+        else:
+            vectors = block_vectors(per_group, width)
+            positions = ACCUMULATORS // vectors
+        reduction = kh * kw if depthwise else per_group_in
+        return ChannelsLastPlan(depthwise, groups, per_group, reduction, vectors, width, positions)
+
+    def packing(self, weight: int) -> Packing:
+        return Packing(weight, (self.blocks, self.reduction, self.block), self.groups)
+
+
+def channels_last_plan(kernel_op: kernel.FuncOp) -> ChannelsLastPlan:
+    conv = next(iter(kernel_op.body.block.ops))
+    schedule = kernel_op.schedule
+    assert isinstance(conv, ConvOp)
+    assert schedule is not None
+    return ChannelsLastPlan.of(conv, schedule.vector.data, ints(schedule.tile))
+
+
+class _ChannelsLastKernel:
+    """Emits one channels-last convolution kernel: its units, split over the call's parts."""
+
+    def __init__(
+        self,
+        nest: Nest,
+        kernel_op: kernel.FuncOp,
+        ops: Sequence[Operation],
+        output: SSAValue,
+        sources: dict[SSAValue, SSAValue],
+        prepacked: SSAValue | None,
+    ):
+        name = kernel_op.sym_name.data
+        conv = ops[0]
+        assert isinstance(conv, ConvOp)
+        if not channels_last_generatable(conv):
+            raise CodegenError(f"kernel @{name}: a channels-last generated convolution is depthwise or 1x1")
+        self.epilogue = tuple(ops[1:])
+        if not all(isinstance(op, POINTWISE) for op in self.epilogue):
+            raise CodegenError(f"kernel @{name}: only elementwise ops may follow a generated convolution")
+        self.conv = conv
+        self.nest, self.b = nest, nest.b
+        self.output, self.sources = output, sources
+        self.plan = plan = channels_last_plan(kernel_op)
+        self.vec = VectorType(f32, [plan.width])
+        self.window = Window.of(conv)
+        self.n, self.height, self.in_width, self.in_channels = shape_of(conv.input)
+        _, self.rows, self.cols, self.channels = shape_of(conv.result)
+        self.packs = prepacked is None
+        self.packed = prepacked if prepacked is not None else self._pack()
+        self.tile = self.b.emit(memref.AllocOp.get(f32, 64, [plan.positions, plan.block])) if self.epilogue else None
+
+    # ---- shared pieces ----
+
+    def i(self, value: int) -> SSAValue:
+        return self.b.const(value, index)
+
+    def _pack(self) -> SSAValue:
+        """The weights packed as `ChannelsLastPlan.packing` lays them out, by this call (each part packs them all)."""
+        b, plan = self.b, self.plan
+        packed = b.emit(memref.AllocOp.get(f32, 64, [plan.blocks, plan.reduction, plan.block]))
+        weight = self.sources[self.conv.weight]
+        kw = self.window.kernel[1]
+
+        def per_block(jb: ScalarBuilder, j: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            group = jb.emit(arith.DivUIOp(j, jb.const(plan.blocks_per_group, index)))
+            first = jb.emit(
+                arith.AddiOp(
+                    jb.emit(arith.MuliOp(group, jb.const(plan.per_group, index))),
+                    jb.emit(
+                        arith.MuliOp(
+                            jb.emit(arith.RemUIOp(j, jb.const(plan.blocks_per_group, index))),
+                            jb.const(plan.block, index),
+                        )
+                    ),
+                )
+            )
+            last = jb.emit(
+                arith.SubiOp(
+                    jb.emit(
+                        arith.MuliOp(jb.emit(arith.AddiOp(group, jb.const(1, index))), jb.const(plan.per_group, index))
+                    ),
+                    jb.const(1, index),
+                )
+            )
+
+            def per_k(kb: ScalarBuilder, k: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                def per_c(cb: ScalarBuilder, c: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                    channel = cb.emit(arith.MinUIOp(cb.emit(arith.AddiOp(first, c)), last))
+                    if plan.depthwise:
+                        ky = cb.emit(arith.DivUIOp(k, cb.const(kw, index)))
+                        kx = cb.emit(arith.RemUIOp(k, cb.const(kw, index)))
+                        where = [channel, cb.const(0, index), ky, kx]
+                    else:
+                        where = [channel, k, cb.const(0, index), cb.const(0, index)]
+                    loaded = cb.emit(memref.LoadOp.get(weight, where))
+                    cb.insert(memref.StoreOp.get(loaded, packed, [j, k, c]))
+                    return []
+
+                for_loop(kb, kb.const(0, index), kb.const(plan.block, index), 1, per_c)
+                return []
+
+            for_loop(jb, jb.const(0, index), jb.const(plan.reduction, index), 1, per_k)
+            return []
+
+        for_loop(b, self.i(0), self.i(plan.blocks), 1, per_block)
+        return packed
+
+    def _masks(self, b: ScalarBuilder, valid: SSAValue) -> list[SSAValue]:
+        """Per vector of the block, the mask of its lanes among the block's `valid` channels."""
+        masks = []
+        for lane in range(self.plan.vectors):
+            left = b.emit(
+                arith.SubiOp(
+                    b.emit(arith.MaxSIOp(valid, b.const(lane * self.plan.width, index))),
+                    b.const(lane * self.plan.width, index),
+                )
+            )
+            count = b.emit(arith.MinUIOp(left, b.const(self.plan.width, index)))
+            masks.append(b.emit(vector.CreateMaskOp([count], VectorType(i1, [self.plan.width]))))
+        return masks
+
+    def _zeros(self, b: ScalarBuilder) -> SSAValue:
+        return b.emit(arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(self.vec, [0.0] * self.plan.width)))
+
+    def _bias(self, b: ScalarBuilder, first: SSAValue, masks: Sequence[SSAValue]) -> list[SSAValue]:
+        """The block's bias vectors (channels `first`...), zeros without a bias or past the block's channels."""
+        zeros = self._zeros(b)
+        if self.conv.bias is None:
+            return [zeros] * self.plan.vectors
+        bias = self.sources[self.conv.bias]
+        return [
+            b.emit(
+                vector.MaskedLoadOp(
+                    bias, [b.emit(arith.AddiOp(first, b.const(lane * self.plan.width, index)))], mask, zeros
+                )
+            )
+            for lane, mask in enumerate(masks)
+        ]
+
+    def _flat(self, b: ScalarBuilder, buffer: SSAValue) -> SSAValue:
+        """A (N, H, W, C) buffer as (N*H*W, C)."""
+        n, h, w, c = shape_of(buffer)
+        reassociation = ArrayAttr([ArrayAttr([IntegerAttr(k, 64) for k in group]) for group in ((0, 1, 2), (3,))])
+        return b.emit(
+            memref.CollapseShapeOp(
+                operands=[buffer],
+                properties={"reassociation": reassociation},
+                result_types=[MemRefType(f32, [n * h * w, c])],
+            )
+        )
+
+    def _epilogue(
+        self, b: ScalarBuilder, acc: list[SSAValue], pixels: Sequence[SSAValue], channel: SSAValue
+    ) -> list[SSAValue]:
+        """The elementwise ops over a register tile (`acc`: per pixel, the block's vectors from channel `channel`),
+        through the tile buffer: a loop over each pixel's channels that LLVM vectorizes. Their other operands are
+        read at the element's (n, y, x, c), broadcast as NumPy does; lanes past the last channel read the last
+        channel's and are never stored."""
+        if self.tile is None:
+            return acc
+        plan, tile = self.plan, self.tile
+        vectors, width = plan.vectors, plan.width
+        for r in range(len(pixels)):
+            for lane in range(vectors):
+                b.insert(
+                    vector.StoreOp(acc[r * vectors + lane], tile, [b.const(r, index), b.const(lane * width, index)])
+                )
+        result = self.conv.result
+        for r, p in enumerate(pixels):
+            x = b.emit(arith.RemUIOp(p, b.const(self.cols, index)))
+            image_row = b.emit(arith.DivUIOp(p, b.const(self.cols, index)))
+            y = b.emit(arith.RemUIOp(image_row, b.const(self.rows, index)))
+            n = b.emit(arith.DivUIOp(image_row, b.const(self.rows, index)))
+            slot = b.const(r, index)
+
+            def per_element(eb: ScalarBuilder, c: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                values: dict[SSAValue, SSAValue] = {result: eb.emit(memref.LoadOp.get(tile, [slot, c]))}
+                clamped = eb.emit(arith.MinUIOp(eb.emit(arith.AddiOp(channel, c)), eb.const(self.channels - 1, index)))
+                for op in self.epilogue:
+                    for operand in op.operands:
+                        if operand not in values:
+                            values[operand] = self._element(eb, operand, (n, y, x, clamped))
+                    scalars = [values[operand] for operand in op.operands]
+                    values[op.results[0]] = SCALAR_OPS[type(op)].emit(eb, op, scalars)
+                eb.insert(memref.StoreOp.get(values[self.epilogue[-1].results[0]], tile, [slot, c]))
+                return []
+
+            for_loop(b, b.const(0, index), b.const(plan.block, index), 1, per_element)
+        return [
+            b.emit(vector.LoadOp(tile, [b.const(r, index), b.const(lane * width, index)], self.vec))
+            for r in range(len(pixels))
+            for lane in range(vectors)
+        ]
+
+    def _element(self, b: ScalarBuilder, value: SSAValue, point: Sequence[SSAValue]) -> SSAValue:
+        """The element of a kernel argument at an (n, y, x, c) point, broadcast against NHWC."""
+        source = self.sources.get(value)
+        if source is None:
+            raise CodegenError(f"an elementwise op after a generated convolution reads {value}, computed elsewhere")
+        shape = shape_of(value)
+        dims = point[len(point) - len(shape) :]
+        indices = [b.const(0, index) if size == 1 else dim for size, dim in zip(shape, dims, strict=True)]
+        return b.emit(memref.LoadOp.get(source, indices))
+
+    # ---- a 1x1 convolution ----
+
+    def pointwise_units(self) -> int:
+        pixels, plan = self.n * self.rows * self.cols, self.plan
+        chunk = max(CHUNK // plan.positions, 1) * plan.positions
+        return -(-pixels // chunk) * plan.blocks
+
+    def emit_pointwise(self) -> None:
+        b, plan = self.b, self.plan
+        pixels = self.n * self.rows * self.cols
+        chunk = max(CHUNK // plan.positions, 1) * plan.positions
+        x, out = self._flat(b, self.sources[self.conv.input]), self._flat(b, self.output)
+        begin, end = self.nest.thread_range(self.pointwise_units(), 1)
+
+        def unit(ub: ScalarBuilder, u: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            j = ub.emit(arith.RemUIOp(u, ub.const(plan.blocks, index)))
+            first_pixel = ub.emit(
+                arith.MuliOp(ub.emit(arith.DivUIOp(u, ub.const(plan.blocks, index))), ub.const(chunk, index))
+            )
+            last_pixel = ub.emit(
+                arith.MinUIOp(ub.emit(arith.AddiOp(first_pixel, ub.const(chunk, index))), ub.const(pixels, index))
+            )
+            group = ub.emit(arith.DivUIOp(j, ub.const(plan.blocks_per_group, index)))
+            within = ub.emit(
+                arith.MuliOp(
+                    ub.emit(arith.RemUIOp(j, ub.const(plan.blocks_per_group, index))), ub.const(plan.block, index)
+                )
+            )
+            channel = ub.emit(arith.AddiOp(ub.emit(arith.MuliOp(group, ub.const(plan.per_group, index))), within))
+            valid = ub.emit(
+                arith.MinUIOp(
+                    ub.const(plan.block, index), ub.emit(arith.SubiOp(ub.const(plan.per_group, index), within))
+                )
+            )
+            source = ub.emit(arith.MuliOp(group, ub.const(plan.reduction, index)))
+            masks = self._masks(ub, valid)
+            initial = self._bias(ub, channel, masks)
+
+            def tile(tb: ScalarBuilder, p0: SSAValue, count: int) -> None:
+                pixels_at = [p0 if r == 0 else tb.emit(arith.AddiOp(p0, tb.const(r, index))) for r in range(count)]
+
+                def step(sb: ScalarBuilder, k: SSAValue, acc: list[SSAValue]) -> list[SSAValue]:
+                    w = [
+                        sb.emit(vector.LoadOp(self.packed, [j, k, sb.const(lane * plan.width, index)], self.vec))
+                        for lane in range(plan.vectors)
+                    ]
+                    column = sb.emit(arith.AddiOp(source, k))
+                    result: list[SSAValue] = []
+                    for r, p in enumerate(pixels_at):
+                        broadcast = sb.emit(vector.BroadcastOp(sb.emit(memref.LoadOp.get(x, [p, column])), self.vec))
+                        result += [
+                            sb.emit(vector.FMAOp(broadcast, w[lane], acc[r * plan.vectors + lane]))
+                            for lane in range(plan.vectors)
+                        ]
+                    return result
+
+                final = for_loop(tb, tb.const(0, index), tb.const(plan.reduction, index), 1, step, initial * count)
+                final = self._epilogue(tb, final, pixels_at, channel)
+                for r, p in enumerate(pixels_at):
+                    for lane in range(plan.vectors):
+                        where = [p, tb.emit(arith.AddiOp(channel, tb.const(lane * plan.width, index)))]
+                        tb.insert(vector.MaskedStoreOp(out, where, masks[lane], final[r * plan.vectors + lane]))
+
+            whole = ub.emit(
+                arith.SubiOp(
+                    last_pixel,
+                    ub.emit(
+                        arith.RemUIOp(ub.emit(arith.SubiOp(last_pixel, first_pixel)), ub.const(plan.positions, index))
+                    ),
+                )
+            )
+
+            def full(fb: ScalarBuilder, p0: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                tile(fb, p0, plan.positions)
+                return []
+
+            for_loop(ub, first_pixel, whole, plan.positions, full)
+            rest = pixels % plan.positions
+            if rest:  # only the last chunk has a partial tile: `rest` pixels before the end
+
+                def partial(pb: ScalarBuilder, p0: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                    tile(pb, p0, rest)
+                    return []
+
+                for_loop(ub, whole, last_pixel, plan.positions, partial)
+            return []
+
+        for_loop(b, begin, end, 1, unit)
+
+    # ---- a depthwise convolution ----
+
+    def depthwise_units(self) -> int:
+        return self.n * self.rows * self.plan.blocks
+
+    def emit_depthwise(self) -> None:
+        b, plan, window = self.b, self.plan, self.window
+        (kh, kw), (sh, sw), (dh, dw) = window.kernel, window.stride, window.dilation
+        top, left = window.pads[0], window.pads[1]
+        x = self.sources[self.conv.input]
+        out = self._flat(b, self.output)
+        begin, end = self.nest.thread_range(self.depthwise_units(), 1)
+        # Output columns whose whole window lies inside the image: [inner_begin, inner_end).
+        inner_begin = min(-(-left // sw), self.cols)
+        inner_end = max(min((self.in_width - 1 + left - (kw - 1) * dw) // sw + 1, self.cols), inner_begin)
+
+        def unit(ub: ScalarBuilder, u: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            j = ub.emit(arith.RemUIOp(u, ub.const(plan.blocks, index)))
+            image_row = ub.emit(arith.DivUIOp(u, ub.const(plan.blocks, index)))
+            yo = ub.emit(arith.RemUIOp(image_row, ub.const(self.rows, index)))
+            n = ub.emit(arith.DivUIOp(image_row, ub.const(self.rows, index)))
+            channel = ub.emit(arith.MuliOp(j, ub.const(plan.block, index)))
+            valid = ub.emit(
+                arith.MinUIOp(
+                    ub.const(plan.block, index), ub.emit(arith.SubiOp(ub.const(self.channels, index), channel))
+                )
+            )
+            masks = self._masks(ub, valid)
+            initial = self._bias(ub, channel, masks)
+            zeros = self._zeros(ub)
+            rows: list[SSAValue] = []
+            weights: list[list[SSAValue]] = []  # [tap][vector]
+            for ky in range(kh):
+                iy = ub.emit(
+                    arith.SubiOp(
+                        ub.emit(arith.AddiOp(ub.emit(arith.MuliOp(yo, ub.const(sh, index))), ub.const(ky * dh, index))),
+                        ub.const(top, index),
+                    )
+                )
+                inside = ub.emit(
+                    arith.AndIOp(
+                        ub.cmpi("sge", iy, ub.const(0, index)), ub.cmpi("slt", iy, ub.const(self.height, index))
+                    )
+                )
+                rows.append(ub.select(inside, iy, ub.const(0, index)))
+                for kx in range(kw):
+                    tap = ub.const(ky * kw + kx, index)
+                    weights.append(
+                        [
+                            ub.select(
+                                inside,
+                                ub.emit(
+                                    vector.LoadOp(self.packed, [j, tap, ub.const(lane * plan.width, index)], self.vec)
+                                ),
+                                zeros,
+                            )
+                            for lane in range(plan.vectors)
+                        ]
+                    )
+            lanes = [ub.emit(arith.AddiOp(channel, ub.const(lane * plan.width, index))) for lane in range(plan.vectors)]
+            row_start = ub.emit(arith.MuliOp(image_row, ub.const(self.cols, index)))
+
+            def columns(cb: ScalarBuilder, x0: SSAValue, count: int, taps: Sequence[tuple[int, int]] | None) -> None:
+                """Output columns x0 .. x0 + count; `taps` (ky, kx) inside the image, None for all of them."""
+                acc = [initial[lane] for _ in range(count) for lane in range(plan.vectors)]
+                base = (
+                    cb.emit(arith.SubiOp(cb.emit(arith.MuliOp(x0, cb.const(sw, index))), cb.const(left, index)))
+                    if left
+                    else cb.emit(arith.MuliOp(x0, cb.const(sw, index)))
+                )
+                for ky, kx in taps if taps is not None else [(ky, kx) for ky in range(kh) for kx in range(kw)]:
+                    for t in range(count):
+                        ix = cb.emit(arith.AddiOp(base, cb.const(t * sw + kx * dw, index)))
+                        for lane in range(plan.vectors):
+                            loaded = cb.emit(vector.MaskedLoadOp(x, [n, rows[ky], ix, lanes[lane]], masks[lane], zeros))
+                            k = t * plan.vectors + lane
+                            acc[k] = cb.emit(vector.FMAOp(loaded, weights[ky * kw + kx][lane], acc[k]))
+                pixels = [
+                    cb.emit(arith.AddiOp(row_start, cb.emit(arith.AddiOp(x0, cb.const(t, index)))))
+                    for t in range(count)
+                ]
+                acc = self._epilogue(cb, acc, pixels, channel)
+                for t, pixel in enumerate(pixels):
+                    for lane in range(plan.vectors):
+                        cb.insert(
+                            vector.MaskedStoreOp(out, [pixel, lanes[lane]], masks[lane], acc[t * plan.vectors + lane])
+                        )
+
+            def border(xo: int) -> None:
+                taps = [
+                    (ky, kx) for ky in range(kh) for kx in range(kw) if 0 <= xo * sw - left + kx * dw < self.in_width
+                ]
+                columns(ub, ub.const(xo, index), 1, taps)
+
+            for xo in range(inner_begin):
+                border(xo)
+            span = inner_end - inner_begin
+            whole = span // plan.positions * plan.positions
+
+            def full(fb: ScalarBuilder, x0: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                columns(fb, x0, plan.positions, None)
+                return []
+
+            if whole:
+                for_loop(ub, ub.const(inner_begin, index), ub.const(inner_begin + whole, index), plan.positions, full)
+            if span > whole:
+                columns(ub, ub.const(inner_begin + whole, index), span - whole, None)
+            for xo in range(inner_end, self.cols):
+                border(xo)
+            return []
+
+        for_loop(b, begin, end, 1, unit)
+
+    def emit(self) -> tuple[int, int]:
+        """The kernel's body; (parts, multiply-adds)."""
+        if self.plan.depthwise:
+            self.emit_depthwise()
+            units = self.depthwise_units()
+            work = self.n * self.rows * self.cols * self.channels * self.plan.reduction
+        else:
+            self.emit_pointwise()
+            units = self.pointwise_units()
+            work = self.n * self.rows * self.cols * self.channels * self.plan.reduction
+        if self.packs:
+            self.b.insert(memref.DeallocOp.get(self.packed))
+        if self.tile is not None:
+            self.b.insert(memref.DeallocOp.get(self.tile))
+        return units, work
+
+
+def channels_last_kernel(
+    nest: Nest,
+    kernel_op: kernel.FuncOp,
+    ops: Sequence[Operation],
+    result: tuple[SSAValue, SSAValue],
+    sources: dict[SSAValue, SSAValue],
+    prepacked: SSAValue | None = None,
+) -> tuple[int, int]:
+    """The channels-last convolution kernel of `ops` into the output buffer; (parts, work)."""
+    value, output = result
+    if value is not ops[-1].results[0]:
+        raise CodegenError(
+            f"kernel @{kernel_op.sym_name.data}: a generated convolution kernel must return its last value"
+        )
+    return _ChannelsLastKernel(nest, kernel_op, ops, output, sources, prepacked).emit()
