@@ -86,12 +86,12 @@ class Efficiency:
     AVX-512 register tiles): 0.62-0.88 (median 0.8) of torch.mm's 202 GFLOP/s on the 2-core AVX-512 Xeon, for
     1x1 + 3x3 depthwise pairs of 128-640 channels at 9-24 pixels a side, outside bench/fusion.py's shapes, whole
     kernel with its launch; not yet fitted by calibration."""
-    generated_conv_channels_last: float = 0.95
+    generated_conv_channels_last: float = 0.93
     """The same for gnomon's channels-last 1x1 convolution (`kernel_to_linalg.conv_nhwc`), which reads its
-    activations in place and stores its vectors as they are: 0.86-1.08 (median 0.95) of the calibrated fp32 peak on
-    six 1x1 layers of 96-1024 channels at 7x7 to 28x28, dense and grouped, outside the benchmarks' models (the
-    library's BLAS product: 0.63-0.92), whole kernel with its launch, on the 2-core AMD EPYC; not yet fitted by
-    calibration."""
+    activations in place and stores its vectors as they are: 0.86-1.07 (median 0.93) of the calibrated fp32 peak on
+    six 1x1 layers of 96-1024 channels at 7x7 to 28x28, dense and grouped, that are in none of the benchmarks'
+    models (the library's BLAS product: 0.54-0.97; `bench/conv_kinds.py --layout nhwc --models layer:...`, its
+    docstring's example), whole kernel with its launch, on the 2-core AMD EPYC; not yet fitted by calibration."""
     generated_depthwise: float = 0.35
     """Fraction of the fp32 peak the depthwise convolution fused after it sustains."""
     weights_dram: float = 0.5

@@ -105,6 +105,25 @@ func.func @strided_pointwise(%x: tensor<1x96x28x28xf32>) -> tensor<1x24x14x14xf3
   func.return %y : tensor<1x24x14x14xf32>
 }
 
+// A channels-last depthwise convolution and a grouped 1x1 one (ShuffleNet's) are each priced generated
+// (`conv_nhwc`) against the library's call; the generated depthwise kernel takes its relu.
+
+// CHECK-LABEL: func.func @channels_last_depthwise_then_grouped(
+// CHECK:         graph.conv {{.*}}layout = "nhwc"{{.*}}gnomon.fusion = {group = 0 : i64, kind = "generated", generated_s = {{.*}} : f64, library_s = {{.*}} : f64}
+// CHECK:         graph.relu {{.*}}gnomon.fusion = {group = 0 : i64, decision = "fuse"
+// CHECK:         graph.conv {{.*}}layout = "nhwc"{{.*}}gnomon.fusion = {group = 1 : i64, kind = "generated", generated_s = {{.*}} : f64, library_s = {{.*}} : f64}
+// KERNEL-LABEL: func.func @channels_last_depthwise_then_grouped(
+// KERNEL:         kernel.generated "conv_relu_0"
+// KERNEL:         kernel.generated "conv_1"
+func.func @channels_last_depthwise_then_grouped(%x: tensor<1x28x28x136xf32>) -> tensor<1x28x28x136xf32> {
+  %dw = graph.constant {value = dense<0.1> : tensor<136x1x3x3xf32>} : () -> tensor<136x1x3x3xf32>
+  %c = graph.conv %x, %dw {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 136 : i64, layout = "nhwc"} : (tensor<1x28x28x136xf32>, tensor<136x1x3x3xf32>) -> tensor<1x28x28x136xf32>
+  %r = graph.relu %c : (tensor<1x28x28x136xf32>) -> tensor<1x28x28x136xf32>
+  %w = graph.constant {value = dense<0.1> : tensor<136x34x1x1xf32>} : () -> tensor<136x34x1x1xf32>
+  %y = graph.conv %r, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 4 : i64, layout = "nhwc"} : (tensor<1x28x28x136xf32>, tensor<136x34x1x1xf32>) -> tensor<1x28x28x136xf32>
+  func.return %y : tensor<1x28x28x136xf32>
+}
+
 // Attention written out (matmul, scale, mask, softmax, matmul) is priced as the kernels it would be against one
 // graph.attention: apart, the 4x128x128 scores and probabilities go to memory and back. The transpose of k is
 // composed into the fused op's k (here it gives k itself), the scale divides.
