@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import prod
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import AnyFloat, FloatAttr, IndexType, IntegerAttr, IntegerType
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    VectorType,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 
 
@@ -26,10 +35,15 @@ class ScalarBuilder:
         self.ops.append(op)
 
     def const(self, value: float | int | bool, type: Attribute) -> SSAValue:
-        """A scalar constant, emitted once per builder (repr tells -0.0 from 0.0)."""
-        key = (str(type), repr(float(value) if isinstance(type, AnyFloat) else int(value)))
+        """A scalar constant, or a vector of it (a splat) for a vector type, emitted once per builder (repr tells
+        -0.0 from 0.0)."""
+        element = type.element_type if isinstance(type, VectorType) else type
+        key = (str(type), repr(float(value) if isinstance(element, AnyFloat) else int(value)))
         if key not in self._constants:
-            if isinstance(type, AnyFloat):
+            if isinstance(type, VectorType):
+                splat = DenseIntOrFPElementsAttr.from_list(type, [value] * prod(type.get_shape()))
+                self._constants[key] = self.emit(arith.ConstantOp(splat))
+            elif isinstance(type, AnyFloat):
                 self._constants[key] = self.emit(arith.ConstantOp(FloatAttr(float(value), type)))
             else:
                 assert isinstance(type, IntegerType | IndexType)

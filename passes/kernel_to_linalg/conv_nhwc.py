@@ -38,6 +38,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Operation, SSAValue
 
 from gnomon.dialects import kernel
+from gnomon.dialects.graph import elementwise as ew
 from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.elementwise import POINTWISE
 from gnomon.dialects.graph.nn import ConvOp
@@ -56,6 +57,13 @@ from gnomon.passes.kernel_to_linalg.scalar import SCALAR_OPS
 from gnomon.passes.kernel_to_linalg.support import CodegenError, channels_last_generatable, is_depthwise
 
 index = IndexType()
+
+ON_VECTORS = (
+    ew.ReluOp, ew.ClipOp, ew.HardSwishOp, ew.HardSigmoidOp, ew.LeakyReluOp, ew.NegOp, ew.AbsOp,
+    ew.AddOp, ew.SubOp, ew.MulOp, ew.DivOp, ew.MaxOp, ew.MinOp,
+)  # fmt: skip
+"""Elementwise ops whose bodies (`scalar.SCALAR_OPS`) are float arith alone, which run on the accumulators'
+vectors as they are; an epilogue with any other op runs through the tile buffer, element by element."""
 
 CHUNK = 256
 """Pixels per unit of a 1x1 convolution (rounded to whole micro-tiles): its inputs, 256 x (input channels per group),
@@ -150,7 +158,12 @@ class _ChannelsLastKernel:
         _, self.rows, self.cols, self.channels = shape_of(conv.result)
         self.packs = prepacked is None
         self.packed = prepacked if prepacked is not None else self._pack()
-        self.tile = self.b.emit(memref.AllocOp.get(f32, 64, [plan.positions, plan.block])) if self.epilogue else None
+        on_vectors = all(isinstance(op, ON_VECTORS) for op in self.epilogue)
+        self.masks: list[SSAValue] = []
+        """The current unit's lane masks, for the vector epilogue's loads."""
+        self.tile = None
+        if self.epilogue and not on_vectors:
+            self.tile = self.b.emit(memref.AllocOp.get(f32, 64, [plan.positions, plan.block]))
 
     # ---- shared pieces ----
 
@@ -253,14 +266,16 @@ class _ChannelsLastKernel:
         )
 
     def _epilogue(
-        self, b: ScalarBuilder, acc: list[SSAValue], pixels: Sequence[SSAValue], channel: SSAValue
+        self, b: ScalarBuilder, acc: list[SSAValue], pixels: Sequence[SSAValue], channel: SSAValue, valid: SSAValue
     ) -> list[SSAValue]:
         """The elementwise ops over a register tile (`acc`: per pixel, the block's vectors from channel `channel`),
-        through the tile buffer: a loop over each pixel's channels that LLVM vectorizes. Their other operands are
-        read at the element's (n, y, x, c), broadcast as NumPy does; lanes past the last channel read the last
-        channel's and are never stored."""
-        if self.tile is None:
+        through the tile buffer: a loop over each pixel's `valid` channels that LLVM vectorizes (their operands
+        unit-stride; the lanes past them are never stored). Their other operands are read at the element's
+        (n, y, x, c), broadcast as NumPy does."""
+        if not self.epilogue:
             return acc
+        if self.tile is None:
+            return self._vector_epilogue(b, acc, pixels, channel)
         plan, tile = self.plan, self.tile
         vectors, width = plan.vectors, plan.width
         for r in range(len(pixels)):
@@ -278,22 +293,64 @@ class _ChannelsLastKernel:
 
             def per_element(eb: ScalarBuilder, c: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
                 values: dict[SSAValue, SSAValue] = {result: eb.emit(memref.LoadOp.get(tile, [slot, c]))}
-                clamped = eb.emit(arith.MinUIOp(eb.emit(arith.AddiOp(channel, c)), eb.const(self.channels - 1, index)))
+                at = eb.emit(arith.AddiOp(channel, c))
                 for op in self.epilogue:
                     for operand in op.operands:
                         if operand not in values:
-                            values[operand] = self._element(eb, operand, (n, y, x, clamped))
+                            values[operand] = self._element(eb, operand, (n, y, x, at))
                     scalars = [values[operand] for operand in op.operands]
                     values[op.results[0]] = SCALAR_OPS[type(op)].emit(eb, op, scalars)
                 eb.insert(memref.StoreOp.get(values[self.epilogue[-1].results[0]], tile, [slot, c]))
                 return []
 
-            for_loop(b, b.const(0, index), b.const(plan.block, index), 1, per_element)
+            for_loop(b, b.const(0, index), valid, 1, per_element)
         return [
             b.emit(vector.LoadOp(tile, [b.const(r, index), b.const(lane * width, index)], self.vec))
             for r in range(len(pixels))
             for lane in range(vectors)
         ]
+
+    def _vector_epilogue(
+        self, b: ScalarBuilder, acc: list[SSAValue], pixels: Sequence[SSAValue], channel: SSAValue
+    ) -> list[SSAValue]:
+        """The elementwise ops (all `ON_VECTORS`) on the accumulators themselves; another operand is a vector of
+        its channels (a masked load) or, broadcast along them, one element splat."""
+        plan, result = self.plan, self.conv.result
+        zeros = self._zeros(b)
+        out: list[SSAValue] = []
+        for r, p in enumerate(pixels):
+            x = b.emit(arith.RemUIOp(p, b.const(self.cols, index)))
+            image_row = b.emit(arith.DivUIOp(p, b.const(self.cols, index)))
+            point = (
+                b.emit(arith.DivUIOp(image_row, b.const(self.rows, index))),
+                b.emit(arith.RemUIOp(image_row, b.const(self.rows, index))),
+                x,
+            )
+            for lane in range(plan.vectors):
+                first = b.emit(arith.AddiOp(channel, b.const(lane * plan.width, index)))
+                values: dict[SSAValue, SSAValue] = {result: acc[r * plan.vectors + lane]}
+                for op in self.epilogue:
+                    for operand in op.operands:
+                        if operand not in values:
+                            values[operand] = self._vector_operand(b, operand, (*point, first), self.masks[lane], zeros)
+                    scalars = [values[operand] for operand in op.operands]
+                    values[op.results[0]] = SCALAR_OPS[type(op)].emit(b, op, scalars)
+                out.append(values[self.epilogue[-1].results[0]])
+        return out
+
+    def _vector_operand(
+        self, b: ScalarBuilder, value: SSAValue, point: Sequence[SSAValue], mask: SSAValue, zeros: SSAValue
+    ) -> SSAValue:
+        """A vector of a kernel argument's channels from an (n, y, x, c) point, broadcast against NHWC."""
+        shape = shape_of(value)
+        if not shape or shape[-1] == 1:
+            return b.emit(vector.BroadcastOp(self._element(b, value, point), self.vec))
+        source = self.sources.get(value)
+        if source is None:
+            raise CodegenError(f"an elementwise op after a generated convolution reads {value}, computed elsewhere")
+        dims = point[len(point) - len(shape) :]
+        indices = [b.const(0, index) if size == 1 else dim for size, dim in zip(shape, dims, strict=True)]
+        return b.emit(vector.MaskedLoadOp(source, indices, mask, zeros))
 
     def _element(self, b: ScalarBuilder, value: SSAValue, point: Sequence[SSAValue]) -> SSAValue:
         """The element of a kernel argument at an (n, y, x, c) point, broadcast against NHWC."""
@@ -340,7 +397,7 @@ class _ChannelsLastKernel:
                 )
             )
             source = ub.emit(arith.MuliOp(group, ub.const(plan.reduction, index)))
-            masks = self._masks(ub, valid)
+            masks = self.masks = self._masks(ub, valid)
             initial = self._bias(ub, channel, masks)
 
             def tile(tb: ScalarBuilder, p0: SSAValue, count: int) -> None:
@@ -362,7 +419,7 @@ class _ChannelsLastKernel:
                     return result
 
                 final = for_loop(tb, tb.const(0, index), tb.const(plan.reduction, index), 1, step, initial * count)
-                final = self._epilogue(tb, final, pixels_at, channel)
+                final = self._epilogue(tb, final, pixels_at, channel, valid)
                 for r, p in enumerate(pixels_at):
                     for lane in range(plan.vectors):
                         where = [p, tb.emit(arith.AddiOp(channel, tb.const(lane * plan.width, index)))]
@@ -421,7 +478,7 @@ class _ChannelsLastKernel:
                     ub.const(plan.block, index), ub.emit(arith.SubiOp(ub.const(self.channels, index), channel))
                 )
             )
-            masks = self._masks(ub, valid)
+            masks = self.masks = self._masks(ub, valid)
             initial = self._bias(ub, channel, masks)
             zeros = self._zeros(ub)
             rows: list[SSAValue] = []
@@ -475,7 +532,7 @@ class _ChannelsLastKernel:
                     cb.emit(arith.AddiOp(row_start, cb.emit(arith.AddiOp(x0, cb.const(t, index)))))
                     for t in range(count)
                 ]
-                acc = self._epilogue(cb, acc, pixels, channel)
+                acc = self._epilogue(cb, acc, pixels, channel, valid)
                 for t, pixel in enumerate(pixels):
                     for lane in range(plan.vectors):
                         cb.insert(

@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     Signedness,
     TensorType,
+    VectorType,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import irdl_op_definition
@@ -44,7 +45,8 @@ class RemFOp(FloatingPointLikeBinaryOperation):
 
 
 def is_float(t: Attribute) -> bool:
-    return isinstance(t, Float32Type | Float64Type)
+    """A float type, or a vector of one (`conv_nhwc` runs some ops' bodies on vectors)."""
+    return isinstance(t.element_type if isinstance(t, VectorType) else t, Float32Type | Float64Type)
 
 
 def is_int(t: Attribute) -> bool:
