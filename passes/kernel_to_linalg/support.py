@@ -8,7 +8,7 @@ from xdsl.ir import Operation, SSAValue
 from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.linalg import MatmulOp
-from gnomon.dialects.graph.nn import ConvOp, LogSoftmaxOp, SoftmaxOp
+from gnomon.dialects.graph.nn import ConvOp, LogSoftmaxOp, MaxPoolOp, SoftmaxOp
 from gnomon.dialects.graph.reduce import ReduceOp
 from gnomon.dialects.graph.tensor import ExpandOp, TransposeOp
 from gnomon.errors import GnomonError
@@ -63,7 +63,7 @@ def generatable(op: Operation) -> bool:
     everything, i32/i64 for arithmetic and comparisons, i1 for logic); float sum/mean/prod/max/min
     reductions over trailing axes and softmax/log_softmax over the last; 2-D f32 matmuls when
     `MATMUL_GENERATED`; 2-D f32 convolutions, dense or depthwise (a depthwise one only after a dense one, `conv`),
-    channels-last ones depthwise or 1x1 (`channels_last_generatable`).
+    channels-last ones depthwise or 1x1 (`channels_last_generatable`); channels-last 2-D f32 max pools.
     All of them take `?` dims (sizes read at run time) but matmuls and convolutions, whose register blocks and
     packed panels are planned for static sizes: with `?` dims they go to the library.
     """
@@ -85,6 +85,9 @@ def generatable(op: Operation) -> bool:
         assert isinstance(lhs, TensorType)
         assert isinstance(rhs, TensorType)
         return MATMUL_GENERATED and lhs.get_num_dims() == rhs.get_num_dims() == 2 and lhs.element_type == f32
+    if isinstance(op, MaxPoolOp):
+        # Channels-last 2-D f32 only (`pool_nhwc`): channels-first windows are the library's.
+        return channels_last(op) and len(_shape(op.input)) == 4 and operand_element(op) == f32
     if isinstance(op, ConvOp):
         if channels_last(op):
             return operand_element(op) == f32 and channels_last_generatable(op)
