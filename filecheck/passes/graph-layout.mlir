@@ -15,7 +15,7 @@
 // KERNEL-LABEL: func.func @conv_pool(
 // KERNEL:         kernel.generated "transpose_0"
 // KERNEL:         kernel.library "mkldnn._convolution_pointwise" epilogue ["relu"]
-// KERNEL:         kernel.library "aten.max_pool"
+// KERNEL:         kernel.generated "max_pool_2"
 // KERNEL:         kernel.generated "transpose_3"
 func.func @conv_pool(%x: tensor<1x32x56x56xf32>) -> tensor<1x64x28x28xf32> {
   %w = graph.constant {value = dense<0.1> : tensor<64x32x3x3xf32>} : () -> tensor<64x32x3x3xf32>
