@@ -23,6 +23,16 @@ from gnomon.pipeline import load, run_pipeline
 from gnomon.runtime.codegen.jit import packed_weights
 from gnomon.runtime.executor import Program
 
+ACTIVATIONS = {
+    "relu": torch.relu,
+    "hardswish": nn.functional.hardswish,
+    "silu": nn.functional.silu,
+    "gelu": nn.functional.gelu,
+    "sigmoid": torch.sigmoid,
+    "softsign": nn.functional.softsign,  # not on vectors: through the tile buffer
+    "none": lambda v: v,
+}
+
 
 class ConvAct(nn.Module):
     """conv -> activation [-> + x]: the kernel graph-fuse can give one generated kernel."""
@@ -33,7 +43,7 @@ class ConvAct(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.conv(x)
-        y = {"relu": torch.relu, "hardswish": nn.functional.hardswish, "none": lambda v: v}[self.act](y)
+        y = ACTIVATIONS[self.act](y)
         return y + x if self.residual else y
 
 
@@ -50,7 +60,7 @@ def _generated(module: ModuleOp) -> Program:
     assert channels_last(ops[conv])
     groups, kinds = [], list[Kind]()
     for i, op in enumerate(ops):
-        joins = conv < i and op.name in ("graph.relu", "graph.hardswish", "graph.add") and groups[-1] == len(kinds) - 1
+        joins = conv < i and op.name.removeprefix("graph.") in (*ACTIVATIONS, "add") and groups[-1] == len(kinds) - 1
         if joins and kinds[-1] == "generated" and all(o.name != "graph.transpose" for o in ops[conv + 1 : i]):
             groups.append(len(kinds) - 1)
             continue
@@ -78,7 +88,7 @@ def _check(model: nn.Module, x: torch.Tensor) -> None:
     stride=st.integers(1, 2),
     padding=st.integers(0, 2),
     dilation=st.integers(1, 2),
-    act=st.sampled_from(["relu", "hardswish", "none"]),
+    act=st.sampled_from(sorted(ACTIVATIONS)),
     bias=st.booleans(),
 )
 def test_depthwise_matches_torch(
@@ -97,7 +107,7 @@ def test_depthwise_matches_torch(
     groups=st.sampled_from([1, 2, 3, 4, 8]),
     per_group=st.integers(1, 40),
     size=st.integers(1, 20),
-    act=st.sampled_from(["relu", "hardswish", "none"]),
+    act=st.sampled_from(sorted(ACTIVATIONS)),
     residual=st.booleans(),
     bias=st.booleans(),
 )

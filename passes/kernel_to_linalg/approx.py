@@ -10,8 +10,8 @@ values (±inf, NaN, denormals) are handled with selects so the loop stays branch
 from __future__ import annotations
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import f32, i32
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import VectorType, f32, i32
+from xdsl.ir import Attribute, SSAValue
 
 from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
 
@@ -28,10 +28,21 @@ _ERF_SMALL_P = (
 _ERF_LARGE_P = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592, 0.0)
 
 
+def _like(x: SSAValue, element: Attribute) -> Attribute:
+    """`element`, or a vector of it shaped as `x` where `x` is a vector (`conv_nhwc` runs these on vectors)."""
+    shaped = x.type
+    return VectorType(element, shaped.get_shape()) if isinstance(shaped, VectorType) else element
+
+
+def _is_f32(x: SSAValue) -> bool:
+    shaped = x.type
+    return (shaped.element_type if isinstance(shaped, VectorType) else shaped) == f32
+
+
 def _power_of_two(b: ScalarBuilder, n: SSAValue) -> SSAValue:
     """2^n as an f32, for an i32 n in [-126, 127]: n + 127 in the exponent field."""
-    biased = b.emit(arith.AddiOp(n, b.const(127, i32)))
-    return b.emit(arith.BitcastOp(b.emit(arith.ShLIOp(biased, b.const(23, i32))), f32))
+    biased = b.emit(arith.AddiOp(n, b.const(127, n.type)))
+    return b.emit(arith.BitcastOp(b.emit(arith.ShLIOp(biased, b.const(23, n.type))), _like(n, f32)))
 
 
 def exp(b: ScalarBuilder, x: SSAValue) -> SSAValue:
@@ -43,8 +54,8 @@ def exp(b: ScalarBuilder, x: SSAValue) -> SSAValue:
     minus_n = b.emit(arith.NegfOp(n))
     r = b.fma(minus_n, b.like(-2.12194440e-4, x), b.fma(minus_n, b.like(0.693359375, x), clamped))
     y = b.add(b.fma(b.polynomial(r, _EXP_P), b.mul(r, r), r), b.like(1.0, x))
-    n_int = b.emit(arith.FPToSIOp(n, i32))
-    half = b.emit(arith.ShRSIOp(n_int, b.const(1, i32)))
+    n_int = b.emit(arith.FPToSIOp(n, _like(x, i32)))
+    half = b.emit(arith.ShRSIOp(n_int, b.const(1, n_int.type)))
     rest = b.emit(arith.SubiOp(n_int, half))
     scaled = b.mul(b.mul(y, _power_of_two(b, half)), _power_of_two(b, rest))
     return b.select(b.is_nan(x), x, scaled)
@@ -59,7 +70,7 @@ def sigmoid(b: ScalarBuilder, x: SSAValue) -> SSAValue:
     # r = -x - n ln2, with ln2 split as in `exp`.
     r = b.emit(arith.NegfOp(b.fma(n, b.like(-2.12194440e-4, x), b.fma(n, b.like(0.693359375, x), clamped))))
     y = b.add(b.fma(b.polynomial(r, _EXP_P), b.mul(r, r), r), b.like(1.0, x))
-    exp_minus_x = b.mul(y, _power_of_two(b, b.emit(arith.FPToSIOp(n, i32))))
+    exp_minus_x = b.mul(y, _power_of_two(b, b.emit(arith.FPToSIOp(n, _like(x, i32)))))
     one = b.like(1.0, x)
     return b.select(b.is_nan(x), x, b.div(one, b.add(one, exp_minus_x)))
 
@@ -68,11 +79,12 @@ def log(b: ScalarBuilder, x: SSAValue) -> SSAValue:
     """ln x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), ln m by a polynomial in m - 1."""
     denormal = b.cmpf("olt", x, b.like(1.17549435e-38, x))
     normal = b.select(denormal, b.mul(x, b.like(8388608.0, x)), x)  # 2^23 makes a denormal normal
-    bits = b.emit(arith.BitcastOp(normal, i32))
-    exponent = b.emit(arith.SubiOp(b.emit(arith.ShRSIOp(bits, b.const(23, i32))), b.const(126, i32)))
-    mantissa_bits = b.emit(arith.OrIOp(b.emit(arith.AndIOp(bits, b.const(0x7FFFFF, i32))), b.const(0x3F000000, i32)))
-    mantissa = b.emit(arith.BitcastOp(mantissa_bits, f32))  # in [0.5, 1)
-    e = b.sub(b.emit(arith.SIToFPOp(exponent, f32)), b.select(denormal, b.like(23.0, x), b.like(0.0, x)))
+    ints = _like(x, i32)
+    bits = b.emit(arith.BitcastOp(normal, ints))
+    exponent = b.emit(arith.SubiOp(b.emit(arith.ShRSIOp(bits, b.const(23, ints))), b.const(126, ints)))
+    mantissa_bits = b.emit(arith.OrIOp(b.emit(arith.AndIOp(bits, b.const(0x7FFFFF, ints))), b.const(0x3F000000, ints)))
+    mantissa = b.emit(arith.BitcastOp(mantissa_bits, x.type))  # in [0.5, 1)
+    e = b.sub(b.emit(arith.SIToFPOp(exponent, x.type)), b.select(denormal, b.like(23.0, x), b.like(0.0, x)))
     below = b.cmpf("olt", mantissa, b.like(0.707106781186547524, x))
     e = b.sub(e, b.select(below, b.like(1.0, x), b.like(0.0, x)))
     m = b.sub(b.select(below, b.add(mantissa, mantissa), mantissa), b.like(1.0, x))
@@ -127,24 +139,24 @@ def log1p(b: ScalarBuilder, x: SSAValue) -> SSAValue:
 
 def exp_of(b: ScalarBuilder, x: SSAValue) -> SSAValue:
     """e^x: the vectorizable approximation for f32, libm's for other widths."""
-    return exp(b, x) if x.type == f32 else b.emit(math.ExpOp(x))
+    return exp(b, x) if _is_f32(x) else b.emit(math.ExpOp(x))
 
 
 def sigmoid_of(b: ScalarBuilder, x: SSAValue) -> SSAValue:
     """1 / (1 + e^-x): the vectorizable approximation for f32, libm's exp for other widths."""
-    if x.type == f32:
+    if _is_f32(x):
         return sigmoid(b, x)
     one = b.like(1.0, x)
     return b.div(one, b.add(one, b.emit(math.ExpOp(b.emit(arith.NegfOp(x))))))
 
 
 def log_of(b: ScalarBuilder, x: SSAValue) -> SSAValue:
-    return log(b, x) if x.type == f32 else b.emit(math.LogOp(x))
+    return log(b, x) if _is_f32(x) else b.emit(math.LogOp(x))
 
 
 def tanh_of(b: ScalarBuilder, x: SSAValue) -> SSAValue:
-    return tanh(b, x) if x.type == f32 else b.emit(math.TanhOp(x))
+    return tanh(b, x) if _is_f32(x) else b.emit(math.TanhOp(x))
 
 
 def erf_of(b: ScalarBuilder, x: SSAValue) -> SSAValue:
-    return erf(b, x) if x.type == f32 else b.emit(math.ErfOp(x))
+    return erf(b, x) if _is_f32(x) else b.emit(math.ErfOp(x))

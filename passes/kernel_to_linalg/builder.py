@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from math import prod
+from typing import ClassVar
 
 from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import (
@@ -16,6 +17,21 @@ from xdsl.dialects.builtin import (
     VectorType,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import BaseAttr, IRDLOperation, VarConstraint, irdl_op_definition, operand_def, result_def
+
+
+@irdl_op_definition
+class LaneSelectOp(IRDLOperation):
+    """Upstream `arith.select` with a vector of conditions, one per lane, which xDSL's `SelectOp` (a scalar
+    condition) cannot hold; gnomon only prints it for MLIR."""
+
+    name = "arith.select"
+    _T: ClassVar = VarConstraint("_T", BaseAttr(VectorType))
+    cond = operand_def(VectorType)
+    lhs = operand_def(_T)
+    rhs = operand_def(_T)
+    result = result_def(_T)
+    assembly_format = "$cond `,` $lhs `,` $rhs attr-dict `:` type($cond) `,` type($result)"
 
 
 class ScalarBuilder:
@@ -67,12 +83,27 @@ class ScalarBuilder:
         return self.emit(arith.DivfOp(a, b))
 
     def cmpf(self, predicate: str, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.emit(arith.CmpfOp(a, b, predicate))
+        return self._compare(arith.CmpfOp(a, b, predicate))
 
     def cmpi(self, predicate: str, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.emit(arith.CmpiOp(a, b, predicate))
+        return self._compare(arith.CmpiOp(a, b, predicate))
+
+    def _compare(self, op: arith.CmpfOp | arith.CmpiOp) -> SSAValue:
+        """A comparison, of vectors lane by lane: xDSL's builders type every comparison's result a scalar i1."""
+        shaped = op.operands[0].type
+        if not isinstance(shaped, VectorType):
+            return self.emit(op)
+        lanes = type(op).create(
+            operands=list(op.operands),
+            result_types=[VectorType(IntegerType(1), shaped.get_shape())],
+            properties=dict(op.properties),
+        )
+        op.erase()
+        return self.emit(lanes)
 
     def select(self, condition: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
+        if isinstance(condition.type, VectorType):
+            return self.emit(LaneSelectOp(operands=[condition, a, b], result_types=[a.type]))
         return self.emit(arith.SelectOp(condition, a, b))
 
     def maximum(self, a: SSAValue, b: SSAValue) -> SSAValue:

@@ -60,10 +60,12 @@ index = IndexType()
 
 ON_VECTORS = (
     ew.ReluOp, ew.ClipOp, ew.HardSwishOp, ew.HardSigmoidOp, ew.LeakyReluOp, ew.NegOp, ew.AbsOp,
+    ew.SigmoidOp, ew.SiluOp, ew.ExpOp, ew.TanhOp, ew.GeluOp,
     ew.AddOp, ew.SubOp, ew.MulOp, ew.DivOp, ew.MaxOp, ew.MinOp,
 )  # fmt: skip
-"""Elementwise ops whose bodies (`scalar.SCALAR_OPS`) are float arith alone, which run on the accumulators'
-vectors as they are; an epilogue with any other op runs through the tile buffer, element by element."""
+"""Elementwise ops whose bodies (`scalar.SCALAR_OPS`) are float arith and math alone, the approximations of
+`approx` included, which run on the accumulators' vectors as they are; an epilogue with any other op runs through
+the tile buffer, element by element."""
 
 CHUNK = 256
 """Pixels per unit of a 1x1 convolution (rounded to whole micro-tiles): its inputs, 256 x (input channels per group),
