@@ -9,8 +9,10 @@ values (±inf, NaN, denormals) are handled with selects so the loop stays branch
 
 from __future__ import annotations
 
+from typing import cast
+
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import VectorType, f32, i32
+from xdsl.dialects.builtin import Float32Type, IntegerType, VectorType, f32, i32
 from xdsl.ir import Attribute, SSAValue
 
 from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
@@ -34,6 +36,15 @@ def _like(x: SSAValue, element: Attribute) -> Attribute:
     return VectorType(element, shaped.get_shape()) if isinstance(shaped, VectorType) else element
 
 
+def _i32_like(x: SSAValue) -> IntegerType:
+    """i32 shaped as `x`: MLIR's casts take vectors, which xDSL's annotations (a scalar type) leave out."""
+    return cast(IntegerType, _like(x, i32))
+
+
+def _f32_like(x: SSAValue) -> Float32Type:
+    return cast(Float32Type, _like(x, f32))
+
+
 def _is_f32(x: SSAValue) -> bool:
     shaped = x.type
     return (shaped.element_type if isinstance(shaped, VectorType) else shaped) == f32
@@ -54,7 +65,7 @@ def exp(b: ScalarBuilder, x: SSAValue) -> SSAValue:
     minus_n = b.emit(arith.NegfOp(n))
     r = b.fma(minus_n, b.like(-2.12194440e-4, x), b.fma(minus_n, b.like(0.693359375, x), clamped))
     y = b.add(b.fma(b.polynomial(r, _EXP_P), b.mul(r, r), r), b.like(1.0, x))
-    n_int = b.emit(arith.FPToSIOp(n, _like(x, i32)))
+    n_int = b.emit(arith.FPToSIOp(n, _i32_like(x)))
     half = b.emit(arith.ShRSIOp(n_int, b.const(1, n_int.type)))
     rest = b.emit(arith.SubiOp(n_int, half))
     scaled = b.mul(b.mul(y, _power_of_two(b, half)), _power_of_two(b, rest))
@@ -70,7 +81,7 @@ def sigmoid(b: ScalarBuilder, x: SSAValue) -> SSAValue:
     # r = -x - n ln2, with ln2 split as in `exp`.
     r = b.emit(arith.NegfOp(b.fma(n, b.like(-2.12194440e-4, x), b.fma(n, b.like(0.693359375, x), clamped))))
     y = b.add(b.fma(b.polynomial(r, _EXP_P), b.mul(r, r), r), b.like(1.0, x))
-    exp_minus_x = b.mul(y, _power_of_two(b, b.emit(arith.FPToSIOp(n, _like(x, i32)))))
+    exp_minus_x = b.mul(y, _power_of_two(b, b.emit(arith.FPToSIOp(n, _i32_like(x)))))
     one = b.like(1.0, x)
     return b.select(b.is_nan(x), x, b.div(one, b.add(one, exp_minus_x)))
 
@@ -84,7 +95,7 @@ def log(b: ScalarBuilder, x: SSAValue) -> SSAValue:
     exponent = b.emit(arith.SubiOp(b.emit(arith.ShRSIOp(bits, b.const(23, ints))), b.const(126, ints)))
     mantissa_bits = b.emit(arith.OrIOp(b.emit(arith.AndIOp(bits, b.const(0x7FFFFF, ints))), b.const(0x3F000000, ints)))
     mantissa = b.emit(arith.BitcastOp(mantissa_bits, x.type))  # in [0.5, 1)
-    e = b.sub(b.emit(arith.SIToFPOp(exponent, x.type)), b.select(denormal, b.like(23.0, x), b.like(0.0, x)))
+    e = b.sub(b.emit(arith.SIToFPOp(exponent, _f32_like(x))), b.select(denormal, b.like(23.0, x), b.like(0.0, x)))
     below = b.cmpf("olt", mantissa, b.like(0.707106781186547524, x))
     e = b.sub(e, b.select(below, b.like(1.0, x), b.like(0.0, x)))
     m = b.sub(b.select(below, b.add(mantissa, mantissa), mantissa), b.like(1.0, x))
