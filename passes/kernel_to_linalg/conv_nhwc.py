@@ -270,10 +270,11 @@ class _ChannelsLastKernel:
     def _epilogue(
         self, b: ScalarBuilder, acc: list[SSAValue], pixels: Sequence[SSAValue], channel: SSAValue, valid: SSAValue
     ) -> list[SSAValue]:
-        """The elementwise ops over a register tile (`acc`: per pixel, the block's vectors from channel `channel`),
-        through the tile buffer: a loop over each pixel's `valid` channels that LLVM vectorizes (their operands
-        unit-stride; the lanes past them are never stored). Their other operands are read at the element's
-        (n, y, x, c), broadcast as NumPy does."""
+        """The elementwise ops over a register tile (`acc`: per pixel, the block's vectors from channel `channel`):
+        on the vectors themselves where every op is `ON_VECTORS` (`_vector_epilogue`), else through the tile
+        buffer, a loop over each pixel's `valid` channels that LLVM vectorizes (their operands unit-stride; the
+        lanes past them are never stored). Their other operands are read at the element's (n, y, x, c), broadcast
+        as NumPy does."""
         if not self.epilogue:
             return acc
         if self.tile is None:
