@@ -41,7 +41,7 @@ does)."""
 _DEFAULT_CONV_ACCUMULATORS = 12
 _DEFAULT_MATMUL_ROWS = 6
 _CHANNELS_LAST_CHUNK = 256
-"""Pixels per unit of a channels-last 1x1 convolution (`conv_nhwc.CHUNK`)."""
+"""Pixels per unit of a channels-last 1x1 convolution (`conv_nhwc_1x1.CHUNK`)."""
 
 
 def tile_cycles(positions: int, vectors: int) -> float:

@@ -39,11 +39,13 @@ from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.nn import ConvOp
 from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
-from gnomon.passes.kernel_to_linalg.conv_nhwc import channels_last_kernel, channels_last_plan
+from gnomon.passes.kernel_to_linalg.conv_nhwc import channels_last_plan
+from gnomon.passes.kernel_to_linalg.conv_nhwc_1x1 import PointwiseKernel
+from gnomon.passes.kernel_to_linalg.conv_nhwc_depthwise import DepthwiseKernel
 from gnomon.passes.kernel_to_linalg.conv_rows import SPARE, ConvChain, Packing, Point, RowEmitter, block_tile
 from gnomon.passes.kernel_to_linalg.matmul import for_loop
 from gnomon.passes.kernel_to_linalg.nest import Nest, shape_of
-from gnomon.passes.kernel_to_linalg.support import CodegenError
+from gnomon.passes.kernel_to_linalg.support import CodegenError, is_depthwise
 
 index = IndexType()
 
@@ -304,12 +306,14 @@ def conv_kernel(
 ) -> tuple[int, int]:
     """The generated convolution kernel of `ops` into the output buffer; (parts, work). With `prepacked`, its
     producer's weights are read from that buffer (laid out as `packing` says) instead of packed by each unit."""
-    if channels_last(ops[0]):
-        return channels_last_kernel(nest, kernel_op, ops, result, sources, prepacked)
-    name = kernel_op.sym_name.data
     value, output = result
     if value is not ops[-1].results[0]:
-        raise CodegenError(f"kernel @{name}: a generated convolution kernel must return its last value")
+        raise CodegenError(
+            f"kernel @{kernel_op.sym_name.data}: a generated convolution kernel must return its last value"
+        )
+    if channels_last(ops[0]):
+        kind = DepthwiseKernel if isinstance(ops[0], ConvOp) and is_depthwise(ops[0]) else PointwiseKernel
+        return kind(nest, kernel_op, ops, output, sources, prepacked).emit()
     emitter = _ConvKernel(nest, kernel_op, ops, output, sources, prepacked)
     emitter.emit()
     return emitter.units, emitter.flops

@@ -1,22 +1,15 @@
-"""A generated channels-last f32 2-D convolution (`layout = "nhwc"`): a depthwise one, or a 1x1, stride-1 one without
-padding, dense or grouped; elementwise ops after it.
+"""A generated channels-last f32 2-D convolution (`layout = "nhwc"`): a depthwise one (`conv_nhwc_depthwise`), or a
+1x1, stride-1 one without padding, dense or grouped (`conv_nhwc_1x1`); elementwise ops after it. This module holds
+what the two share: the blocking, the weights' packing and the epilogue.
 
 Channels innermost, a vector of channels loads from the activations as they are: no line buffer and no transposes,
 which the channels-first kernel (`conv`) needs. The weights are packed `[block][reduction][lanes]` (`ChannelsLastPlan`,
-`conv_rows.Packing`): by the runtime once where they are a program constant, else by every call first.
+`conv_rows.Packing`): by the runtime once where they are a program constant, else by every call first. A block's
+last vectors past its group's channels load and store through masks.
 
-- A 1x1 convolution is the product of the pixels' rows by each group's weights. A unit of work is a chunk of
-  `CHUNK` pixels and one block of a group's output channels (`vectors` vectors; a group's last block stores only the
-  group's channels, through masks): per `positions` pixels, `positions x vectors` accumulators, and per input channel
-  one broadcast and one FMA per accumulator, the block's weights staying in L1 over the chunk. A grouped one needs
-  no gather and no zeros: each group's blocks reduce over its own input channels only.
-- A depthwise convolution: a unit is one image's output row and one block of channels. An output column's window is
-  `kh x kw` vector loads and FMAs, `positions` columns at a time for independent chains. A window row outside the
-  image reads row 0 under zero weights (chosen once per unit); the border columns, where window columns fall outside
-  it, are unrolled with those taps left out.
-
-The elementwise ops then run over the unit's outputs in place, while they are in L1 (an element loop, which LLVM
-vectorizes along the channels).
+The elementwise ops then run over a register tile's outputs before they are stored: on the accumulators' vectors
+where every op can (`ON_VECTORS`), else through a tile buffer in L1, an element loop LLVM vectorizes along the
+channels.
 """
 
 from __future__ import annotations
@@ -48,6 +41,7 @@ from gnomon.passes.kernel_to_linalg.conv_rows import (
     CHAINS,
     Packing,
     Window,
+    argument_at,
     block_vectors,
     register_tile,
 )
@@ -66,10 +60,6 @@ ON_VECTORS = (
 """Elementwise ops whose bodies (`scalar.SCALAR_OPS`) are float arith and math alone, the approximations of
 `approx` included, which run on the accumulators' vectors as they are; an epilogue with any other op runs through
 the tile buffer, element by element."""
-
-CHUNK = 256
-"""Pixels per unit of a 1x1 convolution (rounded to whole micro-tiles): its inputs, 256 x (input channels per group),
-stay in L1 and L2 while every block of the group reads them."""
 
 
 @dataclass(frozen=True)
@@ -130,8 +120,8 @@ def channels_last_plan(kernel_op: kernel.FuncOp) -> ChannelsLastPlan:
     return ChannelsLastPlan.of(conv, schedule.vector.data, ints(schedule.tile))
 
 
-class _ChannelsLastKernel:
-    """Emits one channels-last convolution kernel: its units, split over the call's parts."""
+class ChannelsLastKernel:
+    """Emits one channels-last convolution kernel: its units (`emit_units`, per kind), split over the call's parts."""
 
     def __init__(
         self,
@@ -348,254 +338,21 @@ class _ChannelsLastKernel:
         shape = shape_of(value)
         if not shape or shape[-1] == 1:
             return b.emit(vector.BroadcastOp(self._element(b, value, point), self.vec))
-        source = self.sources.get(value)
-        if source is None:
-            raise CodegenError(f"an elementwise op after a generated convolution reads {value}, computed elsewhere")
-        dims = point[len(point) - len(shape) :]
-        indices = [b.const(0, index) if size == 1 else dim for size, dim in zip(shape, dims, strict=True)]
-        return b.emit(vector.MaskedLoadOp(source, indices, mask, zeros))
+        return b.emit(vector.MaskedLoadOp(*argument_at(b, self.sources, value, point), mask, zeros))
 
     def _element(self, b: ScalarBuilder, value: SSAValue, point: Sequence[SSAValue]) -> SSAValue:
         """The element of a kernel argument at an (n, y, x, c) point, broadcast against NHWC."""
-        source = self.sources.get(value)
-        if source is None:
-            raise CodegenError(f"an elementwise op after a generated convolution reads {value}, computed elsewhere")
-        shape = shape_of(value)
-        dims = point[len(point) - len(shape) :]
-        indices = [b.const(0, index) if size == 1 else dim for size, dim in zip(shape, dims, strict=True)]
-        return b.emit(memref.LoadOp.get(source, indices))
+        return b.emit(memref.LoadOp.get(*argument_at(b, self.sources, value, point)))
 
-    # ---- a 1x1 convolution ----
-
-    def pointwise_units(self) -> int:
-        pixels, plan = self.n * self.rows * self.cols, self.plan
-        chunk = max(CHUNK // plan.positions, 1) * plan.positions
-        return -(-pixels // chunk) * plan.blocks
-
-    def emit_pointwise(self) -> None:
-        b, plan = self.b, self.plan
-        pixels = self.n * self.rows * self.cols
-        chunk = max(CHUNK // plan.positions, 1) * plan.positions
-        x, out = self._flat(b, self.sources[self.conv.input]), self._flat(b, self.output)
-        begin, end = self.nest.thread_range(self.pointwise_units(), 1)
-
-        def unit(ub: ScalarBuilder, u: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            j = ub.emit(arith.RemUIOp(u, ub.const(plan.blocks, index)))
-            first_pixel = ub.emit(
-                arith.MuliOp(ub.emit(arith.DivUIOp(u, ub.const(plan.blocks, index))), ub.const(chunk, index))
-            )
-            last_pixel = ub.emit(
-                arith.MinUIOp(ub.emit(arith.AddiOp(first_pixel, ub.const(chunk, index))), ub.const(pixels, index))
-            )
-            group = ub.emit(arith.DivUIOp(j, ub.const(plan.blocks_per_group, index)))
-            within = ub.emit(
-                arith.MuliOp(
-                    ub.emit(arith.RemUIOp(j, ub.const(plan.blocks_per_group, index))), ub.const(plan.block, index)
-                )
-            )
-            channel = ub.emit(arith.AddiOp(ub.emit(arith.MuliOp(group, ub.const(plan.per_group, index))), within))
-            valid = ub.emit(
-                arith.MinUIOp(
-                    ub.const(plan.block, index), ub.emit(arith.SubiOp(ub.const(plan.per_group, index), within))
-                )
-            )
-            source = ub.emit(arith.MuliOp(group, ub.const(plan.reduction, index)))
-            masks = self.masks = self._masks(ub, valid)
-            initial = self._bias(ub, channel, masks)
-
-            def tile(tb: ScalarBuilder, p0: SSAValue, count: int) -> None:
-                pixels_at = [p0 if r == 0 else tb.emit(arith.AddiOp(p0, tb.const(r, index))) for r in range(count)]
-
-                def step(sb: ScalarBuilder, k: SSAValue, acc: list[SSAValue]) -> list[SSAValue]:
-                    w = [
-                        sb.emit(vector.LoadOp(self.packed, [j, k, sb.const(lane * plan.width, index)], self.vec))
-                        for lane in range(plan.vectors)
-                    ]
-                    column = sb.emit(arith.AddiOp(source, k))
-                    result: list[SSAValue] = []
-                    for r, p in enumerate(pixels_at):
-                        broadcast = sb.emit(vector.BroadcastOp(sb.emit(memref.LoadOp.get(x, [p, column])), self.vec))
-                        result += [
-                            sb.emit(vector.FMAOp(broadcast, w[lane], acc[r * plan.vectors + lane]))
-                            for lane in range(plan.vectors)
-                        ]
-                    return result
-
-                final = for_loop(tb, tb.const(0, index), tb.const(plan.reduction, index), 1, step, initial * count)
-                final = self._epilogue(tb, final, pixels_at, channel, valid)
-                for r, p in enumerate(pixels_at):
-                    for lane in range(plan.vectors):
-                        where = [p, tb.emit(arith.AddiOp(channel, tb.const(lane * plan.width, index)))]
-                        tb.insert(vector.MaskedStoreOp(out, where, masks[lane], final[r * plan.vectors + lane]))
-
-            whole = ub.emit(
-                arith.SubiOp(
-                    last_pixel,
-                    ub.emit(
-                        arith.RemUIOp(ub.emit(arith.SubiOp(last_pixel, first_pixel)), ub.const(plan.positions, index))
-                    ),
-                )
-            )
-
-            def full(fb: ScalarBuilder, p0: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-                tile(fb, p0, plan.positions)
-                return []
-
-            for_loop(ub, first_pixel, whole, plan.positions, full)
-            rest = pixels % plan.positions
-            if rest:  # only the last chunk has a partial tile: `rest` pixels before the end
-
-                def partial(pb: ScalarBuilder, p0: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-                    tile(pb, p0, rest)
-                    return []
-
-                for_loop(ub, whole, last_pixel, plan.positions, partial)
-            return []
-
-        for_loop(b, begin, end, 1, unit)
-
-    # ---- a depthwise convolution ----
-
-    def depthwise_units(self) -> int:
-        return self.n * self.rows * self.plan.blocks
-
-    def emit_depthwise(self) -> None:
-        b, plan, window = self.b, self.plan, self.window
-        (kh, kw), (sh, sw), (dh, dw) = window.kernel, window.stride, window.dilation
-        top, left = window.pads[0], window.pads[1]
-        x = self.sources[self.conv.input]
-        out = self._flat(b, self.output)
-        begin, end = self.nest.thread_range(self.depthwise_units(), 1)
-        # Output columns whose whole window lies inside the image: [inner_begin, inner_end).
-        inner_begin = min(-(-left // sw), self.cols)
-        inner_end = max(min((self.in_width - 1 + left - (kw - 1) * dw) // sw + 1, self.cols), inner_begin)
-
-        def unit(ub: ScalarBuilder, u: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            j = ub.emit(arith.RemUIOp(u, ub.const(plan.blocks, index)))
-            image_row = ub.emit(arith.DivUIOp(u, ub.const(plan.blocks, index)))
-            yo = ub.emit(arith.RemUIOp(image_row, ub.const(self.rows, index)))
-            n = ub.emit(arith.DivUIOp(image_row, ub.const(self.rows, index)))
-            channel = ub.emit(arith.MuliOp(j, ub.const(plan.block, index)))
-            valid = ub.emit(
-                arith.MinUIOp(
-                    ub.const(plan.block, index), ub.emit(arith.SubiOp(ub.const(self.channels, index), channel))
-                )
-            )
-            masks = self.masks = self._masks(ub, valid)
-            initial = self._bias(ub, channel, masks)
-            zeros = self._zeros(ub)
-            rows: list[SSAValue] = []
-            weights: list[list[SSAValue]] = []  # [tap][vector]
-            for ky in range(kh):
-                iy = ub.emit(
-                    arith.SubiOp(
-                        ub.emit(arith.AddiOp(ub.emit(arith.MuliOp(yo, ub.const(sh, index))), ub.const(ky * dh, index))),
-                        ub.const(top, index),
-                    )
-                )
-                inside = ub.emit(
-                    arith.AndIOp(
-                        ub.cmpi("sge", iy, ub.const(0, index)), ub.cmpi("slt", iy, ub.const(self.height, index))
-                    )
-                )
-                rows.append(ub.select(inside, iy, ub.const(0, index)))
-                for kx in range(kw):
-                    tap = ub.const(ky * kw + kx, index)
-                    weights.append(
-                        [
-                            ub.select(
-                                inside,
-                                ub.emit(
-                                    vector.LoadOp(self.packed, [j, tap, ub.const(lane * plan.width, index)], self.vec)
-                                ),
-                                zeros,
-                            )
-                            for lane in range(plan.vectors)
-                        ]
-                    )
-            lanes = [ub.emit(arith.AddiOp(channel, ub.const(lane * plan.width, index))) for lane in range(plan.vectors)]
-            row_start = ub.emit(arith.MuliOp(image_row, ub.const(self.cols, index)))
-
-            def columns(cb: ScalarBuilder, x0: SSAValue, count: int, taps: Sequence[tuple[int, int]] | None) -> None:
-                """Output columns x0 .. x0 + count; `taps` (ky, kx) inside the image, None for all of them."""
-                acc = [initial[lane] for _ in range(count) for lane in range(plan.vectors)]
-                base = (
-                    cb.emit(arith.SubiOp(cb.emit(arith.MuliOp(x0, cb.const(sw, index))), cb.const(left, index)))
-                    if left
-                    else cb.emit(arith.MuliOp(x0, cb.const(sw, index)))
-                )
-                for ky, kx in taps if taps is not None else [(ky, kx) for ky in range(kh) for kx in range(kw)]:
-                    for t in range(count):
-                        ix = cb.emit(arith.AddiOp(base, cb.const(t * sw + kx * dw, index)))
-                        for lane in range(plan.vectors):
-                            loaded = cb.emit(vector.MaskedLoadOp(x, [n, rows[ky], ix, lanes[lane]], masks[lane], zeros))
-                            k = t * plan.vectors + lane
-                            acc[k] = cb.emit(vector.FMAOp(loaded, weights[ky * kw + kx][lane], acc[k]))
-                pixels = [
-                    cb.emit(arith.AddiOp(row_start, cb.emit(arith.AddiOp(x0, cb.const(t, index)))))
-                    for t in range(count)
-                ]
-                acc = self._epilogue(cb, acc, pixels, channel, valid)
-                for t, pixel in enumerate(pixels):
-                    for lane in range(plan.vectors):
-                        cb.insert(
-                            vector.MaskedStoreOp(out, [pixel, lanes[lane]], masks[lane], acc[t * plan.vectors + lane])
-                        )
-
-            def border(xo: int) -> None:
-                taps = [
-                    (ky, kx) for ky in range(kh) for kx in range(kw) if 0 <= xo * sw - left + kx * dw < self.in_width
-                ]
-                columns(ub, ub.const(xo, index), 1, taps)
-
-            for xo in range(inner_begin):
-                border(xo)
-            span = inner_end - inner_begin
-            whole = span // plan.positions * plan.positions
-
-            def full(fb: ScalarBuilder, x0: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-                columns(fb, x0, plan.positions, None)
-                return []
-
-            if whole:
-                for_loop(ub, ub.const(inner_begin, index), ub.const(inner_begin + whole, index), plan.positions, full)
-            if span > whole:
-                columns(ub, ub.const(inner_begin + whole, index), span - whole, None)
-            for xo in range(inner_end, self.cols):
-                border(xo)
-            return []
-
-        for_loop(b, begin, end, 1, unit)
+    def emit_units(self) -> int:
+        """The units of work, split over the call's parts; their count."""
+        raise NotImplementedError
 
     def emit(self) -> tuple[int, int]:
         """The kernel's body; (parts, multiply-adds)."""
-        if self.plan.depthwise:
-            self.emit_depthwise()
-            units = self.depthwise_units()
-            work = self.n * self.rows * self.cols * self.channels * self.plan.reduction
-        else:
-            self.emit_pointwise()
-            units = self.pointwise_units()
-            work = self.n * self.rows * self.cols * self.channels * self.plan.reduction
+        units = self.emit_units()
         if self.packs:
             self.b.insert(memref.DeallocOp.get(self.packed))
         if self.tile is not None:
             self.b.insert(memref.DeallocOp.get(self.tile))
-        return units, work
-
-
-def channels_last_kernel(
-    nest: Nest,
-    kernel_op: kernel.FuncOp,
-    ops: Sequence[Operation],
-    result: tuple[SSAValue, SSAValue],
-    sources: dict[SSAValue, SSAValue],
-    prepacked: SSAValue | None = None,
-) -> tuple[int, int]:
-    """The channels-last convolution kernel of `ops` into the output buffer; (parts, work)."""
-    value, output = result
-    if value is not ops[-1].results[0]:
-        raise CodegenError(
-            f"kernel @{kernel_op.sym_name.data}: a generated convolution kernel must return its last value"
-        )
-    return _ChannelsLastKernel(nest, kernel_op, ops, output, sources, prepacked).emit()
+        return units, self.n * self.rows * self.cols * self.channels * self.plan.reduction

@@ -154,6 +154,19 @@ class Window:
         return (self.kernel[0] - 1) * self.dilation[0] + 1
 
 
+def argument_at(
+    b: ScalarBuilder, sources: dict[SSAValue, SSAValue], value: SSAValue, point: Sequence[SSAValue]
+) -> tuple[SSAValue, list[SSAValue]]:
+    """The buffer of a kernel argument that an elementwise op after a generated convolution reads, and its indices at
+    a point of the convolution's result (either layout), broadcast as NumPy does: a size-1 dimension at 0."""
+    source = sources.get(value)
+    if source is None:
+        raise CodegenError(f"an elementwise op after a generated convolution reads {value}, computed elsewhere")
+    shape = shape_of(value)
+    dims = point[len(point) - len(shape) :]
+    return source, [b.const(0, index) if size == 1 else dim for size, dim in zip(shape, dims, strict=True)]
+
+
 class RowEmitter:
     """The row-level code of one generated convolution kernel: its geometry, and emitters that append to a builder."""
 
@@ -412,13 +425,7 @@ class RowEmitter:
 
     def _element(self, b: ScalarBuilder, value: SSAValue, point: Sequence[SSAValue]) -> SSAValue:
         """The element of a kernel argument at an (n, c, y, x) point, broadcast against NCHW."""
-        source = self.sources.get(value)
-        if source is None:
-            raise CodegenError(f"an elementwise op after a generated convolution reads {value}, computed elsewhere")
-        shape = shape_of(value)
-        dims = point[len(point) - len(shape) :]
-        indices = [b.const(0, index) if size == 1 else dim for size, dim in zip(shape, dims, strict=True)]
-        return b.emit(memref.LoadOp.get(source, indices))
+        return b.emit(memref.LoadOp.get(*argument_at(b, self.sources, value, point)))
 
     def store_row(
         self,
