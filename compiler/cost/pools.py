@@ -50,8 +50,8 @@ def library_pool(op: MaxPoolOp | AvgPoolOp) -> PoolKernel:
     here, and as fast as oneDNN's without its copies); an average over a window along one dim, stride 1 and
     unpadded (torch-mlir's LRN), as shifted slices summed; an undilated 2-D max pool, or a 2-D average pool with
     pads torch takes and no ceil mode, of a float32 input of at least `ONEDNN_POOL_MIN` elements, on oneDNN;
-    anything else on ATen. (`graph-to-kernel` generates a channels-last max pool instead, `pool_nhwc`, which the
-    cost model prices as the same one pass.)"""
+    anything else on ATen. (`graph-to-kernel` generates a channels-last max or average pool instead, `pool_nhwc`,
+    which the cost model prices as the same one pass.)"""
     if channels_last(op):
         return "channels-last"
     kernel, strides, pads = ints(op.kernel), ints(op.strides), ints(op.pads)

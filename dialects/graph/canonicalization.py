@@ -10,8 +10,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from xdsl.dialects.builtin import DYNAMIC_INDEX, AnyFloat, DenseResourceAttr, IntegerAttr, IntegerType, TensorType, i64
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    AnyFloat,
+    DenseResourceAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntegerAttr,
+    IntegerType,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
@@ -27,9 +38,11 @@ from gnomon.dialects.graph.constant_values import (
 from gnomon.dialects.graph.control_flow import WhileOp, YieldOp
 from gnomon.dialects.graph.integer_folding import fold_integer_op
 from gnomon.dialects.graph.linalg import LinearOp, MatmulOp
+from gnomon.dialects.graph.nn import MaxPoolOp
 from gnomon.dialects.graph.tensor import (
     ConstantOp,
     ExpandOp,
+    PadOp,
     ReshapeOp,
     TransposeOp,
 )
@@ -54,6 +67,49 @@ class RemoveUnboundedClip(RewritePattern):
     def match_and_rewrite(self, op: ew.ClipOp, rewriter: PatternRewriter) -> None:
         if op.min.value.data == -math.inf and op.max.value.data == math.inf and op.input.type == op.result.type:
             rewriter.replace(op, [], [op.input])
+
+
+_NUMPY_FLOATS: dict[type[Attribute], type[np.floating]] = {
+    Float16Type: np.float16,
+    Float32Type: np.float32,
+    Float64Type: np.float64,
+}
+
+
+class FoldPadIntoMaxPool(RewritePattern):
+    """A max pool of a constant pad of its input's spatial dims by a value that is -inf in the element type is one
+    max pool with those pads added to its own: padded positions never win either way, and a window of padding alone
+    gives -inf both ways. torch-mlir lowers ONNX's uneven MaxPool pads so (Inception-v2's four pools), which kept the
+    pad a kernel of its own and the pool off a channels-last region's generated kernel."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: MaxPoolOp, rewriter: PatternRewriter) -> None:
+        pad = op.input.owner
+        if not isinstance(pad, PadOp) or pad.mode.data != "constant" or op.layout is not None:
+            return
+        in_element = _NUMPY_FLOATS.get(type(pad.result.type.get_element_type()))
+        if in_element is None:
+            return
+        with np.errstate(over="ignore"):
+            if in_element(pad.value.value.data) != -np.inf:
+                return
+        pads, own = ints(pad.pads), ints(op.pads)
+        rank, spatial = len(pads) // 2, len(own) // 2
+        leading, trailing = pads[:rank], pads[rank:]
+        if rank != spatial + 2 or any(leading[:2]) or any(trailing[:2]) or min(pads) < 0:
+            return
+        merged = [p + q for p, q in zip(own, [*leading[2:], *trailing[2:]], strict=True)]
+        pool = MaxPoolOp.build(
+            operands=[pad.input],
+            properties={**op.properties, "pads": i64_array(merged)},
+            attributes=dict(op.attributes),
+            result_types=[op.result.type],
+        )
+        if pool.infer_result_types()[0] != op.result.type:
+            pool.erase()  # ceil mode: a last window that starts in the pad is not dropped, in the pool's padding it is
+            return
+        pool.location = op.location
+        rewriter.replace(op, pool)
 
 
 class SimplifyConstantPow(RewritePattern):

@@ -45,6 +45,7 @@ from gnomon.dialects.graph.base import (
     tensor_type,
 )
 from gnomon.dialects.graph.layout import CHANNELS_LAST, TO_CHANNELS_FIRST, TO_CHANNELS_LAST, channels_last, permuted
+from gnomon.dialects.graph.traits import MaxPoolCanonicalization
 
 
 def check_spatial(op: str, name: str, values: Sequence[int], count: int) -> None:
@@ -230,7 +231,7 @@ class MaxPoolOp(GraphOperation):
     ceil_mode = prop_def(BoolAttr)
     layout = opt_prop_def(StringAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), MaxPoolCanonicalization())
 
     def infer_result_types(self) -> Sequence[TensorT]:
         x = _channels_first_input(self, self.input)

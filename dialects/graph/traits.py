@@ -81,6 +81,16 @@ class ClipCanonicalization(HasCanonicalizationPatternsTrait):
         return (RemoveUnboundedClip(),)
 
 
+class MaxPoolCanonicalization(HasCanonicalizationPatternsTrait):
+    """`graph.max_pool`: a constant pad of its spatial dims by -inf before it becomes its own padding."""
+
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from gnomon.dialects.graph.canonicalization import FoldPadIntoMaxPool
+
+        return (FoldPadIntoMaxPool(),)
+
+
 class PowCanonicalization(HasCanonicalizationPatternsTrait):
     """`graph.pow`: a constant exponent of 1 or 2 is the base or its square (no pow call per element)."""
 

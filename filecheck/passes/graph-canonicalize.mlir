@@ -356,3 +356,32 @@ func.func @counted_after(%x: tensor<4xf32>, %go0: tensor<i1>) -> tensor<4xf32> {
   }
   func.return %h : tensor<4xf32>
 }
+
+// A pad by -inf (in f32: torch-mlir's lowering of ONNX's uneven MaxPool pads) becomes the pool's own padding.
+
+// CHECK-LABEL: func.func @pad_into_max_pool(
+// CHECK-SAME:      %[[X:.*]]: tensor<1x8x6x6xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = graph.max_pool %[[X]] {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 0, 2, 1>, dilations = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x8x6x6xf32>) -> tensor<1x8x4x3xf32>
+// CHECK-NEXT:    func.return %[[Y]]
+// LOC-LABEL:   func.func @pad_into_max_pool(
+// LOC-NEXT:      graph.max_pool {{.*}} loc("pool")
+func.func @pad_into_max_pool(%x: tensor<1x8x6x6xf32>) -> tensor<1x8x4x3xf32> {
+  %p = graph.pad %x {pads = array<i64: 0, 0, 0, 0, 0, 0, 1, 1>, mode = "constant", value = -1.7976931348623157e+308 : f64} : (tensor<1x8x6x6xf32>) -> tensor<1x8x7x7xf32> loc("pad")
+  %y = graph.max_pool %p {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 0, 1, 0>, dilations = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x8x7x7xf32>) -> tensor<1x8x4x3xf32> loc("pool")
+  func.return %y : tensor<1x8x4x3xf32>
+}
+
+// A finite pad value can win a window (a window of -inf elements, or of padding alone): the pad stays; so does a
+// pad of the channels, and a pad by -inf in f64 only.
+
+// CHECK-LABEL: func.func @pad_stays_before_max_pool(
+// CHECK-COUNT-3: graph.pad
+func.func @pad_stays_before_max_pool(%x: tensor<1x8x6x6xf32>, %d: tensor<1x8x6x6xf64>) -> (tensor<1x8x3x3xf32>, tensor<1x9x3x3xf32>, tensor<1x8x3x3xf64>) {
+  %p = graph.pad %x {pads = array<i64: 0, 0, 0, 0, 0, 0, 1, 1>, mode = "constant", value = -3.0e+38 : f64} : (tensor<1x8x6x6xf32>) -> tensor<1x8x7x7xf32>
+  %y = graph.max_pool %p {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x8x7x7xf32>) -> tensor<1x8x3x3xf32>
+  %q = graph.pad %x {pads = array<i64: 0, 0, 0, 0, 0, 1, 1, 1>, mode = "constant", value = 0xFFF0000000000000 : f64} : (tensor<1x8x6x6xf32>) -> tensor<1x9x7x7xf32>
+  %z = graph.max_pool %q {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x9x7x7xf32>) -> tensor<1x9x3x3xf32>
+  %r = graph.pad %d {pads = array<i64: 0, 0, 0, 0, 0, 0, 1, 1>, mode = "constant", value = -1.7976931348623157e+308 : f64} : (tensor<1x8x6x6xf64>) -> tensor<1x8x7x7xf64>
+  %w = graph.max_pool %r {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x8x7x7xf64>) -> tensor<1x8x3x3xf64>
+  func.return %y, %z, %w : tensor<1x8x3x3xf32>, tensor<1x9x3x3xf32>, tensor<1x8x3x3xf64>
+}

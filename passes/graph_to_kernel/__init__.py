@@ -82,8 +82,8 @@ ATTENTION_ATTR = "gnomon.attention"
 
 # Generatable, but the library is faster here: oneDNN's softmax (bench/codegen.py), and BLAS is as
 # fast as the generated matmul on square shapes and safer on ragged ones. A convolution's generated kernel is a
-# choice `graph-fuse` prices (`graph_fuse.CHOICE_OPS`). A channels-last max pool is generated (`pool_nhwc`): one
-# pass over vectors of channels, 0.23-0.36x the time of ATen's channels-last kernel (`bench/pool_kinds.py`).
+# choice `graph-fuse` prices (`graph_fuse.CHOICE_OPS`). A channels-last max or average pool is generated
+# (`pool_nhwc`): one pass over vectors of channels, faster than ATen's channels-last kernel (`bench/pool_kinds.py`).
 _PREFER_LIBRARY = (linalg.MatmulOp, nn.SoftmaxOp, nn.LogSoftmaxOp, nn.ConvOp)
 
 
@@ -127,8 +127,8 @@ def _joins(group: Group, candidate: Operation) -> bool:
             fusible_epilogue(group.ops[0], candidate)
             and library_call(_body(chain, operands, list(candidate.results)).block) is not None
         )
-    if not generatable(candidate) or isinstance(group.ops[0], nn.MaxPoolOp):
-        return False  # a generated max pool is a kernel of its own (`kernel_to_linalg.pool_nhwc`)
+    if not generatable(candidate) or isinstance(group.ops[0], nn.MaxPoolOp | nn.AvgPoolOp):
+        return False  # a generated pool is a kernel of its own (`kernel_to_linalg.pool_nhwc`)
     if isinstance(group.ops[0], nn.ConvOp):
         return _conv_join(group, candidate)
     if isinstance(candidate, ReduceOp):

@@ -40,7 +40,7 @@ from xdsl.rewriter import Rewriter
 from gnomon.dialects import kernel
 from gnomon.dialects.graph.base import dim_names
 from gnomon.dialects.graph.linalg import MatmulOp
-from gnomon.dialects.graph.nn import ConvOp, LogSoftmaxOp, MaxPoolOp, SoftmaxOp
+from gnomon.dialects.graph.nn import AvgPoolOp, ConvOp, LogSoftmaxOp, MaxPoolOp, SoftmaxOp
 from gnomon.dialects.graph.reduce import ReduceMaxOp, ReduceMeanOp, ReduceMinOp, ReduceOp, ReduceProdOp, ReduceSumOp
 from gnomon.passes.kernel_to_linalg.approx import exp_of, log_of
 from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
@@ -60,7 +60,7 @@ from gnomon.passes.kernel_to_linalg.nest import (
     shape_of,
     static_product,
 )
-from gnomon.passes.kernel_to_linalg.pool_nhwc import max_pool_kernel
+from gnomon.passes.kernel_to_linalg.pool_nhwc import pool_kernel
 from gnomon.passes.kernel_to_linalg.support import CodegenError, generatable
 
 ANCHORS = (MatmulOp, ReduceOp, SoftmaxOp, LogSoftmaxOp)
@@ -412,10 +412,10 @@ def lower_kernel(kernel_op: kernel.FuncOp, in_place: int | None = None, prepacke
     results = list(zip(terminator.values, args[len(inputs) : len(inputs) + len(outputs)], strict=True))
     b = ScalarBuilder()
     nest = Nest(b, part, parts)
-    if isinstance(ops[0], MaxPoolOp):
+    if isinstance(ops[0], MaxPoolOp | AvgPoolOp):
         if in_place is not None or len(ops) != 1 or len(results) != 1:
-            raise CodegenError(f"kernel @{name}: a generated max pool kernel is the pool alone, not in place")
-        count, work = max_pool_kernel(nest, kernel_op, ops[0], results[0], sources)
+            raise CodegenError(f"kernel @{name}: a generated pool kernel is the pool alone, not in place")
+        count, work = pool_kernel(nest, kernel_op, ops[0], results[0], sources)
         return _finish(name, entry, b, count, work)
     if isinstance(ops[0], ConvOp):
         if in_place is not None or len(results) != 1:

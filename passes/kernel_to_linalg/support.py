@@ -8,7 +8,7 @@ from xdsl.ir import Operation, SSAValue
 from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.linalg import MatmulOp
-from gnomon.dialects.graph.nn import ConvOp, LogSoftmaxOp, MaxPoolOp, SoftmaxOp
+from gnomon.dialects.graph.nn import AvgPoolOp, ConvOp, LogSoftmaxOp, MaxPoolOp, SoftmaxOp
 from gnomon.dialects.graph.reduce import ReduceOp
 from gnomon.dialects.graph.tensor import ExpandOp, TransposeOp
 from gnomon.errors import GnomonError
@@ -85,7 +85,7 @@ def generatable(op: Operation) -> bool:
         assert isinstance(lhs, TensorType)
         assert isinstance(rhs, TensorType)
         return MATMUL_GENERATED and lhs.get_num_dims() == rhs.get_num_dims() == 2 and lhs.element_type == f32
-    if isinstance(op, MaxPoolOp):
+    if isinstance(op, MaxPoolOp | AvgPoolOp):
         # Channels-last 2-D f32 only (`pool_nhwc`): channels-first windows are the library's.
         return channels_last(op) and len(_shape(op.input)) == 4 and operand_element(op) == f32
     if isinstance(op, ConvOp):
