@@ -356,6 +356,7 @@ def compile_model(
     device: str = AUTO_DEVICE,
     decisions: list[FusionDecision] | None = None,
     layouts: list[LayoutDecision] | None = None,
+    layout: str = "auto",
     tuned: bool = True,
     train: object = None,
     keep_gradients: bool = True,
@@ -369,15 +370,16 @@ def compile_model(
 ) -> Any:
     """Import, rewrite and lower a model; the reference backend interprets the graph program instead.
 
-    `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device`, `decisions`, `layouts` and `tuned` are
-    `lower`'s; `predicate` (auto, always, never) is `graph-predicate`'s mode, whose decisions `predications`
-    receives; `dynamic_shapes` (torch.export's, for a live module) keeps those dims `?`, named after their `Dim`s
-    and their ranges, which `dim_ranges` (name -> (smallest, largest)) declares or narrows. `train` (True, or
-    `gnomon.SGD(...)`, `gnomon.Adam(...)`, `gnomon.AdamW(...)`) compiles a training step of a torch module that
-    returns its loss instead: a `gnomon.training.TrainingExecutable`, which without
-    `keep_gradients` keeps no gradient past its parameter's update, and with `memory_budget` (an int: bytes; a
-    float: a share of the step's arena without recomputation) recomputes forward values to fit it, choosing with
-    the `recompute` solver (z3, milp, greedy, sqrt) in at most `recompute_time_limit` seconds."""
+    `verify_each` and `dump_ir` are `gnomon.pipeline.load`'s; `device`, `decisions`, `layouts`, `layout` (auto,
+    nchw, nhwc: `graph-layout`'s choice, or every region so) and `tuned` are `lower`'s; `predicate` (auto, always,
+    never) is `graph-predicate`'s mode, whose decisions `predications` receives; `dynamic_shapes` (torch.export's,
+    for a live module) keeps those dims `?`, named after their `Dim`s and their ranges, which `dim_ranges` (name ->
+    (smallest, largest)) declares or narrows. `train` (True, or `gnomon.SGD(...)`, `gnomon.Adam(...)`,
+    `gnomon.AdamW(...)`) compiles a training step of a torch module that returns its loss instead: a
+    `gnomon.training.TrainingExecutable`, which without `keep_gradients` keeps no gradient past its parameter's
+    update, and with `memory_budget` (an int: bytes; a float: a share of the step's arena without recomputation)
+    recomputes forward values to fit it, choosing with the `recompute` solver (z3, milp, greedy, sqrt) in at most
+    `recompute_time_limit` seconds."""
     if train is not None and train is not False:
         from gnomon.training import compile_training
 
@@ -401,7 +403,7 @@ def compile_model(
     source = str(model) if isinstance(model, str | Path) else type(model).__name__
     return executable_from_graph(
         module, source, backend, verify_each=verify_each, dump_ir=dump_ir, device=device, decisions=decisions,
-        layouts=layouts, tuned=tuned, predicate=predicate, predications=predications,
+        layouts=layouts, layout=layout, tuned=tuned, predicate=predicate, predications=predications,
     )  # fmt: skip
 
 
@@ -415,6 +417,7 @@ def executable_from_graph(
     device: str = AUTO_DEVICE,
     decisions: list[FusionDecision] | None = None,
     layouts: list[LayoutDecision] | None = None,
+    layout: str = "auto",
     tuned: bool = True,
     predicate: str = "auto",
     predications: list[PredicateDecision] | None = None,
@@ -430,7 +433,9 @@ def executable_from_graph(
         module, source, verify_each=verify_each, dump_ir=dump_ir, device=device, predicate=predicate,
         predications=predications,
     )  # fmt: skip
-    options: dict[str, Any] = {"device": device, "decisions": decisions, "layouts": layouts, "tuned": tuned}
+    options: dict[str, Any] = {
+        "device": device, "decisions": decisions, "layouts": layouts, "layout": layout, "tuned": tuned,
+    }  # fmt: skip
     if has_control_flow(module):
         plan = lower_host(module, source, verify_each=verify_each, dump_ir=dump_ir, **options)
         return Executable(module, backend, host=plan)

@@ -82,7 +82,7 @@ AUTO_DEVICE = "auto"
 CHOICE_OPS = (ReduceOp, ConvOp)
 """Ops that gnomon generates as the anchor of a loop nest and the library also computes: their kind is priced (a
 convolution where its generated kernel can take the depthwise convolution after it, or where it is a matrix product,
-1x1 and stride 1 (`pointwise_choice`), or where it is channels-last, depthwise or 1x1 (`channels_last_choice`)).
+1x1 and stride 1 (`pointwise_choice`), or where it is channels-last (`channels_last_choice`)).
 Not yet softmax and matmul, which `graph-to-kernel` still sends to the library: on attention's softmaxes the cost
 model predicted the generated kernel within 3% of oneDNN's, and on all four of them it measured 1.2-1.7x slower (it
 computes each exponential twice, which the model does not price; bench/fusion_decisions.py), and generated matmuls
@@ -153,11 +153,12 @@ def pointwise_choice(op: ConvOp) -> bool:
 
 
 def channels_last_choice(op: ConvOp) -> bool:
-    """Whether a channels-last convolution's kind is priced: one gnomon generates (`conv_nhwc`: depthwise, or 1x1
-    and stride 1, dense or grouped). On the 42 distinct such layers of ShuffleNet and MobileNet-V2, channels-last,
-    gnomon's loops took 0.12-0.48x the time of oneDNN's 16 depthwise calls and 0.43-1.06x the BLAS products of the
-    26 1x1 ones (two slower: 384>96 and 576>96 at 14x14); the prices' signs agreed on 40 of the 42
-    (`bench/conv_kinds.py --layout nhwc`)."""
+    """Whether a channels-last convolution's kind is priced: one gnomon generates (`conv_nhwc`: any 2-D one). On the
+    42 distinct depthwise and 1x1 layers of ShuffleNet and MobileNet-V2, channels-last, gnomon's loops took
+    0.12-0.48x the time of oneDNN's 16 depthwise calls and 0.43-1.06x the BLAS products of the 26 1x1 ones (two
+    slower: 384>96 and 576>96 at 14x14); the prices' signs agreed on 40 of the 42 (`bench/conv_kinds.py --layout
+    nhwc`). Its dense kernel of other windows (`conv_nhwc_dense`) took 0.52-0.97x oneDNN's time on nine 3x3 and 5x5
+    layers in none of the benchmarks' models, signs agreeing on all nine."""
     return channels_last(op) and generatable(op)
 
 

@@ -21,7 +21,7 @@ back (a reshape where only unit dims move, which the runtime makes a view). A re
 and pools, priced channels-last with those transposes, are predicted faster than channels-first (with the
 concatenations, which the runtime makes free along channels-first channels of one image, and copies otherwise), where
 each side's generated convolutions are priced as `graph-fuse` would choose them, if faster: channels-first a
-convolution with the depthwise one after it and a 1x1 one, channels-last a depthwise or 1x1 one (`conv_nhwc`);
+convolution with the depthwise one after it and a 1x1 one, channels-last any one (`conv_nhwc`);
 elementwise ops, reductions and concatenations are priced alike both ways. Each
 convolution and pool of a region records the decision: `gnomon.layout = {region = N, layout = "nhwc" | "nchw",
 entries = .., exits = .., nchw_s = .., nhwc_s = ..}`.

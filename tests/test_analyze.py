@@ -587,7 +587,8 @@ def test_a_convolution_fusing_post_ops_pays_their_cost_once_a_call() -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.relu(self.conv(x) + x)
 
-    executable = gnomon.compile(Residual().eval(), example_inputs=(torch.randn(1, 8, 12, 12),))
+    # Channels-first, where a 3x3 convolution is oneDNN's (channels-last, gnomon generates it).
+    executable = gnomon.compile(Residual().eval(), example_inputs=(torch.randn(1, 8, 12, 12),), layout="nchw")
     kernels = [op for op in executable.module.ops if isinstance(op, kernel.FuncOp)]
     (fused,) = [k for k in kernels if k.call is not None and k.call.callee == ONEDNN_CONV]
     local = load_device("generic-cpu")

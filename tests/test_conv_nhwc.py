@@ -1,6 +1,7 @@
-"""gnomon's channels-last generated convolutions (`kernel_to_linalg.conv_nhwc`): a depthwise one, or a 1x1 one, dense
-or grouped, with elementwise ops after it, give torch's numbers for any channel count, stride, padding and dilation,
-with weights packed once or by every call; `graph-fuse` prices them against the library."""
+"""gnomon's channels-last generated convolutions (`kernel_to_linalg.conv_nhwc`): a depthwise one, a 1x1 one, or one of
+any other window, dense or grouped, with elementwise ops after it, give torch's numbers for any channel count,
+stride, padding and dilation, with weights packed once or by every call; `graph-fuse` prices them against the
+library."""
 
 from __future__ import annotations
 
@@ -121,16 +122,54 @@ def test_1x1_matches_torch(
     _check(ConvAct(conv, act, residual), torch.randn(batch, channels, size, size))
 
 
-@pytest.mark.parametrize(("channels", "groups", "depthwise"), [(136, 4, False), (48, 1, False), (40, 40, True)])
-def test_weights_given_at_run_time_are_packed_by_each_call(channels: int, groups: int, depthwise: bool) -> None:
+@settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    batch=st.integers(1, 2),
+    groups=st.sampled_from([1, 1, 2, 3]),
+    in_per_group=st.sampled_from([1, 3, 4, 5, 16, 37]),
+    out_per_group=st.integers(1, 40),
+    size=st.integers(1, 19),
+    kernel=st.sampled_from([(3, 3), (5, 5), (7, 7), (1, 3), (3, 1), (2, 2)]),
+    stride=st.integers(1, 3),
+    padding=st.integers(0, 3),
+    dilation=st.integers(1, 2),
+    act=st.sampled_from(sorted(ACTIVATIONS)),
+    bias=st.booleans(),
+)
+def test_dense_matches_torch(
+    batch: int, groups: int, in_per_group: int, out_per_group: int, size: int, kernel: tuple[int, int], stride: int,
+    padding: int, dilation: int, act: str, bias: bool,
+) -> None:  # fmt: skip
+    """Windows of every shape over rows of every width (whole register tiles or not, borders on both sides or all
+    border), a stem's few input channels (unrolled) or many (a loop), grouped or not."""
+    if size + 2 * padding < dilation * (max(kernel) - 1) + 1:
+        return
+    torch.manual_seed(2)
+    conv = nn.Conv2d(
+        groups * in_per_group, groups * out_per_group, kernel, stride, padding, dilation, groups=groups, bias=bias
+    )
+    _check(ConvAct(conv, act, residual=False), torch.randn(batch, groups * in_per_group, size, size))
+
+
+def test_dense_over_a_wide_row_with_a_residual() -> None:
+    """A 56-wide row (dynamic tiles between the borders) with a residual add after the convolution."""
+    torch.manual_seed(3)
+    _check(ConvAct(nn.Conv2d(24, 24, 3, 1, 1), "relu", residual=True), torch.randn(1, 24, 56, 56))
+
+
+@pytest.mark.parametrize(
+    ("channels", "groups", "kernel"), [(136, 4, 1), (48, 1, 1), (40, 40, 3), (24, 1, 3), (36, 3, 5)]
+)
+def test_weights_given_at_run_time_are_packed_by_each_call(channels: int, groups: int, kernel: int) -> None:
     """A weight that is a program input, not a constant, is packed by the kernel on every call; new numbers on a
     second call give new outputs."""
+    padding = kernel // 2
 
     class Given(nn.Module):
         def forward(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-            return nn.functional.conv2d(x, weight, padding=1 if depthwise else 0, groups=groups)
+            return nn.functional.conv2d(x, weight, padding=padding, groups=groups)
 
-    shape = (channels, 1, 3, 3) if depthwise else (channels, channels // groups, 1, 1)
+    shape = (channels, channels // groups, kernel, kernel)
     x, weight = torch.randn(1, channels, 7, 7), torch.randn(shape)
     module = run_pipeline(load(Given(), example_inputs=(x, weight)), "inference", "model")
     module = run_pipeline(module, "lowering", "model", spec="graph-layout{layout=nhwc device=generic-cpu}")
@@ -138,7 +177,7 @@ def test_weights_given_at_run_time_are_packed_by_each_call(channels: int, groups
     for _ in range(2):
         weight = torch.randn(shape)
         (output,) = program.run([x.numpy(), weight.numpy()])
-        expected = nn.functional.conv2d(x, weight, padding=1 if depthwise else 0, groups=groups)
+        expected = nn.functional.conv2d(x, weight, padding=padding, groups=groups)
         assert relative_l2(output, expected.numpy()) <= 1e-5
 
 

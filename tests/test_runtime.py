@@ -91,9 +91,10 @@ class DenseBlock(torch.nn.Module):
 
 
 def test_nested_concats_are_written_in_place_and_match_eager() -> None:
+    """Channels-first, where a concatenation's operands are contiguous slices of it (channels-last, they are not)."""
     model = DenseBlock().eval()
     inputs = (torch.randn(1, 4, 8, 8),)
-    executable = gnomon.compile(model, example_inputs=inputs)
+    executable = gnomon.compile(model, example_inputs=inputs, layout="nchw")
     ops = list(rt_functions(executable.module)[0].body.block.ops)
     launched = [op.callee.string_value() for op in ops if isinstance(op, rt.LaunchOp)]
     windows = [op for op in ops if isinstance(op, rt.ViewOp) and op.offset is not None]
@@ -107,7 +108,7 @@ def test_nested_concats_are_written_in_place_and_match_eager() -> None:
 
 
 def test_memory_plan_verifier_rejects_overlapping_concat_slots() -> None:
-    executable = gnomon.compile(DenseBlock().eval(), example_inputs=(torch.randn(1, 4, 8, 8),))
+    executable = gnomon.compile(DenseBlock().eval(), example_inputs=(torch.randn(1, 4, 8, 8),), layout="nchw")
     function = rt_functions(executable.module)[0]
     relu_slot, conv_slot = [op for op in function.body.block.ops if isinstance(op, rt.ViewOp)][:2]
     assert relu_slot.element_offset == 0

@@ -124,6 +124,21 @@ func.func @channels_last_depthwise_then_grouped(%x: tensor<1x28x28x136xf32>) -> 
   func.return %y : tensor<1x28x28x136xf32>
 }
 
+// A channels-last dense 3x3 convolution (a stem's, strided) is priced generated (`conv_nhwc_dense`) against
+// oneDNN's call too: on generic-cpu the generated kernel wins and takes its relu.
+
+// CHECK-LABEL: func.func @channels_last_dense_stem(
+// CHECK:         graph.conv {{.*}}layout = "nhwc"{{.*}}gnomon.fusion = {group = 0 : i64, kind = "generated", generated_s = {{.*}} : f64, library_s = {{.*}} : f64}
+// CHECK:         graph.relu {{.*}}gnomon.fusion = {group = 0 : i64, decision = "fuse"
+// KERNEL-LABEL: func.func @channels_last_dense_stem(
+// KERNEL:         kernel.generated "conv_relu_0"
+func.func @channels_last_dense_stem(%x: tensor<1x224x224x3xf32>) -> tensor<1x112x112x32xf32> {
+  %w = graph.constant {value = dense<0.1> : tensor<32x3x3x3xf32>} : () -> tensor<32x3x3x3xf32>
+  %c = graph.conv %x, %w {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, layout = "nhwc"} : (tensor<1x224x224x3xf32>, tensor<32x3x3x3xf32>) -> tensor<1x112x112x32xf32>
+  %y = graph.relu %c : (tensor<1x112x112x32xf32>) -> tensor<1x112x112x32xf32>
+  func.return %y : tensor<1x112x112x32xf32>
+}
+
 // Attention written out (matmul, scale, mask, softmax, matmul) is priced as the kernels it would be against one
 // graph.attention: apart, the 4x128x128 scores and probabilities go to memory and back. The transpose of k is
 // composed into the fused op's k (here it gives k itself), the scale divides.

@@ -1,8 +1,8 @@
 // RUN: gnomon-opt %s -p 'graph-layout{device=generic-cpu}' | filecheck %s
 // RUN: gnomon-opt %s -p 'graph-layout{device=generic-cpu},graph-fuse{device=generic-cpu threads=2},graph-to-kernel{threads=2}' | filecheck %s --check-prefix=KERNEL
 
-// A 3x3 convolution, its relu and a max pool: channels-last saves oneDNN's reorders of both activations, so the
-// region turns. The input is transposed in once, the pool's result back once; the relu is rewritten on the
+// A 3x3 convolution, its relu and a max pool: channels-last saves oneDNN's reorders of both activations and runs
+// gnomon's generated convolution and pool, so the region turns. The input is transposed in once, the pool's result back once; the relu is rewritten on the
 // channels-last shape and the bias keeps its form (the convolution's own operand).
 
 // CHECK-LABEL: func.func @conv_pool(
@@ -14,7 +14,7 @@
 // CHECK-NEXT:    func.return %[[OUT]]
 // KERNEL-LABEL: func.func @conv_pool(
 // KERNEL:         kernel.generated "transpose_0"
-// KERNEL:         kernel.library "mkldnn._convolution_pointwise" epilogue ["relu"]
+// KERNEL:         kernel.generated "conv_relu_1"
 // KERNEL:         kernel.generated "max_pool_2"
 // KERNEL:         kernel.generated "transpose_3"
 func.func @conv_pool(%x: tensor<1x32x56x56xf32>) -> tensor<1x64x28x28xf32> {

@@ -1,6 +1,7 @@
-"""A generated channels-last f32 2-D convolution (`layout = "nhwc"`): a depthwise one (`conv_nhwc_depthwise`), or a
-1x1, stride-1 one without padding, dense or grouped (`conv_nhwc_1x1`); elementwise ops after it. This module holds
-what the two share: the blocking, the weights' packing and the epilogue.
+"""A generated channels-last f32 2-D convolution (`layout = "nhwc"`): a depthwise one (`conv_nhwc_depthwise`), a
+1x1, stride-1 one without padding (`conv_nhwc_1x1`), or one of any other window (`conv_nhwc_dense`), the last two
+dense or grouped; elementwise ops after it. This module holds what they share: the blocking, the weights' packing
+and the epilogue.
 
 Channels innermost, a vector of channels loads from the activations as they are: no line buffer and no transposes,
 which the channels-first kernel (`conv`) needs. The weights are packed `[block][reduction][lanes]` (`ChannelsLastPlan`,
@@ -62,6 +63,28 @@ ON_VECTORS = (
 the tile buffer, element by element."""
 
 
+UNROLLED_CHANNELS = 4
+"""Input channels per group up to which a dense kernel unrolls a tap's reduction (no loop of 3 steps) and blocks one
+vector of output channels (`conv_nhwc_dense`): a stem's 3 (its 7x7 one by 2 vectors x 8 columns took 2.0x the time
+of 1 x 8, 1.6x oneDNN's)."""
+ROW_ACCUMULATORS = 16
+"""Most accumulators of a dense kernel's register tile along an output row (`row_positions`)."""
+
+
+def pointwise(conv: ConvOp) -> bool:
+    """A 1x1, stride-1, unpadded convolution: a product of the pixels' rows (`conv_nhwc_1x1`)."""
+    return shape_of(conv.weight)[2:] == (1, 1) and set(ints(conv.strides)) == {1} and not any(ints(conv.pads))
+
+
+def row_positions(columns: int, vectors: int) -> int:
+    """Output columns per register tile of a dense kernel's row (`conv_nhwc_dense`): the row in as few tiles of at
+    most `ROW_ACCUMULATORS / vectors` columns as it takes, evened out: a 7-wide row one tile of 7 (as 6 + 1, its
+    one-column tile took 0.6x the time of the other: one chain per vector waits on each FMA), 14 two of 7, 56 seven
+    of 8. Tiles of 7-8 columns by 2 vectors measured 0.84-0.98x the time of 6 x 2 on 3x3 layers at 14x14 to 56x56."""
+    most = ROW_ACCUMULATORS // vectors
+    return -(-columns // -(-columns // most))
+
+
 @dataclass(frozen=True)
 class ChannelsLastPlan:
     """The blocking of a channels-last generated convolution, which its packed weights follow."""
@@ -72,7 +95,7 @@ class ChannelsLastPlan:
     per_group: int
     """Output channels per group."""
     reduction: int
-    """Input channels per group of a 1x1 convolution; the window's taps of a depthwise one."""
+    """The window's taps times the input channels per group (a depthwise one's: one)."""
     vectors: int
     width: int
     positions: int
@@ -102,10 +125,13 @@ class ChannelsLastPlan:
             vectors, positions = register_tile(tile, width)
         elif depthwise:
             vectors, positions = 1, CHAINS  # the window's weights take kh x kw registers per vector
-        else:
+        elif pointwise(conv):
             vectors = block_vectors(per_group, width)
             positions = ACCUMULATORS // vectors
-        reduction = kh * kw if depthwise else per_group_in
+        else:
+            vectors = 1 if per_group_in <= UNROLLED_CHANNELS else block_vectors(per_group, width)
+            positions = row_positions(shape_of(conv.result)[2], vectors)
+        reduction = kh * kw * (1 if depthwise else per_group_in)
         return ChannelsLastPlan(depthwise, groups, per_group, reduction, vectors, width, positions)
 
     def packing(self, weight: int) -> Packing:
@@ -136,7 +162,7 @@ class ChannelsLastKernel:
         conv = ops[0]
         assert isinstance(conv, ConvOp)
         if not channels_last_generatable(conv):
-            raise CodegenError(f"kernel @{name}: a channels-last generated convolution is depthwise or 1x1")
+            raise CodegenError(f"kernel @{name}: a channels-last generated convolution is 2-D")
         self.epilogue = tuple(ops[1:])
         if not all(isinstance(op, POINTWISE) for op in self.epilogue):
             raise CodegenError(f"kernel @{name}: only elementwise ops may follow a generated convolution")
@@ -167,7 +193,7 @@ class ChannelsLastKernel:
         b, plan = self.b, self.plan
         packed = b.emit(memref.AllocOp.get(f32, 64, [plan.blocks, plan.reduction, plan.block]))
         weight = self.sources[self.conv.weight]
-        kw = self.window.kernel[1]
+        kh, kw = self.window.kernel
 
         def per_block(jb: ScalarBuilder, j: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
             group = jb.emit(arith.DivUIOp(j, jb.const(plan.blocks_per_group, index)))
@@ -194,12 +220,14 @@ class ChannelsLastKernel:
             def per_k(kb: ScalarBuilder, k: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
                 def per_c(cb: ScalarBuilder, c: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
                     channel = cb.emit(arith.MinUIOp(cb.emit(arith.AddiOp(first, c)), last))
-                    if plan.depthwise:
-                        ky = cb.emit(arith.DivUIOp(k, cb.const(kw, index)))
-                        kx = cb.emit(arith.RemUIOp(k, cb.const(kw, index)))
-                        where = [channel, cb.const(0, index), ky, kx]
-                    else:
-                        where = [channel, k, cb.const(0, index), cb.const(0, index)]
+                    # k runs over (input channel, ky, kx), as `jit.packed_weights` packs a constant weight.
+                    tap = cb.emit(arith.RemUIOp(k, cb.const(kh * kw, index)))
+                    where = [
+                        channel,
+                        cb.emit(arith.DivUIOp(k, cb.const(kh * kw, index))),
+                        cb.emit(arith.DivUIOp(tap, cb.const(kw, index))),
+                        cb.emit(arith.RemUIOp(tap, cb.const(kw, index))),
+                    ]
                     loaded = cb.emit(memref.LoadOp.get(weight, where))
                     cb.insert(memref.StoreOp.get(loaded, packed, [j, k, c]))
                     return []

@@ -5,7 +5,6 @@ from __future__ import annotations
 from xdsl.dialects.builtin import TensorType, f32
 from xdsl.ir import Operation, SSAValue
 
-from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.linalg import MatmulOp
 from gnomon.dialects.graph.nn import AvgPoolOp, ConvOp, LogSoftmaxOp, MaxPoolOp, SoftmaxOp
@@ -48,12 +47,10 @@ def is_depthwise(op: Operation) -> bool:
 
 
 def channels_last_generatable(conv: ConvOp) -> bool:
-    """Whether gnomon generates a channels-last convolution (`conv_nhwc`): a depthwise one, or a 1x1, stride-1,
-    unpadded one, dense or grouped; the library's are faster at the others (`pointwise_choice`)."""
-    if is_depthwise(conv):
-        return True
-    weight, strides, pads = _shape(conv.weight), ints(conv.strides), ints(conv.pads)
-    return len(weight) == 4 and weight[2:] == (1, 1) and all(s == 1 for s in strides) and not any(pads)
+    """Whether gnomon generates a channels-last convolution (`conv_nhwc`): any 2-D one, depthwise
+    (`conv_nhwc_depthwise`), 1x1 (`conv_nhwc_1x1`) or of another window, stride, padding and dilation, dense or
+    grouped (`conv_nhwc_dense`)."""
+    return len(_shape(conv.weight)) == 4
 
 
 def generatable(op: Operation) -> bool:
@@ -63,7 +60,7 @@ def generatable(op: Operation) -> bool:
     everything, i32/i64 for arithmetic and comparisons, i1 for logic); float sum/mean/prod/max/min
     reductions over trailing axes and softmax/log_softmax over the last; 2-D f32 matmuls when
     `MATMUL_GENERATED`; 2-D f32 convolutions, dense or depthwise (a depthwise one only after a dense one, `conv`),
-    channels-last ones depthwise or 1x1 (`channels_last_generatable`); channels-last 2-D f32 max pools.
+    channels-last ones of any window (`channels_last_generatable`); channels-last 2-D f32 max and average pools.
     All of them take `?` dims (sizes read at run time) but matmuls and convolutions, whose register blocks and
     packed panels are planned for static sizes: with `?` dims they go to the library.
     """
