@@ -9,13 +9,16 @@ measures a choice (the sum of the program's timed launches, the smallest of seve
 run by run).
 
 - `--layout nchw` (the default): the dense convolutions, channels-first (`kernel_to_linalg.conv`);
-- `--layout nhwc`: every region put channels-last first (`graph-layout{layout=nhwc}`), then its depthwise and 1x1
-  convolutions, dense or grouped (`kernel_to_linalg.conv_nhwc`).
+- `--layout nhwc`: every region put channels-last first (`graph-layout{layout=nhwc}`), then every convolution
+  (`kernel_to_linalg.conv_nhwc`).
 
     python bench/conv_kinds.py [--models mobilenet_v2,light_squeezenet,light_resnet50] [--runs 20]
     python bench/conv_kinds.py --layout nhwc --models light_shufflenet,mobilenet_v2
     python bench/conv_kinds.py --layout nhwc --models "layer:256>512@14/1/1/1,layer:384>96@28/1/1/1,\
-        layer:1024>256@7/1/1/1,layer:96>384@28/1/1/1,layer:160>960@7/1/1/1,layer:240>240@20/1/1/3"
+        layer:1024>256@7/1/1/1,layer:96>384@28/1/1/1,layer:160>960@7/1/1/1,layer:240>240@20/1/1/3,\
+        layer:48>96@28/3/1/1,layer:80>80@20/3/1/1,layer:112>144@10/3/1/1,layer:24>40@40/5/2/1,\
+        layer:256>128@10/3/1/1,layer:40>80@20/5/1/1,layer:8>32@112/3/1/1,layer:3>24@160/3/2/1,\
+        layer:320>320@9/3/1/1"
 
 A model is gnomon's MobileNet-V2 or EfficientNet-B0 (`mobilenet_v2`, `efficientnet_b0`), a bundled light ONNX
 network, or one layer, `layer:in>out@size/kernel/stride/groups`.

@@ -82,7 +82,7 @@ from gnomon.cost.rates import (
 from gnomon.cost.roofline import VIEW_OPS, Bound, OpWork, gemm_shapes, op_work
 from gnomon.cost.values import CostModelError, element_bytes, nbytes, static_shape
 from gnomon.dialects.graph.attention_train import AttentionGradOp, AttentionTrainOp
-from gnomon.dialects.graph.base import GraphOperation, ints
+from gnomon.dialects.graph.base import GraphOperation
 from gnomon.dialects.graph.elementwise import DropoutOp, DropoutTrainOp
 from gnomon.dialects.graph.embedding import EmbeddingBagOp, EmbeddingOp
 from gnomon.dialects.graph.grad import (
@@ -324,10 +324,7 @@ def _kernel(
         # gnomon's register-blocked loops over packed weights, which stay in cache (`kernel_to_linalg.conv`).
         fraction = eff.generated_depthwise if _is_depthwise(op) else eff.generated_conv
         if channels_last(op) and not _is_depthwise(op):
-            pointwise = (
-                static_shape(op.weight)[2:] == (1, 1) and set(ints(op.strides)) == {1} and not any(ints(op.pads))
-            )
-            fraction = eff.generated_conv_channels_last if pointwise else eff.generated_conv_channels_last_dense
+            fraction = eff.generated_conv_channels_last
         return _stream("generated-conv", work, device, eff, device.peak(work.peak_key) * fraction)
     kernel = _family_kernel(op, work, device, eff, conv_as_gemm, weights_in_dram)
     if weights_in_dram and isinstance(op, LinearOp | ConvOp | ConvTransposeOp):

@@ -86,20 +86,14 @@ class Efficiency:
     AVX-512 register tiles): 0.62-0.88 (median 0.8) of torch.mm's 202 GFLOP/s on the 2-core AVX-512 Xeon, for
     1x1 + 3x3 depthwise pairs of 128-640 channels at 9-24 pixels a side, outside bench/fusion.py's shapes, whole
     kernel with its launch; not yet fitted by calibration."""
-    generated_conv_channels_last: float = 0.93
-    """The same for gnomon's channels-last 1x1 convolution (`kernel_to_linalg.conv_nhwc`), which reads its
-    activations in place and stores its vectors as they are: 0.86-1.07 (median 0.93) of the calibrated fp32 peak on
-    six 1x1 layers of 96-1024 channels at 7x7 to 28x28, dense and grouped, that are in none of the benchmarks'
-    models (the library's BLAS product: 0.54-0.97; `bench/conv_kinds.py --layout nhwc --models layer:...`, its
-    docstring's example), whole kernel with its launch, on the 2-core AMD EPYC; not yet fitted by calibration."""
-    generated_conv_channels_last_dense: float = 1.18
-    """The same for its channels-last dense convolution of any other window (`kernel_to_linalg.conv_nhwc_dense`):
-    0.76-1.30 (median 1.18) of the calibrated fp32 peak on nine 3x3 and 5x5 layers of 3-320 channels at 9x9 to
-    160x160, strides 1 and 2, in none of the benchmarks' models (`bench/conv_kinds.py --layout nhwc --models
-    layer:48>96@28/3/1/1,layer:80>80@20/3/1/1,layer:112>144@10/3/1/1,layer:24>40@40/5/2/1,layer:256>128@10/3/1/1,
-    layer:40>80@20/5/1/1,layer:8>32@112/3/1/1,layer:3>24@160/3/2/1,layer:320>320@9/3/1/1`), whole kernel with its
-    launch, on the 2-core AMD EPYC. Above 1 because the calibrated peak (a BLAS product's) sits below what this
-    FMA-bound loop sustains: 242 GFLOP/s against 205; not yet fitted by calibration."""
+    generated_conv_channels_last: float = 1.12
+    """The same for gnomon's channels-last dense convolution (`kernel_to_linalg.conv_nhwc_dense`), which reads its
+    activations in place and stores its vectors as they are: 0.76-1.30 (median 1.12) of the calibrated fp32 peak on
+    fifteen layers of 3-1024 channels at 7x7 to 160x160 in none of the benchmarks' models, six 1x1 ones (dense and
+    grouped: 1.11-1.14) and nine 3x3 and 5x5 ones, strides 1 and 2 (`bench/conv_kinds.py --layout nhwc --models
+    layer:...`, the layers the bench's docstring names), whole kernel with its launch, on the 2-core AMD EPYC. Above
+    1 because the calibrated peak (a BLAS product's, 205 GFLOP/s) sits below what this FMA-bound loop sustains; not
+    yet fitted by calibration."""
     generated_depthwise: float = 0.35
     """Fraction of the fp32 peak the depthwise convolution fused after it sustains."""
     weights_dram: float = 0.5

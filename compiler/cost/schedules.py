@@ -40,8 +40,6 @@ MIN_CONV_UNITS_PER_THREAD = 4
 does)."""
 _DEFAULT_CONV_ACCUMULATORS = 12
 _DEFAULT_MATMUL_ROWS = 6
-_CHANNELS_LAST_CHUNK = 256
-"""Pixels per unit of a channels-last 1x1 convolution (`conv_nhwc_1x1.CHUNK`)."""
 _UNROLLED_CHANNELS = 4
 _ROW_ACCUMULATORS = 16
 """A channels-last dense kernel's defaults (`conv_nhwc.UNROLLED_CHANNELS`, `conv_nhwc.ROW_ACCUMULATORS`)."""
@@ -75,39 +73,27 @@ def _conv_tile(kernel_func: kernel.FuncOp, conv: ConvOp, channels: int | None = 
 
 
 def _channels_last_cycles(kernel_func: kernel.FuncOp, conv: ConvOp, lanes: int) -> float:
-    """Relative cycles of the slowest thread of a channels-last generated convolution (`conv_nhwc`): a 1x1 one's
-    micro-kernel over every pixel per block of a group's channels, a depthwise or other dense one's over each output
-    row's columns per block (a depthwise tap's loads counted as its FMAs: one each)."""
+    """Relative cycles of the slowest thread of a channels-last generated convolution (`conv_nhwc`): its
+    micro-kernel over each output row's columns per block of a group's channels (a depthwise tap's loads counted as
+    its FMAs: one each)."""
     schedule = kernel_func.schedule
     assert schedule is not None
     width, tile, threads = schedule.vector.data, ints(schedule.tile), max(schedule.threads.data, 1)
     n, rows, columns, channels = static_shape(conv.result)
     depthwise = conv.groups.value.data == channels and static_shape(conv.weight)[1] == 1
     per_group = channels if depthwise else channels // conv.groups.value.data
-    weight = static_shape(conv.weight)
-    pointwise = weight[2:] == (1, 1) and set(ints(conv.strides)) == {1} and not any(ints(conv.pads))
     if len(tile) == 2:
         vectors, positions = tile
     elif depthwise:
         vectors, positions = 1, 8  # `ChannelsLastPlan.of`
-    elif pointwise:
-        vectors, _, width = _conv_tile(kernel_func, conv, per_group)
-        positions = _DEFAULT_CONV_ACCUMULATORS // vectors
     else:  # `ChannelsLastPlan.of`: one vector for a stem's few input channels; rows in even tiles (`row_positions`)
         vectors, _, width = _conv_tile(kernel_func, conv, per_group)
-        vectors = 1 if weight[1] <= _UNROLLED_CHANNELS else vectors
+        vectors = 1 if static_shape(conv.weight)[1] <= _UNROLLED_CHANNELS else vectors
         most = _ROW_ACCUMULATORS // vectors
         positions = -(-columns // -(-columns // most))
     blocks = channels // per_group * -(-per_group // (vectors * width))
-    narrow = max(lanes // width, 1)
-    if depthwise or not pointwise:
-        units = n * rows * blocks
-        per_unit = _row_cycles(columns, positions, vectors) * narrow
-    else:
-        pixels = n * rows * columns
-        chunk = max(_CHANNELS_LAST_CHUNK // positions, 1) * positions
-        units = -(-pixels // chunk) * blocks
-        per_unit = _row_cycles(min(chunk, pixels), positions, vectors) * narrow
+    units = n * rows * blocks
+    per_unit = _row_cycles(columns, positions, vectors) * max(lanes // width, 1)
     return units * per_unit * _imbalance(units, threads)
 
 

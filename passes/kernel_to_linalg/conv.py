@@ -39,8 +39,7 @@ from gnomon.dialects.graph.base import ints
 from gnomon.dialects.graph.layout import channels_last
 from gnomon.dialects.graph.nn import ConvOp
 from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
-from gnomon.passes.kernel_to_linalg.conv_nhwc import channels_last_plan, pointwise
-from gnomon.passes.kernel_to_linalg.conv_nhwc_1x1 import PointwiseKernel
+from gnomon.passes.kernel_to_linalg.conv_nhwc import channels_last_plan
 from gnomon.passes.kernel_to_linalg.conv_nhwc_dense import DenseKernel
 from gnomon.passes.kernel_to_linalg.conv_nhwc_depthwise import DepthwiseKernel
 from gnomon.passes.kernel_to_linalg.conv_rows import SPARE, ConvChain, Packing, Point, RowEmitter, block_tile
@@ -314,7 +313,7 @@ def conv_kernel(
         )
     conv = ops[0]
     if isinstance(conv, ConvOp) and channels_last(conv):
-        kind = DepthwiseKernel if is_depthwise(conv) else PointwiseKernel if pointwise(conv) else DenseKernel
+        kind = DepthwiseKernel if is_depthwise(conv) else DenseKernel
         return kind(nest, kernel_op, ops, output, sources, prepacked).emit()
     emitter = _ConvKernel(nest, kernel_op, ops, output, sources, prepacked)
     emitter.emit()

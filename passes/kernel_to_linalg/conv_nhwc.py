@@ -1,7 +1,6 @@
-"""A generated channels-last f32 2-D convolution (`layout = "nhwc"`): a depthwise one (`conv_nhwc_depthwise`), a
-1x1, stride-1 one without padding (`conv_nhwc_1x1`), or one of any other window (`conv_nhwc_dense`), the last two
-dense or grouped; elementwise ops after it. This module holds what they share: the blocking, the weights' packing
-and the epilogue.
+"""A generated channels-last f32 2-D convolution (`layout = "nhwc"`): a depthwise one (`conv_nhwc_depthwise`), or a
+dense or grouped one of any window (`conv_nhwc_dense`); elementwise ops after it. This module holds what the two
+share: the blocking, the weights' packing and the epilogue.
 
 Channels innermost, a vector of channels loads from the activations as they are: no line buffer and no transposes,
 which the channels-first kernel (`conv`) needs. The weights are packed `[block][reduction][lanes]` (`ChannelsLastPlan`,
@@ -38,7 +37,6 @@ from gnomon.dialects.graph.elementwise import POINTWISE
 from gnomon.dialects.graph.nn import ConvOp
 from gnomon.passes.kernel_to_linalg.builder import ScalarBuilder
 from gnomon.passes.kernel_to_linalg.conv_rows import (
-    ACCUMULATORS,
     CHAINS,
     Packing,
     Window,
@@ -71,11 +69,6 @@ ROW_ACCUMULATORS = 16
 """Most accumulators of a dense kernel's register tile along an output row (`row_positions`)."""
 
 
-def pointwise(conv: ConvOp) -> bool:
-    """A 1x1, stride-1, unpadded convolution: a product of the pixels' rows (`conv_nhwc_1x1`)."""
-    return shape_of(conv.weight)[2:] == (1, 1) and set(ints(conv.strides)) == {1} and not any(ints(conv.pads))
-
-
 def row_positions(columns: int, vectors: int) -> int:
     """Output columns per register tile of a dense kernel's row (`conv_nhwc_dense`): the row in as few tiles of at
     most `ROW_ACCUMULATORS / vectors` columns as it takes, evened out: a 7-wide row one tile of 7 (as 6 + 1, its
@@ -91,7 +84,7 @@ class ChannelsLastPlan:
 
     depthwise: bool
     groups: int
-    """Groups of the packing: a grouped 1x1 convolution's; 1 for a depthwise one (its taps are the reduction)."""
+    """Groups of the packing: a grouped convolution's; 1 for a depthwise one (its taps are the reduction)."""
     per_group: int
     """Output channels per group."""
     reduction: int
@@ -99,7 +92,7 @@ class ChannelsLastPlan:
     vectors: int
     width: int
     positions: int
-    """Pixels (a 1x1 convolution) or output columns (a depthwise one) per register tile."""
+    """Output columns per register tile."""
 
     @property
     def block(self) -> int:
@@ -125,9 +118,6 @@ class ChannelsLastPlan:
             vectors, positions = register_tile(tile, width)
         elif depthwise:
             vectors, positions = 1, CHAINS  # the window's weights take kh x kw registers per vector
-        elif pointwise(conv):
-            vectors = block_vectors(per_group, width)
-            positions = ACCUMULATORS // vectors
         else:
             vectors = 1 if per_group_in <= UNROLLED_CHANNELS else block_vectors(per_group, width)
             positions = row_positions(shape_of(conv.result)[2], vectors)

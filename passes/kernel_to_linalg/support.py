@@ -48,8 +48,7 @@ def is_depthwise(op: Operation) -> bool:
 
 def channels_last_generatable(conv: ConvOp) -> bool:
     """Whether gnomon generates a channels-last convolution (`conv_nhwc`): any 2-D one, depthwise
-    (`conv_nhwc_depthwise`), 1x1 (`conv_nhwc_1x1`) or of another window, stride, padding and dilation, dense or
-    grouped (`conv_nhwc_dense`)."""
+    (`conv_nhwc_depthwise`) or dense or grouped of any window, stride, padding and dilation (`conv_nhwc_dense`)."""
     return len(_shape(conv.weight)) == 4
 
 
