@@ -71,9 +71,9 @@ ROW_ACCUMULATORS = 16
 
 def row_positions(columns: int, vectors: int) -> int:
     """Output columns per register tile of a dense kernel's row (`conv_nhwc_dense`): the row in as few tiles of at
-    most `ROW_ACCUMULATORS / vectors` columns as it takes, evened out: a 7-wide row one tile of 7 (as 6 + 1, its
-    one-column tile took 0.6x the time of the other: one chain per vector waits on each FMA), 14 two of 7, 56 seven
-    of 8. Tiles of 7-8 columns by 2 vectors measured 0.84-0.98x the time of 6 x 2 on 3x3 layers at 14x14 to 56x56."""
+    most `ROW_ACCUMULATORS / vectors` columns as it takes, evened out: a 7-wide row one tile of 7 (6 + 1 took 1.18x
+    its time on 512 channels at 7x7), 14 two of 7, 56 seven of 8. Tiles of 7-8 columns by 2 vectors measured
+    0.84-0.99x the time of 6 x 2 on 3x3 layers at 14x14 to 56x56."""
     most = ROW_ACCUMULATORS // vectors
     return -(-columns // -(-columns // most))
 
