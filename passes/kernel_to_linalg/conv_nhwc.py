@@ -362,6 +362,21 @@ class ChannelsLastKernel:
         """The element of a kernel argument at an (n, y, x, c) point, broadcast against NHWC."""
         return b.emit(memref.LoadOp.get(*argument_at(b, self.sources, value, point)))
 
+    def units(self) -> int:
+        """Units of work: an output row by a block of a group's channels."""
+        return self.n * self.rows * self.plan.blocks
+
+    def inner_columns(self) -> tuple[int, int]:
+        """The output columns whose whole window lies inside the image: [begin, end)."""
+        (_, kw), (_, sw), (_, dw), left = (
+            self.window.kernel,
+            self.window.stride,
+            self.window.dilation,
+            self.window.pads[1],
+        )
+        begin = min(-(-left // sw), self.cols)
+        return begin, max(min((self.in_width - 1 + left - (kw - 1) * dw) // sw + 1, self.cols), begin)
+
     def emit_units(self) -> int:
         """The units of work, split over the call's parts; their count."""
         raise NotImplementedError

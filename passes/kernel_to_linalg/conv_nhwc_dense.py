@@ -27,9 +27,6 @@ from gnomon.passes.kernel_to_linalg.matmul import for_loop
 class DenseKernel(ChannelsLastKernel):
     """A dense convolution's kernel: units of an output row by a block of a group's channels."""
 
-    def units(self) -> int:
-        return self.n * self.rows * self.plan.blocks
-
     def emit_units(self) -> int:
         b, plan, window = self.b, self.plan, self.window
         (kh, kw), (sh, sw), (dh, dw) = window.kernel, window.stride, window.dilation
@@ -38,9 +35,7 @@ class DenseKernel(ChannelsLastKernel):
         x = self.sources[self.conv.input]
         out = self._flat(b, self.output)
         begin, end = self.nest.thread_range(self.units(), 1)
-        # Output columns whose whole window lies inside the image: [inner_begin, inner_end).
-        inner_begin = min(-(-left // sw), self.cols)
-        inner_end = max(min((self.in_width - 1 + left - (kw - 1) * dw) // sw + 1, self.cols), inner_begin)
+        inner_begin, inner_end = self.inner_columns()
 
         # Units in order of rows within a block where the weights outweigh the input, so that a thread's run of
         # units keeps one block's weights in its cache; else blocks within a row, which keeps its input rows. Not

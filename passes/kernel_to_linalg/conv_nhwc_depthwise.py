@@ -21,9 +21,6 @@ from gnomon.passes.kernel_to_linalg.matmul import for_loop
 class DepthwiseKernel(ChannelsLastKernel):
     """A depthwise convolution's kernel: units of an output row by a block of channels."""
 
-    def units(self) -> int:
-        return self.n * self.rows * self.plan.blocks
-
     def emit_units(self) -> int:
         b, plan, window = self.b, self.plan, self.window
         (kh, kw), (sh, sw), (dh, dw) = window.kernel, window.stride, window.dilation
@@ -31,9 +28,7 @@ class DepthwiseKernel(ChannelsLastKernel):
         x = self.sources[self.conv.input]
         out = self._flat(b, self.output)
         begin, end = self.nest.thread_range(self.units(), 1)
-        # Output columns whose whole window lies inside the image: [inner_begin, inner_end).
-        inner_begin = min(-(-left // sw), self.cols)
-        inner_end = max(min((self.in_width - 1 + left - (kw - 1) * dw) // sw + 1, self.cols), inner_begin)
+        inner_begin, inner_end = self.inner_columns()
 
         def unit(ub: ScalarBuilder, u: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
             j = ub.emit(arith.RemUIOp(u, ub.const(plan.blocks, index)))
