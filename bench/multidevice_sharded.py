@@ -5,7 +5,6 @@ them; and the DLRM benchmark's configurations predicted on datasheet systems."""
 from __future__ import annotations
 
 import math
-import random
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,13 +13,14 @@ import torch
 from sharded_cases import BENCHMARK, SHARDED, BenchmarkConfig, ShardedCase
 
 import gnomon
+from gnomon.cost.sharding.equivalence import plan_class
 from gnomon.cost.sharding.plan import Placement
 from gnomon.cost.sharding.search import largest_first
 from gnomon.cost.sharding.step import ShardedStep
 from gnomon.cost.sharding.tables import EmbeddingTable, synthetic_ids
 from gnomon.cost.topology import System, load_system
 from gnomon.models import DLRM
-from gnomon.runtime.distributed.collectives import faster_half_mean
+from gnomon.runtime.distributed.paired import fastest, ratio, ratio_interval
 from gnomon.sharding import ShardResult, dense_step, embedding_tables, plan_tables
 from gnomon.torchrec_plan import planner_assignment
 from gnomon.torchrec_steps import measure_sharded
@@ -57,7 +57,8 @@ def _describe(assignment: Mapping[str, Placement]) -> str:
 
 
 def _plans(result: ShardResult, ranks: int, torchrec: dict[str, Placement]) -> dict[str, dict[str, Placement]]:
-    """gnomon's best plans, the standard ones and TorchRec's planner's, each once (the first label kept)."""
+    """gnomon's best plans, the standard ones and TorchRec's planner's, each once (the first label kept; plans that
+    differ only by swapping tables of one shape or the devices are one plan, `gnomon.cost.sharding.equivalence`)."""
     tables = result.tables
     everyone = tuple(range(ranks))
     balanced = largest_first(tables, ranks, lambda t: float(t.bytes))
@@ -70,17 +71,21 @@ def _plans(result: ShardResult, ranks: int, torchrec: dict[str, Placement]) -> d
         "all on device 0": {t.name: Placement("table_wise", (0,)) for t in tables},
     }
     unique: dict[str, dict[str, Placement]] = {}
-    seen: dict[str, str] = {}
+    seen: set[object] = set()
     for label, assignment in candidates.items():
-        key = _describe(assignment)
-        if key in seen:
-            continue
-        seen[key] = label
-        unique[label] = assignment
+        key = _class(result, assignment)
+        if key not in seen:
+            seen.add(key)
+            unique[label] = assignment
     return unique
 
 
-def sharded(cases: list[str], ranks: int, repeats: int, steps: int) -> list[float]:
+def _class(result: ShardResult, assignment: Mapping[str, Placement]) -> object:
+    ranks = result.chosen.step.ranks
+    return plan_class(assignment, {t.name: t for t in result.tables}, ranks, min(result.system.devices_per_node, ranks))
+
+
+def sharded(cases: list[str], ranks: int, repeats: int, steps: int, until_apart: int) -> list[float]:
     """Prints each case's plans predicted and measured; returns the absolute errors of the steps."""
     system = load_system(f"{ranks}xlocal")
     print(f"\nsharded DLRM steps (TorchRec over gloo), {ranks} ranks of 1 thread, predicted on {system.provenance}")
@@ -101,25 +106,27 @@ def sharded(cases: list[str], ranks: int, repeats: int, steps: int) -> list[floa
         torchrec = planner_assignment(shapes, pooling, case.batch, ranks)
         plans = _plans(result, ranks, torchrec)
         timings = measure_sharded(case.build, case.batch, list(plans.values()), zipf=case.zipf, ranks=ranks,
-                                  steps=steps, repeats=repeats)  # fmt: skip
+                                  steps=steps, repeats=repeats, until_apart=until_apart)  # fmt: skip
         rows = [
             _Row(name, label, assignment, plan_tables(name, tables, dense, system, ranks, assignment).chosen.step,
                  timing.step_s, timing.spread, timing.rounds)
             for (label, assignment), timing in zip(plans.items(), timings, strict=True)
         ]  # fmt: skip
-        order = sorted(rows, key=lambda r: r.measured_s)
-        intervals = _intervals(rows)
-        _print_case(name, case, rows, result, order, intervals)
+        best = rows[fastest([r.rounds for r in rows])]
+        over_best = {r.label: ratio(r.rounds, best.rounds) for r in rows}
+        order = sorted(rows, key=lambda r: over_best[r.label])
+        intervals = {r.label: ratio_interval(r.rounds, best.rounds, _CONFIDENCE) for r in rows}
+        _print_case(name, case, rows, result, order, over_best, intervals)
         errors += [abs(r.predicted.step_s - r.measured_s) / r.measured_s for r in rows]
         chosen_row = next(r for r in rows if r.label == "gnomon #1")
-        torchrec_row = next(r for r in rows if _describe(r.assignment) == _describe(torchrec))
+        torchrec_row = next(r for r in rows if _class(result, r.assignment) == _class(result, torchrec))
         chosen_ranks.append(1 + order.index(chosen_row))
         torchrec_ranks.append(1 + order.index(torchrec_row))
         tied += intervals[chosen_row.label][0] <= 1.0
         tied_torchrec += intervals[torchrec_row.label][0] <= 1.0
-    fastest = sum(r == 1 for r in chosen_ranks)
+    first = sum(r == 1 for r in chosen_ranks)
     print(
-        f"  gnomon's chosen plan measured fastest in {fastest} of {len(chosen_ranks)} cases (ranks "
+        f"  gnomon's chosen plan measured fastest in {first} of {len(chosen_ranks)} cases (ranks "
         f"{chosen_ranks}; target >= 80%); TorchRec's planner's: fastest in {sum(r == 1 for r in torchrec_ranks)} "
         f"(ranks {torchrec_ranks})"
     )
@@ -132,33 +139,13 @@ def sharded(cases: list[str], ranks: int, repeats: int, steps: int) -> list[floa
     return errors
 
 
-def _intervals(rows: list[_Row], resamples: int = 400) -> dict[str, tuple[float, float]]:
-    """Each plan's measured step over the fastest plan's: the central `_CONFIDENCE` interval over resamples of the
-    rounds (the same rounds for every plan, as they ran in turn: a round's load hits them alike)."""
-    fastest = min(rows, key=lambda r: r.measured_s)
-    count = len(fastest.rounds)
-    generator = random.Random(0)
-    ratios: dict[str, list[float]] = {r.label: [] for r in rows}
-    for _ in range(resamples):
-        picked = [generator.randrange(count) for _ in range(count)]
-        best = faster_half_mean([t for i in picked for t in fastest.rounds[i]])
-        for row in rows:
-            ratios[row.label].append(faster_half_mean([t for i in picked for t in row.rounds[i]]) / best)
-    tail = (1 - _CONFIDENCE) / 2
-    return {label: (_quantile(values, tail), _quantile(values, 1 - tail)) for label, values in ratios.items()}
-
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def _print_case(
     name: str,
     case: ShardedCase,
     rows: list[_Row],
     result: ShardResult,
     order: list[_Row],
+    over_best: dict[str, float],
     intervals: dict[str, tuple[float, float]],
 ) -> None:
     tables = result.tables
@@ -177,7 +164,7 @@ def _print_case(
         low, high = intervals[row.label]
         print(
             f"    {row.label:<20} {p.step_s * 1e3:>12.2f} {row.measured_s * 1e3:>9.2f} {row.spread:>6.0%} "
-            f"{error:>6.1%} {row.measured_s / order[0].measured_s:>8.3f} {f'{low:.3f}-{high:.3f}':>13} "
+            f"{error:>6.1%} {over_best[row.label]:>8.3f} {f'{low:.3f}-{high:.3f}':>13} "
             f"{order.index(row) + 1:>4}  {p.embedding_compute_s * 1e3:>6.2f} {p.all_to_all_s * 1e3:>6.2f} "
             f"{p.sync_s * 1e3:>6.2f}  {_describe(row.assignment)}"
         )

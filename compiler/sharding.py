@@ -20,6 +20,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from gnomon.cost.data_parallel import data_parallel_step
+from gnomon.cost.sharding.equivalence import distinct_plans
 from gnomon.cost.sharding.plan import Placement, ShardingError, check_assignment
 from gnomon.cost.sharding.search import Candidate, search_plans
 from gnomon.cost.sharding.step import DenseStep, ShardCosts, sharded_step
@@ -38,7 +39,8 @@ class ShardResult:
     system: System
     tables: tuple[EmbeddingTable, ...]
     plans: tuple[Candidate, ...]
-    """Every plan priced, fastest fitting first."""
+    """Every distinct plan priced, fastest fitting first (of plans that differ only by swapping tables of one shape
+    or devices of one node, the fastest: `gnomon.cost.sharding.equivalence`)."""
     capacity_bytes: int
     """Each device's memory."""
 
@@ -168,7 +170,8 @@ def plan_tables(
         check_assignment(plan, {t.name: t.dim for t in tables}, ranks)
         candidates = [Candidate(dict(plan), evaluate(plan), "given")]
     else:
-        candidates = search_plans(tables, ranks, capacity, evaluate)
+        found = search_plans(tables, ranks, capacity, evaluate)
+        candidates = distinct_plans(found, tables, ranks, min(system.devices_per_node, ranks))
     result = ShardResult(name, system, tuple(tables), tuple(candidates), capacity)
     if not result.chosen.fits(capacity):
         raise ShardingError(
@@ -268,7 +271,8 @@ def render(result: ShardResult, top: int) -> str:
     lines = [
         f"embedding sharding of {result.model} on {ranks} devices of {result.system.provenance}",
         f"  {len(result.tables)} tables, {sum(t.bytes for t in result.tables) / 2**20:.1f} MiB; "
-        f"{len(result.plans)} plans priced; device memory {result.capacity_bytes / 2**30:.1f} GiB",
+        f"{len(result.plans)} {'plan' if len(result.plans) == 1 else 'distinct plans'} priced; "
+        f"device memory {result.capacity_bytes / 2**30:.1f} GiB",
         f"  {'#':>2}  {'step ms':>9}  {'dense':>8}  {'embed':>8}  {'a2a':>8}  {'allred':>8}  {'sync':>7}  "
         f"{'groups':>7}  {'balance':>7}  {'memory per device':<24}  plan",
     ]

@@ -43,6 +43,7 @@ from gnomon.models import DLRM
 from gnomon.runtime.distributed import free_port, rank_cores, run_ranks
 from gnomon.runtime.distributed.collectives import faster_half_mean
 from gnomon.runtime.distributed.group import process_group, slowest_rank_times, step_timing_problem
+from gnomon.runtime.distributed.paired import contenders
 from gnomon.torchrec_plan import CpuRowWiseSharder, TorchRecDLRM, sharding_plan, to_kjt
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ _PREFIX = "sharded measurement"
 _LR = 0.01
 _TOLERANCE = 1e-5
 _EBC_PATH = "ebc"  # TorchRecDLRM's EmbeddingBagCollection
+_BLOCK = 10  # rounds between two choices of the plans that go on
 BATCHES = 32
 """Batches each rank cycles through, one a step, as a training loop feeds fresh ones: steps that look up the same ids
 every time find their rows in cache, where training (and the cost model, `gnomon.cost.tbe`) fetches a fresh batch's
@@ -81,7 +83,8 @@ class ShardedTiming:
     """(largest round median - smallest) / smallest: how much the host disturbed the rounds."""
     rounds: tuple[tuple[float, ...], ...]
     """Each round's steps, in order: the plans measured together ran their rounds in turn, so round i of one plan
-    is comparable with round i of another (a paired comparison)."""
+    is comparable with round i of another (a paired comparison, `gnomon.runtime.distributed.paired`); a round the
+    plan sat out (told apart from the fastest already) is empty."""
     check_error: float
     """The largest difference, over the ranks, of the sharded forward from the unsharded DLRM's, before timing."""
 
@@ -97,15 +100,20 @@ def measure_sharded(
     steps: int = 10,
     repeats: int = 5,
     warmup: int = 3,
+    until_apart: int = 0,
     timeout_s: float = 600.0,
 ) -> list[ShardedTiming]:
     """The training step time of the DLRM `make_model` builds (a module-level, picklable factory that gives the same
     model on every call) sharded as each of `assignments` says, at `batch` samples per rank with ids drawn at
     `zipf`. The plans are measured in the same ranks, their rounds interleaved, so that load that drifts during the
-    run hits them alike: their order is the measurement's to trust. Raises ShardedMeasureError for bad arguments, a
+    run hits them alike: their order is the measurement's to trust. After `repeats` rounds, up to `until_apart`
+    more go to the plans not yet told apart from the fastest (`paired.contenders`, every ten rounds), until one
+    is left. Raises ShardedMeasureError for bad arguments, a
     plan TorchRec cannot run, a sharded forward that differs from the unsharded one, a rank that fails or dies, or
     no result within timeout_s; the ranks never outlive the call."""
     problem = step_timing_problem(ranks, batch, threads_per_rank, steps, repeats, warmup, timeout_s)
+    if problem is None and until_apart < 0:
+        problem = f"until_apart must be at least 0, got {until_apart}"
     if problem is not None:
         raise ShardedMeasureError(f"{_PREFIX}: {problem}")
     cores = rank_cores(ranks, threads_per_rank, what=_PREFIX, error=ShardedMeasureError)
@@ -118,7 +126,7 @@ def measure_sharded(
     except ShardingError as error:
         raise ShardedMeasureError(f"{_PREFIX}: {error}") from error
     plan = _Plan(free_port(), make_model, batch, [dict(a) for a in assignments], zipf, ranks, threads_per_rank,
-                 cores, steps, repeats, warmup, timeout_s)  # fmt: skip
+                 cores, steps, repeats, until_apart, warmup, timeout_s)  # fmt: skip
     return run_ranks(_rank_main, plan, ranks, timeout_s=timeout_s, what=_PREFIX, error=ShardedMeasureError)
 
 
@@ -137,6 +145,7 @@ class _Plan:
     """Each rank's cores, as `gnomon.calibrate_ranks` pins its ranks: the rank device's figures were measured so."""
     steps: int
     repeats: int
+    until_apart: int
     warmup: int
     timeout_s: float
 
@@ -173,16 +182,22 @@ def _measure(rank: int, plan: _Plan) -> list[ShardedTiming]:
         for step in steps:
             step()
     rounds: list[list[tuple[float, ...]]] = [[] for _ in steps]
-    for _ in range(plan.repeats):
+    running = list(range(len(steps)))
+    for done in range(plan.repeats + plan.until_apart):
+        if done >= plan.repeats and done % _BLOCK == plan.repeats % _BLOCK:
+            # Every rank holds the same times (the slowest rank's), so every rank picks the same plans to go on.
+            running = [p for p in contenders(rounds) if p in running]
+            if len(running) < 2:
+                break
         for index, step in enumerate(steps):  # one round of each plan, then the next round
-            rounds[index].append(tuple(slowest_rank_times(step, plan.steps)))
+            rounds[index].append(tuple(slowest_rank_times(step, plan.steps)) if index in running else ())
     return [
         ShardedTiming(
             plan={name: placement.describe() for name, placement in assignment.items()},
             ranks=plan.ranks,
             batch=plan.batch,
             step_s=faster_half_mean([t for one in times for t in one]),
-            spread=_spread([statistics.median(one) for one in times]),
+            spread=_spread([statistics.median(one) for one in times if one]),
             rounds=tuple(times),
             check_error=error,
         )

@@ -40,6 +40,32 @@ def test_a_point_is_the_mean_of_its_faster_half_of_medians() -> None:
     assert collectives_module.faster_half_mean([2e-3]) == pytest.approx(2e-3)
 
 
+def test_plans_are_told_apart_on_the_rounds_they_shared() -> None:
+    """Three plans timed in turn through a drifting host: each round's load slows all three alike, so the paired
+    comparison tells the 3% slower plan apart from the fastest though their rounds overlap, not two equal ones whose
+    steps scatter by 10% (with this seed's draw; a 90% interval misses a tie once in ten draws)."""
+    import random
+
+    from gnomon.runtime.distributed.paired import contenders, fastest, ratio_interval
+
+    load = [1.0 + 0.4 * ((7 * i) % 11) / 10 for i in range(40)]  # the host's drift, round by round
+    scatter = random.Random(1)
+
+    def plan(factor: float) -> list[tuple[float, ...]]:
+        return [tuple(factor * round_load * scatter.uniform(1, 1.1) for _ in range(10)) for round_load in load]
+
+    plans = [plan(1.03), plan(1.0), plan(1.0)]
+    best = fastest(plans)
+    assert best in (1, 2)
+    low, high = ratio_interval(plans[0], plans[best])
+    assert 1.0 < low <= 1.03 <= high
+    assert contenders(plans) == [1, 2]
+    # A plan that sat out rounds (told apart already) is compared on the rounds both ran.
+    sat_out = [steps if i < 20 else () for i, steps in enumerate(plan(1.03))]
+    assert ratio_interval(sat_out, plans[best])[0] > 1.0
+    assert ratio_interval([(), ()], [(1.0,), (1.0,)]) == (0.0, float("inf"))
+
+
 def test_message_bytes_round_up_to_whole_elements_per_rank() -> None:
     """3 ranks, fp32: messages are multiples of 12 bytes; sizes that round alike are measured once."""
     timings = measure_collectives(3, [1, 12, 13], collectives=["all_gather"], repeats=1, iterations=1)

@@ -16,7 +16,9 @@ import gnomon
 import gnomon.cli
 from gnomon.cost.collectives import collective_s
 from gnomon.cost.devices import DEVICE_DIR
+from gnomon.cost.sharding.equivalence import distinct_plans, plan_class
 from gnomon.cost.sharding.plan import Placement, ShardingError, column_blocks, row_blocks
+from gnomon.cost.sharding.search import Candidate
 from gnomon.cost.sharding.step import DenseStep, sharded_step
 from gnomon.cost.sharding.tables import EmbeddingTable, distinct_rows, synthetic_ids
 from gnomon.cost.topology import load_system
@@ -151,6 +153,38 @@ def test_shard_chooses_the_fastest_plan_that_fits() -> None:
     assert len(chosen["memory_bytes_per_device"]) == 4
 
 
+def test_plans_that_swap_tables_of_one_shape_or_devices_are_one_plan() -> None:
+    system = load_system("2xh100")
+    # Two tables of each shape, their ids drawn apart: swapping them (or the devices) prices within the draw.
+    tables = [table(name, rows, zipf=0.0) for name, rows in (("a1", 10_000), ("a2", 10_000), ("b1", 50_000))]
+    tables += [replace(table("b2", 50_000), ids=synthetic_ids(50_000, 1024, seed=7))]
+    by_name = {t.name: t for t in tables}
+
+    def candidate(where: dict[str, int]) -> Candidate:
+        assignment = {name: Placement("table_wise", (device,)) for name, device in where.items()}
+        return Candidate(assignment, sharded_step(tables, assignment, DENSE, system), "test")
+
+    spread = candidate({"a1": 0, "a2": 1, "b1": 0, "b2": 1})
+    swapped = candidate({"a1": 1, "a2": 0, "b1": 0, "b2": 1})  # the two small tables trade devices
+    mirrored = candidate({"a1": 1, "a2": 0, "b1": 1, "b2": 0})  # every table on the other device
+    paired = candidate({"a1": 0, "a2": 0, "b1": 1, "b2": 1})
+    assert plan_class(spread.assignment, by_name, 2, 2) == plan_class(swapped.assignment, by_name, 2, 2)
+    assert distinct_plans([spread, swapped, mirrored, paired], tables, 2, 2) == [spread, paired]
+    # Devices of different nodes are alike too (whole nodes swap); tables of different shapes are not.
+    assert distinct_plans([spread, mirrored], tables, 2, 1) == [spread]
+    lone_b2, lone_b1 = candidate({"a1": 0, "a2": 0, "b1": 0, "b2": 1}), candidate({"a1": 0, "a2": 0, "b1": 1, "b2": 0})
+    assert distinct_plans([lone_b2, lone_b1], tables, 2, 2) == [lone_b2]
+    wide = {**by_name, "b2": replace(by_name["b2"], dim=64)}
+    assert plan_class(lone_b2.assignment, wide, 2, 2) != plan_class(lone_b1.assignment, wide, 2, 2)
+    # gnomon.shard lists each plan once: a model of nine alike tables has no two equivalent plans among its best.
+    model = DLRM(13, tables=6, rows=[20_000] * 2 + [2_000] * 4, dim=16, pooling=4)
+    inputs = (*model.example_inputs(64), torch.rand(64, 1))
+    result = shard(model, inputs, "2xh100", loss="bce_with_logits")
+    names = {t.name: t for t in result.tables}
+    classes = [plan_class(c.assignment, names, 2, 2) for c in result.plans]
+    assert len(set(classes)) == len(classes)
+
+
 def test_a_plan_that_cannot_fit_names_the_table_and_the_shortfall(tmp_path: Path) -> None:
     device = (DEVICE_DIR / "h100.toml").read_text().replace("capacity_bytes = 85899345920", "capacity_bytes = 20000000")
     (tmp_path / "small.toml").write_text(device.replace('name = "h100"', 'name = "small"'))
@@ -182,7 +216,7 @@ def test_the_command_prints_plans_and_refuses_bad_input(tmp_path: Path, capsys: 
     plan.write_text(json.dumps({"chosen": data["chosen"]}))
     assert gnomon.cli.main(["shard", str(path), "--devices", "2xh100", "--loss", "bce_with_logits",
                             "--plan", str(plan)]) == 0  # fmt: skip
-    assert "1 plans priced" in capsys.readouterr().out
+    assert "1 plan priced" in capsys.readouterr().out
     exported = tmp_path / "plan.pt"
     assert gnomon.cli.main(["shard", str(path), "--devices", "2xh100", "--loss", "bce_with_logits",
                             "--torchrec-plan", str(exported)]) == 0  # fmt: skip
