@@ -156,7 +156,7 @@ def _print_case(
     )
     print(
         f"    {'plan':<20} {'predicted ms':>12} {'measured':>9} {'spread':>6} {'err':>6} {'/fastest':>8} "
-        f"{f'{_CONFIDENCE:.0%} interval':>13} {'rank':>4}  {'embed':>6} {'a2a':>6} {'sync':>6}  placement"
+        f"{f'{_CONFIDENCE:.0%} interval':>13} {'rounds':>6} {'rank':>4}  {'embed':>6} {'a2a':>6} {'sync':>6}  placement"
     )
     for row in rows:
         p = row.predicted
@@ -165,8 +165,9 @@ def _print_case(
         print(
             f"    {row.label:<20} {p.step_s * 1e3:>12.2f} {row.measured_s * 1e3:>9.2f} {row.spread:>6.0%} "
             f"{error:>6.1%} {over_best[row.label]:>8.3f} {f'{low:.3f}-{high:.3f}':>13} "
-            f"{order.index(row) + 1:>4}  {p.embedding_compute_s * 1e3:>6.2f} {p.all_to_all_s * 1e3:>6.2f} "
-            f"{p.sync_s * 1e3:>6.2f}  {_describe(row.assignment)}"
+            f"{sum(1 for steps in row.rounds if steps):>6} {order.index(row) + 1:>4}  "
+            f"{p.embedding_compute_s * 1e3:>6.2f} {p.all_to_all_s * 1e3:>6.2f} {p.sync_s * 1e3:>6.2f}  "
+            f"{_describe(row.assignment)}"
         )
 
 

@@ -63,6 +63,11 @@ def test_plans_are_told_apart_on_the_rounds_they_shared() -> None:
     # A plan that sat out rounds (told apart already) is compared on the rounds both ran.
     sat_out = [steps if i < 20 else () for i, steps in enumerate(plan(1.03))]
     assert ratio_interval(sat_out, plans[best])[0] > 1.0
+    # The host slowed after its rounds: its figure is the lower, yet it was the slower of the two where both ran.
+    slowing = [tuple(t * (1 if i < 10 else 2) for t in steps) for i, steps in enumerate(plans[1])]
+    dropped = [steps if i < 10 else () for i, steps in enumerate(plans[0])]
+    assert fastest([dropped, slowing]) == 1
+    assert ratio_interval(dropped, slowing)[0] > 1.0
     assert ratio_interval([(), ()], [(1.0,), (1.0,)]) == (0.0, float("inf"))
 
 
