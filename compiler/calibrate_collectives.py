@@ -3,11 +3,11 @@ torch.distributed (gloo on a CPU), into the `local` system (`gnomon.cost.topolog
 
 Each collective is timed at message sizes from 4 KiB to 64 MiB (x4 apart): the mean of the faster half of ten medians
 of calls that end when the last rank is done, the medians taken in rounds over all the points
-(`gnomon.runtime.distributed`). The collective model interpolates between them
-(`gnomon.cost.collectives`); the table printed gives each size's time, the bus bandwidth it reached (nccl-tests'
-`busbw`: the bytes through each rank's link per second) and how far apart the medians were, then the latency and
-bandwidth of a link that fits each collective's times, and what a collective reached from compute costs beyond its
-own time (`gnomon.runtime.distributed.sync`).
+(`gnomon.runtime.distributed`), and up to ten more, in rounds over them, for the points whose figure has not
+settled. The collective model interpolates between them (`gnomon.cost.collectives`); the table printed gives each
+size's time, the bus bandwidth it reached (nccl-tests' `busbw`: the bytes through each rank's link per second) and how
+far apart the medians were, then the latency and bandwidth of a link that fits each collective's times, and what a
+collective reached from compute costs beyond its own time (`gnomon.runtime.distributed.sync`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ SIZES = tuple(4096 * 4**k for k in range(8))
 """4 KiB to 64 MiB: latency-bound to bandwidth-bound on loopback."""
 QUICK_SIZES = (65536, 1 << 20, 1 << 22)
 MIN_MEDIAN_S = 0.2
+UNTIL_SETTLED = 10
+SETTLED = 0.03
+"""Up to `UNTIL_SETTLED` more medians for a point whose figure's 90% interval over resampled medians is wider than
++-`SETTLED` of it: ten medians left one or two of 32 points 11-23% apart in two calibrations in a row (five pairs)."""
 """Each median spans this long at least: on this 2-core VM, a small collective takes 0.2-0.6 ms or, in bursts of tens
 of milliseconds, 3-4 ms; medians of 20 calls moved by up to 60% between two calibrations."""
 
@@ -41,11 +45,14 @@ of milliseconds, 3-4 ms; medians of 20 calls moved by up to 60% between two cali
 def calibrate_collectives(ranks: int, quick: bool = False, threads_per_rank: int = 1) -> MeasuredCollectives:
     sizes = QUICK_SIZES if quick else SIZES
     repeats, iterations, min_median_s = (2, 5, 0.0) if quick else (10, 20, MIN_MEDIAN_S)
+    until_settled = 0 if quick else UNTIL_SETTLED
     start = time.perf_counter()
     timings = measure_collectives(
         ranks,
         sizes,
         repeats=repeats,
+        until_settled=until_settled,
+        settled=SETTLED,
         iterations=iterations,
         min_median_s=min_median_s,
         threads_per_rank=threads_per_rank,
@@ -62,8 +69,8 @@ def calibrate_collectives(ranks: int, quick: bool = False, threads_per_rank: int
     source = (
         f"gloo over loopback on {platform.node() or 'this machine'} ({os.cpu_count()} cores): {ranks} ranks of "
         f"{threads_per_rank} thread(s), sizes {sizes[0]}..{sizes[-1]} bytes, the faster half's mean of {repeats} "
-        f"medians of {iterations} calls each, measured by `gnomon calibrate --collectives` on "
-        f"{time.strftime('%Y-%m-%d')} in {took:.0f} s"
+        f"to {repeats + until_settled} medians of {iterations} calls each, measured by `gnomon calibrate "
+        f"--collectives` on {time.strftime('%Y-%m-%d')} in {took:.0f} s"
     )
     return MeasuredCollectives(source, "gloo", ranks, threads_per_rank, sync_s, points)
 

@@ -8,6 +8,7 @@ gloo's calls stall for 3-4 ms in bursts, which a 1 MiB call's time does not reli
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import re
 from typing import Any
@@ -38,6 +39,19 @@ def test_a_point_is_the_mean_of_its_faster_half_of_medians() -> None:
     assert collectives_module.faster_half_mean([9e-3, 1e-3, 3e-3, 2e-3]) == pytest.approx(1.5e-3)
     assert collectives_module.faster_half_mean([4e-3, 1e-3, 9e-3]) == pytest.approx(1e-3)
     assert collectives_module.faster_half_mean([2e-3]) == pytest.approx(2e-3)
+
+
+def test_a_point_whose_medians_scatter_is_not_settled() -> None:
+    """The uncertainty is how far another draw of the medians may move the figure: none for equal medians; a slow
+    spell that reaches most of them moves it by a third."""
+    uncertainty = collectives_module.faster_half_uncertainty
+    assert uncertainty([2e-3] * 10) == 0.0
+    assert uncertainty([1e-3, 1e-3, 1e-3, 1e-3, 3e-3, 3e-3, 3e-3, 3e-3, 3e-3, 3e-3]) > 0.3
+    assert uncertainty([1e-3]) == math.inf
+    # Points that never settle take every extra round, and are measured as the others.
+    timings = measure_collectives(2, [SMALL], collectives=["all_reduce"], repeats=2, until_settled=2, settled=0.0)
+    assert [(t.collective, t.message_bytes) for t in timings] == [("all_reduce", SMALL)]
+    assert timings[0].seconds > 0
 
 
 def test_plans_are_told_apart_on_the_rounds_they_shared() -> None:

@@ -12,6 +12,7 @@ wrong call (a misread API, a backend that drops data) measures nothing.
 from __future__ import annotations
 
 import math
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -26,7 +27,14 @@ from gnomon.errors import GnomonError
 from gnomon.runtime.distributed.group import process_group, slowest_rank_times
 from gnomon.runtime.distributed.ranks import free_port, run_ranks
 
-__all__ = ["COLLECTIVES", "CollectiveMeasureError", "CollectiveTiming", "faster_half_mean", "measure_collectives"]
+__all__ = [
+    "COLLECTIVES",
+    "CollectiveMeasureError",
+    "CollectiveTiming",
+    "faster_half_mean",
+    "faster_half_uncertainty",
+    "measure_collectives",
+]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
@@ -51,9 +59,9 @@ class CollectiveTiming:
     """nccl-tests' convention: all_reduce: the tensor each rank reduces; all_gather: the gathered output (ranks x
     each rank's input); reduce_scatter: the input (ranks x output); all_to_all: what each rank sends (= receives)."""
     seconds: float
-    """The mean of the faster half of `repeats` medians (`faster_half_mean`), taken in rounds over every point
-    measured, each median over at least `iterations` timed calls (more for short calls: enough to last
-    `min_median_s`)."""
+    """The mean of the faster half of `repeats` medians (`faster_half_mean`; more where the point had not settled),
+    taken in rounds over every point measured, each median over at least `iterations` timed calls (more for short
+    calls: enough to last `min_median_s`)."""
     spread: float
     """(largest median - smallest) / smallest: how much the host disturbed the measurement."""
 
@@ -65,6 +73,8 @@ def measure_collectives(
     collectives: Sequence[str] = COLLECTIVES,
     backend: str = "gloo",
     repeats: int = 5,
+    until_settled: int = 0,
+    settled: float = 0.03,
     iterations: int = 20,
     min_median_s: float = 0.0,
     threads_per_rank: int = 1,
@@ -73,7 +83,8 @@ def measure_collectives(
     """Each collective's time at each message size (in bytes, rounded up to a multiple of 4 x ranks, fp32),
     in that order; sizes or collectives given twice are measured once. `min_median_s` makes each median span that
     long at least: on a shared host, short calls come in bursts of slow ones lasting tens of milliseconds, which a
-    median over a few milliseconds of calls does not outvote.
+    median over a few milliseconds of calls does not outvote. After `repeats` rounds, up to `until_settled` more
+    go to the points whose figure is not yet `settled` (`faster_half_uncertainty`, relative), in rounds over them.
 
     Raises CollectiveMeasureError for bad arguments, a rank that fails or dies, or no result within timeout_s;
     the ranks never outlive the call."""
@@ -86,6 +97,8 @@ def measure_collectives(
         collectives=tuple(dict.fromkeys(collectives)),
         message_bytes=tuple(dict.fromkeys(-(-size // unit) * unit for size in sizes)),
         repeats=repeats,
+        until_settled=max(0, until_settled),
+        settled=settled,
         iterations=iterations,
         min_median_s=min_median_s,
         threads_per_rank=threads_per_rank,
@@ -143,6 +156,8 @@ class _Plan:
     collectives: tuple[str, ...]
     message_bytes: tuple[int, ...]
     repeats: int
+    until_settled: int
+    settled: float
     iterations: int
     min_median_s: float
     threads_per_rank: int
@@ -168,10 +183,16 @@ def _measure(rank: int, plan: _Plan) -> list[CollectiveTiming]:
     calls = [_call(collective, message_bytes // _ELEMENT_BYTES, plan.ranks) for collective, message_bytes in points]
     counts = [_iterations(call, plan.iterations, plan.min_median_s) for call in calls]
     medians: list[list[float]] = [[] for _ in points]
-    for _ in range(plan.repeats):
-        for call, count, found in zip(calls, counts, medians, strict=True):
-            call()  # its buffers back in cache after the other points' traffic, as in a median of calls in a row
-            found.append(statistics.median(slowest_rank_times(call, count)))
+    unsettled = list(range(len(points)))
+    for done in range(plan.repeats + plan.until_settled):
+        if done >= plan.repeats:
+            # Every rank holds the same medians (the slowest rank's), so every rank picks the same points.
+            unsettled = [p for p in unsettled if faster_half_uncertainty(medians[p]) > plan.settled]
+            if not unsettled:
+                break
+        for p in unsettled:
+            calls[p]()  # its buffers back in cache after the other points' traffic, as in a median of calls in a row
+            medians[p].append(statistics.median(slowest_rank_times(calls[p], counts[p])))
     return [
         CollectiveTiming(
             collective, plan.ranks, message_bytes, faster_half_mean(found), (max(found) - min(found)) / min(found)
@@ -204,6 +225,19 @@ def faster_half_mean(medians: Sequence[float]) -> float:
     point by point)."""
     faster = sorted(medians)[: max(len(medians) // 2, 1)]
     return sum(faster) / len(faster)
+
+
+def faster_half_uncertainty(medians: Sequence[float], resamples: int = 200) -> float:
+    """Half the width of the central 90% interval of `faster_half_mean(medians)` over resamples of the medians,
+    relative to it: how far another measurement of the point may land."""
+    if len(medians) < 2:
+        return math.inf
+    generator = random.Random(len(medians))
+    figures = sorted(
+        faster_half_mean([medians[generator.randrange(len(medians))] for _ in medians]) for _ in range(resamples)
+    )
+    low, high = figures[int(0.05 * (resamples - 1))], figures[int(0.95 * (resamples - 1))]
+    return (high - low) / 2 / faster_half_mean(medians)
 
 
 def _iterations(call: Callable[[], object], iterations: int, min_median_s: float) -> int:
