@@ -34,12 +34,13 @@ SIZES = tuple(4096 * 4**k for k in range(8))
 """4 KiB to 64 MiB: latency-bound to bandwidth-bound on loopback."""
 QUICK_SIZES = (65536, 1 << 20, 1 << 22)
 MIN_MEDIAN_S = 0.2
+"""Each median spans this long at least: on this 2-core VM, a small collective takes 0.2-0.6 ms or, in bursts of tens
+of milliseconds, 3-4 ms; medians of 20 calls moved by up to 60% between two calibrations."""
 UNTIL_SETTLED = 10
 SETTLED = 0.03
 """Up to `UNTIL_SETTLED` more medians for a point whose figure's 90% interval over resampled medians is wider than
-+-`SETTLED` of it: ten medians left one or two of 32 points 11-23% apart in two calibrations in a row (five pairs)."""
-"""Each median spans this long at least: on this 2-core VM, a small collective takes 0.2-0.6 ms or, in bursts of tens
-of milliseconds, 3-4 ms; medians of 20 calls moved by up to 60% between two calibrations."""
++-`SETTLED` of it: ten medians left 1-4 of 32 points up to 12-23% apart in two calibrations in a row (five pairs)."""
+TIMEOUT_S = 1200.0  # ten medians of every point took 210 s here; up to twenty, at most twice that
 
 
 def calibrate_collectives(ranks: int, quick: bool = False, threads_per_rank: int = 1) -> MeasuredCollectives:
@@ -54,6 +55,7 @@ def calibrate_collectives(ranks: int, quick: bool = False, threads_per_rank: int
         until_settled=until_settled,
         settled=SETTLED,
         iterations=iterations,
+        timeout_s=TIMEOUT_S,
         min_median_s=min_median_s,
         threads_per_rank=threads_per_rank,
     )

@@ -107,10 +107,10 @@ def measure_sharded(
     model on every call) sharded as each of `assignments` says, at `batch` samples per rank with ids drawn at
     `zipf`. The plans are measured in the same ranks, their rounds interleaved, so that load that drifts during the
     run hits them alike: their order is the measurement's to trust. After `repeats` rounds, up to `until_apart`
-    more go to the plans not yet told apart from the fastest (`paired.contenders`, every ten rounds), until one
-    is left. Raises ShardedMeasureError for bad arguments, a
-    plan TorchRec cannot run, a sharded forward that differs from the unsharded one, a rank that fails or dies, or
-    no result within timeout_s; the ranks never outlive the call."""
+    more go to the plans not yet told apart from the fastest (`paired.contenders`, every ten rounds), until one is
+    left. Raises ShardedMeasureError for bad arguments, a plan TorchRec cannot run, a sharded forward that differs
+    from the unsharded one, a rank that fails or dies, or no result within timeout_s; the ranks never outlive the
+    call."""
     problem = step_timing_problem(ranks, batch, threads_per_rank, steps, repeats, warmup, timeout_s)
     if problem is None and until_apart < 0:
         problem = f"until_apart must be at least 0, got {until_apart}"

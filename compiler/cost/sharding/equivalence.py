@@ -9,8 +9,8 @@ several times. `distinct_plans` keeps the fastest of each class.
 The class is a structural key: each device's shards as (table shape, sharding kind, shard count, shard index),
 sorted within the device, the devices sorted within their node and the nodes sorted. Sorting devices
 independently forgets which devices a multi-device placement spans together; two plans with one key are taken as
-one only when their predicted steps also agree within `_SAME_STEP`, which a genuinely different plan does not by
-chance.
+one only when their predicted steps also agree within `_SAME_STEP`, so that a plan the key confuses with another is
+dropped only where it is priced as fast as that one: the list loses a near-tie at most.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = ["distinct_plans", "plan_class"]
 
 _SAME_STEP = 0.005
 """Predicted steps of one class within this fraction of each other: the ids' draw moves a table's priced lookups
-by well under this (nine 10k-row tables of uniform ids: 0.01 ms of a 9.15 ms step)."""
+by well under this (nine 10k-row tables of one power law: 0.01 ms of a 9.15 ms step)."""
 
 _Shape = tuple[int, int, int, int, int, str]
 _Shard = tuple[_Shape, str, int, int]
