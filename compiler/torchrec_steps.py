@@ -26,6 +26,7 @@ import copy
 import gc
 import itertools
 import os
+import random
 import statistics
 import warnings
 from collections import OrderedDict
@@ -189,8 +190,12 @@ def _measure(rank: int, plan: _Plan) -> list[ShardedTiming]:
             running = [p for p in contenders(rounds) if p in running]
             if len(running) < 2:
                 break
-        for index, step in enumerate(steps):  # one round of each plan, then the next round
-            rounds[index].append(tuple(slowest_rank_times(step, plan.steps)) if index in running else ())
+        # One round of each plan, then the next round, the plans in a fresh order each round (the same on every
+        # rank): in a fixed order each plan always ran after the same one, in the caches and memory it left.
+        order = list(range(len(steps)))
+        random.Random(done).shuffle(order)
+        for index in order:
+            rounds[index].append(tuple(slowest_rank_times(steps[index], plan.steps)) if index in running else ())
     return [
         ShardedTiming(
             plan={name: placement.describe() for name, placement in assignment.items()},
