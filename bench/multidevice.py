@@ -11,19 +11,19 @@ compute (predicted, and measured as DDP's step less the local step), and the err
 percentage error of the step is the figure to meet (target 10%). Then the same cases predicted on datasheet
 systems (8xh100, 4xa100), marked as such.
 
-Sharded DLRM (acceptance 1, its sharded half, and 2): each case of `sharded_cases.SHARDED` (tables of mixed sizes,
-128 to 1024 samples per rank, uniform or hot ids) trained by TorchRec's DistributedModelParallel on the same ranks
+Sharded DLRM (acceptance 1, its sharded half, and 2): each case of `sharded_cases.SHARDED` (tables of mixed sizes, 128
+to 1024 samples per rank, uniform or hot ids) trained by TorchRec's DistributedModelParallel on the same ranks
 (`gnomon.torchrec_steps.measure_sharded`) under several plans: gnomon's best three, TorchRec's planner's choice, all
 row-wise, all column-wise, table-wise balanced by bytes and everything on one device. Each plan's step predicted
 (`gnomon.shard`) and measured, the plans' rounds interleaved in the same ranks; a plan's measured step is the mean of
-the faster half of its steps (40 rounds of 10: single steps here range over 1.5-2x; that figure moved by 0.7-6%
-between two runs of one case, median 1.4%, where the smallest of five rounds' medians of gnomon's chosen plans had
-moved by 1-24%), then up to 80 more rounds for the plans not yet told apart from the fastest (chosen again every ten
-rounds), so that the fastest is found where the host lets it be. Plans that differ only by swapping tables of one
-shape or the devices are measured once. The measured rank of gnomon's
-chosen plan and of TorchRec's among them (target: gnomon's fastest in 80% of cases), and each plan's time over the
-fastest's with its 90% interval over resampled rounds: a plan whose interval reaches 1 is not told apart from the
-fastest by this measurement. Then the DLRM benchmark's
+the faster half of its steps (40 rounds of 10: single steps here range over 1.5-2x; that figure moved by 0.7-6% between
+two runs of one case, median 1.4%, where the smallest of five rounds' medians of gnomon's chosen plans had moved by
+1-24%), then up to 80 more rounds for the plans not yet told apart from the fastest (chosen again every ten rounds), so
+that the fastest is found where the host lets it be; all this in two fresh sets of ranks, their rounds pooled (a plan's
+instance in one set keeps an offset that all its rounds share). Plans that differ only by swapping tables of one shape
+or the devices are measured once. The measured rank of gnomon's chosen plan and of TorchRec's among them (target:
+gnomon's fastest in 80% of cases), and each plan's time over the fastest's with its 90% interval over resampled rounds:
+a plan whose interval reaches 1 is not told apart from the fastest by this measurement. Then the DLRM benchmark's
 configurations (Criteo Kaggle, Terabyte, multi-hot) on the datasheet systems, the chosen plan's step broken into
 compute, all-to-all, all-reduce and sync (acceptance 3).
 
@@ -31,7 +31,7 @@ Reproducibility (acceptance 4, `--reproducibility`): the collective calibration 
 measured point moved (target: within 10%).
 
     python bench/multidevice.py [--cases mlp,transformer] [--sharded dlrm_mixed,...] [--repeats 5] [--steps 10]
-                                [--sharded-repeats 40] [--until-apart 80]
+                                [--sharded-repeats 40] [--until-apart 80] [--sessions 2]
     python bench/multidevice.py --reproducibility
 
 Needs `gnomon calibrate` and `gnomon calibrate --collectives` first. Run it alone on the machine.
@@ -155,8 +155,11 @@ def main() -> None:
     parser.add_argument(
         "--until-apart", type=int, default=80, help="more rounds at most for the plans not told apart from the fastest"
     )
+    parser.add_argument("--sessions", type=int, default=2, help="fresh sets of ranks per sharded case, rounds pooled")
     parser.add_argument("--reproducibility", action="store_true")
     args = parser.parse_args()
+    if args.sessions < 1:
+        parser.error(f"--sessions must be at least 1, got {args.sessions}")
     if args.reproducibility:
         reproducibility(args.ranks)
         return
@@ -164,7 +167,9 @@ def main() -> None:
     sharded_cases = [c for c in args.sharded.split(",") if c]
     errors = data_parallel(cases, args.ranks, args.repeats, args.steps) if cases else []
     errors += (
-        sharded(sharded_cases, args.ranks, args.sharded_repeats, args.steps, args.until_apart) if sharded_cases else []
+        sharded(sharded_cases, args.ranks, args.sharded_repeats, args.steps, args.until_apart, args.sessions)
+        if sharded_cases
+        else []
     )
     print(f"\ngeomean absolute error over all {len(errors)} measured steps: {geomean(errors):.1%} (target <= 10%)")
     datasheet(cases)

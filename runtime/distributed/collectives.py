@@ -89,6 +89,8 @@ def measure_collectives(
     Raises CollectiveMeasureError for bad arguments, a rank that fails or dies, or no result within timeout_s;
     the ranks never outlive the call."""
     _validate(ranks, sizes, collectives, backend, repeats, iterations, threads_per_rank, timeout_s)
+    if until_settled < 0:
+        raise CollectiveMeasureError(f"collective measurement: until_settled must be at least 0, got {until_settled}")
     unit = _ELEMENT_BYTES * ranks
     plan = _Plan(
         ranks=ranks,
@@ -97,7 +99,7 @@ def measure_collectives(
         collectives=tuple(dict.fromkeys(collectives)),
         message_bytes=tuple(dict.fromkeys(-(-size // unit) * unit for size in sizes)),
         repeats=repeats,
-        until_settled=max(0, until_settled),
+        until_settled=until_settled,
         settled=settled,
         iterations=iterations,
         min_median_s=min_median_s,
