@@ -98,6 +98,7 @@ def test_message_bytes_round_up_to_whole_elements_per_rank() -> None:
         ({"sizes": []}, "collective measurement: no message sizes given"),
         ({"sizes": [1024, 0]}, "collective measurement: message sizes must be positive, got 0"),
         ({"collectives": []}, "collective measurement: no collectives given"),
+        ({"until_settled": -1}, "collective measurement: until_settled must be at least 0, got -1"),
         (
             {"collectives": ["all_reduce", "broadcast"]},
             "collective measurement: unknown collective 'broadcast' "
