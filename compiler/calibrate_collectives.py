@@ -138,14 +138,15 @@ def _calibrate_torchrec(measured: MeasuredCollectives, path: Path, ranks: int, q
     from gnomon.calibrate_torchrec import fit_embedding_group_s
     from gnomon.cost.topology.measured import local_system
 
-    print(f"fitting TorchRec's cost per sharding group on {ranks} ranks ...")
+    print(f"fitting TorchRec's costs a step, a sharding group and a pooled byte on {ranks} ranks ...")
     fit = fit_embedding_group_s(local_system(ranks), ranks, quick=quick)
-    for name, groups, step_s, predicted_s in fit.points:
-        print(f"  {name:<12} {groups} group(s): measured {step_s * 1e3:7.2f} ms, predicted without it "
-              f"{predicted_s * 1e3:7.2f} ms")  # fmt: skip
+    for point in fit.points:
+        print(f"  {point.name:<22} {point.groups} group(s), {point.pooled_bytes / 2**20:5.2f} MiB pooled: measured "
+              f"{point.measured_s * 1e3:7.2f} ms, predicted without it {point.predicted_s * 1e3:7.2f} ms")  # fmt: skip
     print(f"  per step: {fit.embedding_step_s * 1e3:.2f} ms, per sharding group: "
-          f"{max(fit.embedding_group_s.values()) * 1e3:.2f} ms")  # fmt: skip
-    write_collectives(
-        replace(measured, embedding_group_s=fit.embedding_group_s, embedding_step_s=fit.embedding_step_s), path
-    )
+          f"{max(fit.embedding_group_s.values()) * 1e3:.2f} ms, per MiB pooled: "
+          f"{fit.embedding_pooled_byte_s * 2**20 * 1e3:.2f} ms")  # fmt: skip
+    fitted = replace(measured, embedding_group_s=fit.embedding_group_s, embedding_step_s=fit.embedding_step_s,
+                     embedding_pooled_byte_s=fit.embedding_pooled_byte_s)  # fmt: skip
+    write_collectives(fitted, path)
     print(f"wrote {path} (with TorchRec's cost per group)")

@@ -134,6 +134,24 @@ def test_measured_collectives_scale_to_other_rank_counts_by_the_model(
         load_system("4xlocal")
 
 
+def test_torchrecs_fitted_costs_reach_the_local_system(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GNOMON_CACHE_DIR", str(tmp_path))
+    points = {"all_to_all": ((65536, 1e-4, 0.01), (MIB, 1e-3, 0.01))}
+    fitted = MeasuredCollectives("test", "gloo", 2, 1, 0.001, points, {"table_wise": 2e-3}, 1e-4, 2e-9)
+    write_collectives(fitted, local_collectives_path())
+    save_device(load_device("generic-cpu"), tmp_path / "rank.toml")
+    system = load_system("2xlocal")
+    assert (system.embedding_group_s, system.embedding_step_s, system.embedding_pooled_byte_s) == (
+        {"table_wise": 2e-3}, 1e-4, 2e-9,
+    )  # fmt: skip
+    text = (
+        local_collectives_path().read_text().replace("embedding_pooled_byte_s = 2e-09", "embedding_pooled_byte_s = -1")
+    )
+    local_collectives_path().write_text(text)
+    with pytest.raises(TopologyError, match=r"'embedding_pooled_byte_s' is seconds \(a number >= 0\)$"):
+        load_system("2xlocal")
+
+
 def test_a_missing_collective_calibration_says_what_to_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GNOMON_CACHE_DIR", str(tmp_path))
     with pytest.raises(TopologyError) as error:
@@ -178,20 +196,23 @@ def test_ranks_without_collectives_is_one_line(capsys: pytest.CaptureFixture[str
     )
 
 
-@pytest.mark.parametrize(
-    ("excess", "expected"),
-    [
-        ([(1, 3.0e-3), (1, 4.0e-3), (1, 5.0e-3), (3, 8.0e-3)], (2.0e-3, 2.0e-3)),  # a cost once a step and per group
-        ([(1, 4.0e-3), (3, 2.0e-3)], (3.0e-3, 0.0)),  # more groups cost less: the mean, once a step
-        ([(1, 1.0e-3), (2, 5.0e-3)], (0.0, 2.2e-3)),  # the line would start below 0: per group through 0
-    ],
-)
-def test_torchrecs_cost_is_fitted_once_a_step_and_per_group(
-    excess: list[tuple[int, float]], expected: tuple[float, float]
-) -> None:
-    from gnomon.calibrate_torchrec import fit_step_and_group
+def test_torchrecs_costs_are_fitted_once_a_step_per_group_and_per_pooled_byte() -> None:
+    from gnomon.calibrate_torchrec import fit_host_costs
 
-    assert fit_step_and_group(excess) == pytest.approx(expected)
+    once, per_group, per_byte = 1.0e-3, 2.0e-3, 2.0e-9
+    plans = [(1, 12_288), (1, 12_288), (1, 12_288), (2, 12_288), (3, 12_288), (1, 1_179_648), (1, 1_179_648)]
+    excess = [(g, b, once + g * per_group + b * per_byte) for g, b in plans]
+    assert fit_host_costs(excess) == pytest.approx((once, per_group, per_byte), rel=1e-6)
+
+
+def test_a_cost_the_steps_do_not_show_is_fitted_at_zero() -> None:
+    """More groups cost less here: the group cost is 0, not negative, and the rest is fitted without it."""
+    from gnomon.calibrate_torchrec import fit_host_costs
+
+    once, per_group, per_byte = fit_host_costs([(1, 1000, 4.0e-3), (3, 1000, 2.0e-3), (1, 1_000_000, 6.0e-3)])
+    assert per_group == 0.0
+    assert once > 0
+    assert per_byte > 0
 
 
 def test_a_ranks_gemm_fraction_makes_the_model_give_the_times_measured() -> None:

@@ -35,6 +35,12 @@ def _returns(rank: int, plan: str) -> tuple[int, str]:
     return rank, plan
 
 
+def _allocator_tuned(rank: int, plan: str) -> bool | None:
+    from gnomon.runtime import malloc
+
+    return malloc._tuned  # pyright: ignore[reportPrivateUsage]  # set before the rank's function, or None
+
+
 def _raises(rank: int, plan: str) -> None:
     """Rank 1 raises the exception `plan` names; rank 0 waits for the parent to kill it."""
     if rank == 0:
@@ -91,6 +97,12 @@ def _assert_no_rank_left() -> None:
 def test_returns_rank_zeros_value() -> None:
     assert run_ranks(_returns, "plan", 2, timeout_s=60, what="test", error=_RanksError) == (0, "plan")
     _assert_no_rank_left()
+
+
+def test_ranks_run_on_the_allocator_gnomons_process_runs_on() -> None:
+    """Freed memory kept for reuse (`gnomon.runtime.malloc`), as the cost model assumes: on glibc's own thresholds
+    TorchRec's buffers faulted in afresh, step after step."""
+    assert run_ranks(_allocator_tuned, "plan", 2, timeout_s=60, what="test", error=_RanksError) is True
 
 
 @pytest.mark.parametrize(

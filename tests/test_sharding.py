@@ -127,6 +127,18 @@ def test_one_device_communicates_nothing() -> None:
     assert step.host_s == 0.0
 
 
+def test_torchrec_pays_per_byte_of_pooled_embeddings_every_kind_alike() -> None:
+    """Each sharded table's bags come back to a rank once, all columns, whichever way the table is split."""
+    base = replace(load_system("2xh100"), embedding_step_s=0.0, embedding_group_s={})
+    per_byte = replace(base, embedding_pooled_byte_s=2e-9)
+    tables = [table("t0", 10_000, dim=64, batch=512), table("t1", 20_000, dim=16, batch=512)]
+    pooled = 512 * (64 + 16) * 4
+    for kind, devices in (("table_wise", (0,)), ("row_wise", (0, 1)), ("column_wise", (0, 1))):
+        plan = {t.name: Placement(kind, devices) for t in tables}
+        added = sharded_step(tables, plan, DENSE, per_byte).host_s - sharded_step(tables, plan, DENSE, base).host_s
+        assert added == pytest.approx(2e-9 * pooled)
+
+
 def test_tables_and_their_ids_are_found_by_running_the_model() -> None:
     model, inputs = dlrm_inputs(64, zipf=1.2)
     found = embedding_tables(model, inputs[:3])

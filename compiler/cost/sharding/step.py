@@ -23,7 +23,9 @@ is the dense step plus, per group, the slowest device's lookups and updates and 
 pipelined training (`TrainPipelineSparseDist`) runs the next batch's input dist beside this batch's compute: only
 what exceeds the compute is exposed. Each group also pays what `System.embedding_group_s` says: TorchRec's host work
 and the ranks' waits at its pooled all-to-all and at its gradients' (fitted to TorchRec's steps on a measured
-system; the datasheet systems' typical waits).
+system; the datasheet systems' typical waits); and each byte of pooled embeddings a rank gets back what
+`System.embedding_pooled_byte_s` says (TorchRec's copies of them on the host, fitted with the group cost; 0 on
+the datasheet systems).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from gnomon.cost.sharding.tables import EmbeddingTable
 from gnomon.cost.tbe import tbe_call_costs, tbe_costs
 from gnomon.cost.topology import System
 
-__all__ = ["DenseStep", "Shard", "ShardCosts", "ShardedStep", "sharded_step", "shards_of"]
+__all__ = ["DenseStep", "Shard", "ShardCosts", "ShardedStep", "pooled_bytes", "sharded_step", "shards_of"]
 
 _ID_BYTES = 8  # int64 ids, as TorchRec's KJT carries them
 _LENGTH_BYTES = 4  # int32 lengths
@@ -91,8 +93,9 @@ class ShardedStep:
     sync_s: float
     """The ranks' waits for each other where DDP's reducer waits for its all-reduces."""
     host_s: float
-    """What TorchRec adds beyond its kernels and collectives (`System.embedding_group_s` per group and
-    `embedding_step_s` once): its host work and the waits at its blocking collectives."""
+    """What TorchRec adds beyond its kernels and collectives (`System.embedding_group_s` per group,
+    `embedding_step_s` once, `embedding_pooled_byte_s` per pooled byte): its host work and the waits at its blocking
+    collectives."""
     device_embedding_s: tuple[float, ...]
     """Each device's lookups and updates."""
     memory_bytes_per_device: tuple[int, ...]
@@ -103,6 +106,11 @@ class ShardedStep:
         """The busiest device's embedding time over the mean (1: balanced)."""
         mean = sum(self.device_embedding_s) / len(self.device_embedding_s)
         return max(self.device_embedding_s) / mean if mean > 0 else 1.0
+
+
+def pooled_bytes(tables: Sequence[EmbeddingTable], assignment: Mapping[str, Placement]) -> int:
+    """The pooled embeddings the output dists return to one rank: each sharded table's bags, all its columns."""
+    return sum(t.batch * t.dim * t.element_bytes for t in tables if t.name in assignment)
 
 
 def shards_of(table: EmbeddingTable, placement: Placement) -> list[Shard]:
@@ -159,9 +167,14 @@ def sharded_step(
         embedding_s += max(lookups) + max(updates)
         inputs_s += _input_dist_s(system, n, shards, by_name)
         outputs_s += _output_dist_s(system, n, kind, shards, by_name)
-    # TorchRec's host work and the waits at its blocking collectives: once a step, and for each group.
+    # TorchRec's host work and the waits at its blocking collectives: once a step, for each group, and for each byte
+    # of pooled embeddings it hands back to a rank.
     host_s = (
-        (system.embedding_step_s + sum(system.embedding_group_s.get(kind, 0.0) for kind in groups)) if n > 1 else 0.0
+        system.embedding_step_s
+        + sum(system.embedding_group_s.get(kind, 0.0) for kind in groups)
+        + system.embedding_pooled_byte_s * pooled_bytes(tables, assignment)
+        if n > 1
+        else 0.0
     )
     dense_compute = dense.compute_s - dense.local_lookups_s
     if system.device.kind == "gpu":  # the next batch's input dist runs beside this batch's compute (the pipeline)

@@ -10,7 +10,8 @@ device file. The collectives' file:
     threads_per_rank = 1
     sync_s = 0.0016               # a collective right after compute, beyond its own time
     embedding_group_s = {table_wise = 0.0004, row_wise = 0.0019}  # optional: TorchRec's cost per sharding group
-                                  # and step, by kind (gnomon.calibrate_torchrec)
+    embedding_step_s = 0.0001     # and step, by kind, and per byte of pooled embeddings
+    embedding_pooled_byte_s = 2e-09  # a rank gets back (gnomon.calibrate_torchrec)
 
     [all_reduce]                  # one table per collective (gnomon.cost.collectives.COLLECTIVES)
     bytes = [65536, 1048576]      # message sizes (nccl-tests' convention), ascending
@@ -58,6 +59,9 @@ class MeasuredCollectives:
     (`gnomon.calibrate_torchrec`); empty where it was not measured."""
     embedding_step_s: float = 0.0
     """TorchRec's cost once a step beyond its groups' (`gnomon.calibrate_torchrec`); 0 where it was not measured."""
+    embedding_pooled_byte_s: float = 0.0
+    """TorchRec's cost per byte of pooled embeddings a rank gets back (`gnomon.calibrate_torchrec`); 0 where it was
+    not measured."""
 
 
 def local_collectives_path() -> Path:
@@ -81,6 +85,7 @@ def write_collectives(measured: MeasuredCollectives, path: Path) -> None:
         f"sync_s = {measured.sync_s!r}",
         "embedding_group_s = {" + ", ".join(f"{k} = {v!r}" for k, v in measured.embedding_group_s.items()) + "}",
         f"embedding_step_s = {measured.embedding_step_s!r}",
+        f"embedding_pooled_byte_s = {measured.embedding_pooled_byte_s!r}",
     ]
     for collective, points in measured.points.items():
         lines += [
@@ -111,6 +116,12 @@ def read_collectives(path: Path) -> MeasuredCollectives:
             raise TopologyError(f"collective file {path}: missing or mistyped '{key}'")
         return value
 
+    def optional_seconds(key: str) -> float:
+        value = data.get(key, 0.0)  # files written before it was fitted have none
+        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+            raise TopologyError(f"collective file {path}: '{key}' is seconds (a number >= 0)")
+        return float(value)
+
     def array(collective: str, table: object, key: str) -> list[float]:
         value = table.get(key) if isinstance(table, dict) else None
         if not isinstance(value, list) or not value or not all(isinstance(v, int | float) for v in value):
@@ -139,10 +150,8 @@ def read_collectives(path: Path) -> MeasuredCollectives:
     ):
         raise TopologyError(f"collective file {path}: 'embedding_group_s' maps sharding kinds to seconds")
     group_costs = {str(k): float(v) for k, v in cast(dict[str, float], group_s).items()}
-    step_s = data.get("embedding_step_s", 0.0)  # files written before it was fitted have none
-    if not isinstance(step_s, int | float) or isinstance(step_s, bool) or step_s < 0:
-        raise TopologyError(f"collective file {path}: 'embedding_step_s' is seconds (a number >= 0)")
-    return MeasuredCollectives(source, backend, ranks, threads, float(sync_s), points, group_costs, float(step_s))
+    step_s, byte_s = (optional_seconds(key) for key in ("embedding_step_s", "embedding_pooled_byte_s"))
+    return MeasuredCollectives(source, backend, ranks, threads, float(sync_s), points, group_costs, step_s, byte_s)
 
 
 def local_system(ranks: int | None = None) -> System:
@@ -178,6 +187,7 @@ def local_system(ranks: int | None = None) -> System:
         measured_ranks=measured.ranks,
         embedding_group_s=measured.embedding_group_s,
         embedding_step_s=measured.embedding_step_s,
+        embedding_pooled_byte_s=measured.embedding_pooled_byte_s,
     )
 
 

@@ -60,6 +60,12 @@ class System:
     embedding_step_s: float = 0.0
     """What TorchRec adds once a step where any table is sharded, beyond its groups' `embedding_group_s` (its model
     wrapper's host work: fitted with them on a measured system; 0 on a datasheet system)."""
+    embedding_pooled_byte_s: float = 0.0
+    """What TorchRec adds per byte of pooled embeddings that its groups' output dists return to a rank (each
+    table's `dim` columns for the rank's bags), forward and backward together, beyond the collectives' own time:
+    its copies into the collectives' buffers, the concatenations and permutations of what comes back and of the
+    gradients that go out, and the collectives run on a thread of the rank that computes. Fitted with the group cost
+    on a measured system; 0 on a datasheet system, whose copies run at the device's memory bandwidth."""
 
     @property
     def ranks(self) -> int:
