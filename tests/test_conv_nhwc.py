@@ -77,7 +77,10 @@ def _check(model: nn.Module, x: torch.Tensor) -> None:
     kinds = [timing.kind for timing in program.profile.timings]
     assert kinds.count("generated") == len(kinds)  # the transposes in and out, and the convolution
     with torch.no_grad():
-        assert relative_l2(output, model(x).numpy()) <= 1e-5
+        expected = model(x).numpy()
+    # Or every element within float32's rounding at 1: an output of one element far down gelu's tail (-1.27e-5)
+    # differed by 1.7e-8, a relative 1.3e-3, where the pre-activations are of order 1.
+    assert relative_l2(output, expected) <= 1e-5 or float(np.abs(output - expected).max()) <= 1e-7
 
 
 @settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
