@@ -148,7 +148,7 @@ def test_torchrecs_fitted_costs_reach_the_local_system(tmp_path: Path, monkeypat
         local_collectives_path().read_text().replace("embedding_pooled_byte_s = 2e-09", "embedding_pooled_byte_s = -1")
     )
     local_collectives_path().write_text(text)
-    with pytest.raises(TopologyError, match=r"'embedding_pooled_byte_s' is seconds \(a number >= 0\)$"):
+    with pytest.raises(TopologyError, match=r"'embedding_pooled_byte_s' must be a number >= 0$"):
         load_system("2xlocal")
 
 

@@ -119,7 +119,7 @@ def read_collectives(path: Path) -> MeasuredCollectives:
     def optional_seconds(key: str) -> float:
         value = data.get(key, 0.0)  # files written before it was fitted have none
         if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-            raise TopologyError(f"collective file {path}: '{key}' is seconds (a number >= 0)")
+            raise TopologyError(f"collective file {path}: '{key}' must be a number >= 0")
         return float(value)
 
     def array(collective: str, table: object, key: str) -> list[float]:
