@@ -10,13 +10,13 @@ lookups and pooled embeddings cost little, under seven plans: each of table-wise
 (6 x 96 columns, 512 samples: 1.1 MiB of pooled embeddings a rank) under each kind alone, so that the cost per byte
 rests on points far from 0. Each step is predicted without TorchRec's costs; what the measured steps exceed the
 predictions by is fitted as the three costs, non-negative least squares, the same for every kind (fitted per kind,
-the single-group plans' costs moved by up to 3.5 ms between runs here). On the first calibration with both, the wide
-plans exceeded their predictions by 2.9-3.4 ms and the tiny one-group plans by 2.8-3.9: 0.11 ms per MiB, beside 1.86
-ms a group. (Before the ranks kept their freed memory, `gnomon.runtime.distributed.ranks`, 16 tables of 128 columns
-at 512 samples, 4 MiB a rank, took 24-30 ms a step in TorchRec's sharded bags alone, forward and backward; 13.7-14.8
-ms after.) With one plan of three groups against three of one, the line rested on one point at three groups: the
-fitted cost per group moved between 0 and 2.8 ms from one calibration to the next. These models are not
-`bench/multidevice.py`'s cases, which judge the fit.
+the single-group plans' costs moved by up to 3.5 ms between runs here). Two calibrations an hour apart fitted 0.11
+and 1.38 ms per MiB, beside 1.86 and 1.41 ms a group: the wide plans' excess over the tiny ones' is about 1 ms of
+10-14 ms steps, near what one calibration resolves. (Before the ranks kept their freed memory,
+`gnomon.runtime.distributed.ranks`, 16 tables of 128 columns at 512 samples, 4 MiB a rank, took 24-30 ms a step in
+TorchRec's sharded bags alone, forward and backward; 13.7-14.8 ms after.) With one plan of three groups against three
+of one, the line rested on one point at three groups: the fitted cost per group moved between 0 and 2.8 ms from one
+calibration to the next. These models are not `bench/multidevice.py`'s cases, which judge the fit.
 """
 
 from __future__ import annotations
