@@ -6,8 +6,9 @@ of calls that end when the last rank is done, the medians taken in rounds over a
 (`gnomon.runtime.distributed`), and up to ten more, in rounds over them, for the points whose figure has not
 settled. The collective model interpolates between them (`gnomon.cost.collectives`); the table printed gives each
 size's time, the bus bandwidth it reached (nccl-tests' `busbw`: the bytes through each rank's link per second) and how
-far apart the medians were, then the latency and bandwidth of a link that fits each collective's times, and what a
-collective reached from compute costs beyond its own time (`gnomon.runtime.distributed.sync`).
+far apart the medians were, then the latency and bandwidth of a link that fits each collective's times, what a
+collective reached from compute costs beyond its own time (`gnomon.runtime.distributed.sync`), and how much of what
+a rank receives it pays as if sent, which prices an uneven all-to-all (`gnomon.runtime.distributed.duplex`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from gnomon.cost.topology.measured import (
     local_rank_device_path,
     write_collectives,
 )
-from gnomon.runtime.distributed import measure_collectives, measure_sync_s
+from gnomon.runtime.distributed import measure_collectives, measure_send_receive_share, measure_sync_s
 
 __all__ = ["SIZES", "calibrate_collectives", "calibrate_collectives_command"]
 
@@ -60,6 +61,7 @@ def calibrate_collectives(ranks: int, quick: bool = False, threads_per_rank: int
         threads_per_rank=threads_per_rank,
     )
     sync_s = measure_sync_s(ranks, threads_per_rank=threads_per_rank, repeats=3 if quick else 11)
+    share = measure_send_receive_share(ranks, repeats=3 if quick else 10, threads_per_rank=threads_per_rank)
     took = time.perf_counter() - start
     points = {
         collective: tuple(
@@ -74,7 +76,7 @@ def calibrate_collectives(ranks: int, quick: bool = False, threads_per_rank: int
         f"to {repeats + until_settled} medians of {iterations} calls each, measured by `gnomon calibrate "
         f"--collectives` on {time.strftime('%Y-%m-%d')} in {took:.0f} s"
     )
-    return MeasuredCollectives(source, "gloo", ranks, threads_per_rank, sync_s, points)
+    return MeasuredCollectives(source, "gloo", ranks, threads_per_rank, sync_s, points, send_receive_share=share)
 
 
 def _bus_bytes(collective: str, message_bytes: int, ranks: int) -> float:
@@ -100,6 +102,10 @@ def render(measured: MeasuredCollectives) -> str:
         lines.append(f"  {collective:<15} {latency * 1e6:8.1f} us {bandwidth / 1e9:8.3f} GB/s")
     lines.append(
         f"  a collective right after compute: {measured.sync_s * 1e3:.2f} ms beyond its own time (the ranks' sync)"
+    )
+    lines.append(
+        f"  an uneven all-to-all: a rank pays {measured.send_receive_share:.0%} of what it receives as if sent"
+        " (0%: full duplex)"
     )
     return "\n".join(lines)
 

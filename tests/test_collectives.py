@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gnomon.cost.collectives import COLLECTIVES, collective_s, fit_latency_bandwidth, model_s
+from gnomon.cost.collectives import COLLECTIVES, collective_s, fit_latency_bandwidth, model_s, uneven_all_to_all_s
 from gnomon.cost.devices import load_device, save_device
-from gnomon.cost.topology import SYSTEM_DIR, TopologyError, available_systems, load_system
+from gnomon.cost.topology import SYSTEM_DIR, System, TopologyError, available_systems, load_system
 from gnomon.cost.topology.measured import MeasuredCollectives, local_collectives_path, write_collectives
 
 MIB = 1 << 20
@@ -91,6 +91,25 @@ def test_across_nodes_an_all_reduce_is_hierarchical() -> None:
     assert collective_s(system, "all_to_all", m).seconds > collective_s(load_system("8xh100"), "all_to_all", m).seconds
 
 
+def test_an_uneven_all_to_all_carries_its_busiest_ranks_load() -> None:
+    """Rank 0 sends 1 MiB to rank 1, which sends 3 MiB back: over full-duplex links (share 0) as long as 3 MiB each
+    way; where receiving costs as much as sending (share 1, ranks on one host) as 2 MiB each way, the mean."""
+    duplex = load_system("4xa100")
+    shared = replace(duplex, send_receive_share=1.0)
+
+    def uniform(system: System, each_way: int) -> float:  # the nccl-tests message of 2 ranks sending each_way
+        return collective_s(system, "all_to_all", 2 * each_way, 2).seconds
+
+    sent = [[0, MIB], [3 * MIB, 0]]
+    assert uneven_all_to_all_s(duplex, sent) == pytest.approx(uniform(duplex, 3 * MIB))
+    assert uneven_all_to_all_s(shared, sent) == pytest.approx(uniform(shared, 2 * MIB))
+    half = replace(duplex, send_receive_share=0.5)  # 3 + 0.5 x 1 MiB, as a uniform rank's 1.5 x what it sends
+    assert uneven_all_to_all_s(half, sent) == pytest.approx(uniform(half, round(3.5 / 1.5 * MIB)), rel=1e-6)
+    for system in (duplex, shared, half):  # even: the uniform all-to-all, whatever the share
+        assert uneven_all_to_all_s(system, [[5, MIB], [MIB, 5]]) == pytest.approx(uniform(system, MIB))
+        assert uneven_all_to_all_s(system, [[0, 0], [0, 0]]) == 0.0
+
+
 def test_a_latency_and_bandwidth_are_recovered_from_exact_measurements() -> None:
     a, b = 30e-6, 2e9
     points = [(size, model_s("all_gather", size, 2, a, b)[0]) for size in (4096, 65536, MIB, 16 * MIB)]
@@ -152,6 +171,22 @@ def test_torchrecs_fitted_costs_reach_the_local_system(tmp_path: Path, monkeypat
         load_system("2xlocal")
 
 
+def test_the_send_receive_share_reaches_the_local_system(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GNOMON_CACHE_DIR", str(tmp_path))
+    points = {"all_to_all": ((65536, 1e-4, 0.01), (MIB, 1e-3, 0.01))}
+    write_collectives(
+        MeasuredCollectives("test", "gloo", 2, 1, 0.001, points, send_receive_share=0.9), local_collectives_path()
+    )
+    save_device(load_device("generic-cpu"), tmp_path / "rank.toml")
+    assert load_system("2xlocal").send_receive_share == 0.9
+    text = local_collectives_path().read_text()
+    local_collectives_path().write_text(text.replace("send_receive_share = 0.9\n", ""))
+    assert load_system("2xlocal").send_receive_share == 0.0  # a file from before it was measured: full duplex
+    local_collectives_path().write_text(text.replace("send_receive_share = 0.9", "send_receive_share = 1.5"))
+    with pytest.raises(TopologyError, match=r"'send_receive_share' must be a number from 0 to 1$"):
+        load_system("2xlocal")
+
+
 def test_a_missing_collective_calibration_says_what_to_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GNOMON_CACHE_DIR", str(tmp_path))
     with pytest.raises(TopologyError) as error:
@@ -172,6 +207,7 @@ def test_calibrate_collectives_writes_what_the_local_system_predicts_from(
     out = capsys.readouterr().out
     assert "collectives over gloo, 2 ranks:" in out
     assert "a collective right after compute: " in out
+    assert "an uneven all-to-all: a rank pays " in out
     assert f"wrote {tmp_path / 'collectives.toml'} (the `local` system's collectives)" in out
     # TorchRec's cost per sharding group, fitted to its steps on the ranks just calibrated.
     assert "per step: " in out
@@ -180,6 +216,7 @@ def test_calibrate_collectives_writes_what_the_local_system_predicts_from(
     system = load_system("2xlocal")
     assert set(system.embedding_group_s) == {"table_wise", "row_wise", "column_wise"}
     assert system.embedding_step_s >= 0
+    assert 0 <= system.send_receive_share <= 1
     for collective in COLLECTIVES:
         measured = system.measured[collective]
         assert len(measured) == 3

@@ -19,6 +19,10 @@ all-gather within each node; an all-gather is one of M/p across nodes then one o
 reduce-scatter the reverse). An all-to-all sends the share of its message bound for other nodes, (n-p)/n M, over the
 network and the rest over the node's links, at the same time.
 
+An uneven all-to-all (TorchRec's, where devices hold different tables) is priced as the uniform one whose busiest
+rank carries as much: a rank's load is the larger of what it sends and receives, and `System.send_receive_share` of
+the smaller (0 over full-duplex links; near 1 between ranks on one host, whose cores copy both directions).
+
 A measured system (`gnomon calibrate --collectives`) interpolates its measurements: log-log between measured sizes,
 the smallest size's time below them (latency-bound), and the last two sizes' slope above. At a rank count other
 than the one measured, the measured time is scaled by the ratio of the model's times at the two counts, with a
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 
 from gnomon.cost.topology import Link, System, TopologyError
 
-__all__ = ["COLLECTIVES", "CollectiveTime", "collective_s", "fit_latency_bandwidth", "model_s"]
+__all__ = ["COLLECTIVES", "CollectiveTime", "collective_s", "fit_latency_bandwidth", "model_s", "uneven_all_to_all_s"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
@@ -92,6 +96,24 @@ def collective_s(system: System, collective: str, message_bytes: int, ranks: int
         )
     seconds, algorithm = _analytical_s(system, collective, message_bytes, n)
     return CollectiveTime(collective, n, message_bytes, seconds, algorithm)
+
+
+def uneven_all_to_all_s(system: System, sent: Sequence[Sequence[float]]) -> float:
+    """Seconds of an all-to-all on `len(sent)` ranks in which rank a sends `sent[a][b]` bytes to rank b: the uniform
+    all-to-all's whose ranks each carry the busiest rank's load, max(sent, received) + h x min(sent, received) for
+    the system's `send_receive_share` h (a uniform all-to-all's rank carries (1 + h) x what it sends)."""
+    n = len(sent)
+    if n < 2:
+        return 0.0
+    share = system.send_receive_share
+    load = 0.0
+    for a in range(n):
+        out = sum(sent[a][b] for b in range(n) if b != a)
+        into = sum(sent[b][a] for b in range(n) if b != a)
+        load = max(load, max(out, into) + share * min(out, into))
+    if load <= 0:
+        return 0.0
+    return collective_s(system, "all_to_all", round(load / (1 + share) * n / (n - 1)), n).seconds
 
 
 def _bandwidth(system: System, link: Link) -> float:

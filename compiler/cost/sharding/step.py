@@ -12,8 +12,9 @@ Per sharding kind (TorchRec's sharding groups: each kind's tables are one group 
   (`lookup_cost`: distinct rows from the memory level). The level is the one that holds all of the device's shards,
   which every step reads, not the shard alone, and the rest of the step's traffic (`DenseStep.traffic_bytes`), which
   passes through the caches between two steps' lookups. The index distribution is `EmbeddingTable.distinct`'s.
-- output dist: table- and column-wise, an all-to-all of the pooled rows back to the ranks whose bags they are;
-  row-wise, a reduce-scatter of each block's partial sums.
+- output dist: table- and column-wise, an all-to-all of the pooled rows back to the ranks whose bags they are
+  (uneven where the devices hold different tables: `gnomon.cost.collectives.uneven_all_to_all_s`); row-wise, a
+  reduce-scatter of each block's partial sums.
 - backward: the pooled gradients go back (the all-to-all reversed; an all-gather for row-wise) and each device
   updates its shards with the fused backward and SGD (fbgemm's, measured; elsewhere `sparse_update_cost`).
 
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from gnomon.cost.analytical import lookup_cost, sparse_update_cost
-from gnomon.cost.collectives import collective_s
+from gnomon.cost.collectives import collective_s, uneven_all_to_all_s
 from gnomon.cost.rates import resident_index
 from gnomon.cost.sharding.plan import Placement, column_blocks, row_blocks
 from gnomon.cost.sharding.tables import EmbeddingTable
@@ -233,17 +234,6 @@ def _share(table: EmbeddingTable, shard: Shard) -> float:
     return len(table.block_ids(shard.first_row, shard.rows)) / len(table.ids)
 
 
-def _all_to_all_s(system: System, n: int, sent: list[list[float]]) -> float:
-    """An uneven all-to-all, `sent[a][b]` bytes from rank a to rank b: its time is the uniform all-to-all's whose
-    busiest rank sends or receives as much to and from the others."""
-    busiest = max(
-        max(sum(sent[a][b] for b in range(n) if b != a), sum(sent[b][a] for b in range(n) if b != a)) for a in range(n)
-    )
-    if busiest <= 0:
-        return 0.0
-    return collective_s(system, "all_to_all", round(busiest * n / (n - 1)), n).seconds
-
-
 def _input_dist_s(system: System, n: int, shards: list[Shard], tables: Mapping[str, EmbeddingTable]) -> float:
     if n == 1:
         return 0.0
@@ -255,7 +245,7 @@ def _input_dist_s(system: System, n: int, shards: list[Shard], tables: Mapping[s
             ids[rank][shard.device] += len(table.ids) * _share(table, shard) * _ID_BYTES
             lengths[rank][shard.device] += table.batch * _LENGTH_BYTES
     splits = [[float(_LENGTH_BYTES * len(shards))] * n for _ in range(n)]
-    return sum(_all_to_all_s(system, n, sent) for sent in (splits, lengths, ids))
+    return sum(uneven_all_to_all_s(system, sent) for sent in (splits, lengths, ids))
 
 
 def _output_dist_s(
@@ -278,7 +268,7 @@ def _output_dist_s(
         table = tables[shard.table]
         for rank in range(n):
             sent[shard.device][rank] += table.batch * shard.columns * table.element_bytes
-    return 2 * _all_to_all_s(system, n, sent)
+    return 2 * uneven_all_to_all_s(system, sent)
 
 
 def _memory_per_device(

@@ -12,6 +12,7 @@ device file. The collectives' file:
     embedding_group_s = {table_wise = 0.0004, row_wise = 0.0019}  # optional: TorchRec's cost per sharding group
     embedding_step_s = 0.0001     # and step, by kind, and per byte of pooled embeddings
     embedding_pooled_byte_s = 2e-09  # a rank gets back (gnomon.calibrate_torchrec)
+    send_receive_share = 0.95     # optional: what a rank receives costs it as if sent (an uneven all-to-all's)
 
     [all_reduce]                  # one table per collective (gnomon.cost.collectives.COLLECTIVES)
     bytes = [65536, 1048576]      # message sizes (nccl-tests' convention), ascending
@@ -62,6 +63,9 @@ class MeasuredCollectives:
     embedding_pooled_byte_s: float = 0.0
     """TorchRec's cost per byte of pooled embeddings a rank gets back (`gnomon.calibrate_torchrec`); 0 where it was
     not measured."""
+    send_receive_share: float = 0.0
+    """How much of what a rank receives it pays as if sent (`gnomon.runtime.distributed.duplex`); 0 (full duplex)
+    where it was not measured."""
 
 
 def local_collectives_path() -> Path:
@@ -86,6 +90,7 @@ def write_collectives(measured: MeasuredCollectives, path: Path) -> None:
         "embedding_group_s = {" + ", ".join(f"{k} = {v!r}" for k, v in measured.embedding_group_s.items()) + "}",
         f"embedding_step_s = {measured.embedding_step_s!r}",
         f"embedding_pooled_byte_s = {measured.embedding_pooled_byte_s!r}",
+        f"send_receive_share = {measured.send_receive_share!r}",
     ]
     for collective, points in measured.points.items():
         lines += [
@@ -151,7 +156,12 @@ def read_collectives(path: Path) -> MeasuredCollectives:
         raise TopologyError(f"collective file {path}: 'embedding_group_s' maps sharding kinds to seconds")
     group_costs = {str(k): float(v) for k, v in cast(dict[str, float], group_s).items()}
     step_s, byte_s = (optional_seconds(key) for key in ("embedding_step_s", "embedding_pooled_byte_s"))
-    return MeasuredCollectives(source, backend, ranks, threads, float(sync_s), points, group_costs, step_s, byte_s)
+    share = data.get("send_receive_share", 0.0)  # files written before it was measured have none
+    if not isinstance(share, int | float) or isinstance(share, bool) or not 0 <= share <= 1:
+        raise TopologyError(f"collective file {path}: 'send_receive_share' must be a number from 0 to 1")
+    return MeasuredCollectives(
+        source, backend, ranks, threads, float(sync_s), points, group_costs, step_s, byte_s, float(share)
+    )
 
 
 def local_system(ranks: int | None = None) -> System:
@@ -188,6 +198,7 @@ def local_system(ranks: int | None = None) -> System:
         embedding_group_s=measured.embedding_group_s,
         embedding_step_s=measured.embedding_step_s,
         embedding_pooled_byte_s=measured.embedding_pooled_byte_s,
+        send_receive_share=measured.send_receive_share,
     )
 
 

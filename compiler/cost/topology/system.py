@@ -66,6 +66,11 @@ class System:
     its copies into the collectives' buffers, the concatenations and permutations of what comes back and of the
     gradients that go out, and the collectives run on a thread of the rank that computes. Fitted with the group cost
     on a measured system; 0 on a datasheet system, whose copies run at the device's memory bandwidth."""
+    send_receive_share: float = 0.0
+    """How much of what a device receives it pays as if sent (0 to 1), which prices an uneven all-to-all
+    (`gnomon.cost.collectives.uneven_all_to_all_s`): 0 over full-duplex links (the datasheet systems' NVLink and
+    InfiniBand send and receive at full bandwidth at once); measured on this machine's ranks, whose cores copy both
+    directions through the loopback (`gnomon.runtime.distributed.duplex`)."""
 
     @property
     def ranks(self) -> int:
