@@ -61,6 +61,18 @@ def test_a_malformed_system_file_names_the_key(tmp_path: Path) -> None:
     )
 
 
+def test_a_system_file_may_say_its_links_share_sending_and_receiving(tmp_path: Path) -> None:
+    assert load_system("4xa100").send_receive_share == 0.0  # full-duplex NVLink: the shipped files say nothing
+    text = (SYSTEM_DIR / "4xa100.toml").read_text()
+    path = tmp_path / "shared.toml"
+    path.write_text(text.replace("sync_s =", "send_receive_share = 0.5\nsync_s ="))
+    assert load_system(str(path)).send_receive_share == 0.5
+    path.write_text(text.replace("sync_s =", "send_receive_share = -0.5\nsync_s ="))
+    with pytest.raises(TopologyError) as error:
+        load_system(str(path))
+    assert str(error.value) == f"system file {path}: 'send_receive_share' must be a number from 0 to 1"
+
+
 def test_ring_and_tree_all_reduce_and_the_faster_is_taken() -> None:
     a, b = 2e-6, 100e9
     # 8 ranks: the ring takes 14 steps and moves 2 * 7/8 of the message; the tree 6 steps and twice the message.

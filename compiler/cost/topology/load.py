@@ -98,4 +98,13 @@ def _read(path: Path) -> System:
         sync_s=value(data, "sync_s", float),
         # The ranks' waits at a group's two blocking collectives: the pooled all-to-all and its gradients'.
         embedding_group_s=dict.fromkeys(KINDS, 2 * value(data, "sync_s", float)),
+        send_receive_share=_share(data, path),
     )
+
+
+def _share(data: dict[str, Any], path: Path) -> float:
+    """The file's `send_receive_share`, optional: 0 (full-duplex links, as the shipped systems' are) without it."""
+    share = data.get("send_receive_share", 0.0)
+    if not isinstance(share, int | float) or isinstance(share, bool) or not 0 <= share <= 1:
+        raise TopologyError(f"system file {path}: 'send_receive_share' must be a number from 0 to 1")
+    return float(share)
