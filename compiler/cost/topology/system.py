@@ -70,7 +70,8 @@ class System:
     """How much of what a device receives it pays as if sent (0 to 1), which prices an uneven all-to-all
     (`gnomon.cost.collectives.uneven_all_to_all_s`): 0 over full-duplex links (the datasheet systems' NVLink and
     InfiniBand send and receive at full bandwidth at once; a system file may set `send_receive_share`); measured on
-    this machine's ranks, whose cores copy both directions through the loopback (`gnomon.runtime.distributed.duplex`)."""
+    this machine's ranks, whose cores copy both directions through the loopback
+    (`gnomon.runtime.distributed.duplex`)."""
 
     @property
     def ranks(self) -> int:
