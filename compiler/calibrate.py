@@ -120,7 +120,10 @@ def calibration_of(
             f"  fbgemm embedding kernels: forward {tbe['tbe_lookup_s'] * 1e9:.1f} ns per id, rows at"
             f" {tbe['tbe_read']:.0%} of their level's bandwidth; backward with SGD"
             f" {tbe['tbe_update_lookup_s'] * 1e9:.1f} ns per id, rows read and written at {tbe['tbe_update']:.0%},"
-            f" {tbe['tbe_update_spread']:.0%} longer per doubling of the table beyond the last cache"
+            f" {tbe['tbe_update_spread']:.0%} longer per doubling of the table beyond the last cache; per distinct"
+            f" row {tbe['tbe_row_s'] * 1e9:.1f} ns forward, {tbe['tbe_update_row_s'] * 1e9:.1f} ns backward, and"
+            f" {tbe['tbe_row_outgrown_s'] * 1e9:.1f} and {tbe['tbe_update_row_outgrown_s'] * 1e9:.1f} ns more per"
+            " doubling"
         )
     if start:
         device = replace(device, efficiency=dict(start) | device.efficiency)

@@ -200,21 +200,24 @@ class DLRM(nn.Module):
         return self.top(torch.cat([x, interactions], dim=1))
 
     def example_inputs(self, batch: int = 2, zipf: float = 0.0, seed: int = 1) -> tuple[torch.Tensor, ...]:
-        """Ids uniform over each table's rows, or with `zipf` > 0 drawn from a power law (row r's weight
-        1 / (r + 1) ** zipf, the rows shuffled): the hot rows of real click logs."""
+        """Ids uniform over each table's rows, or with `zipf` > 0 drawn from a power law (the r-th hottest row's
+        weight 1 / (r + 1) ** zipf): the hot rows of real click logs. Which rows are hot is the table's, the same in
+        every batch (`seed` draws the ids, not the order), as a click log's popular items are the same on every
+        rank. A shuffle per batch moved them: two ranks' ids into 20k-500k rows touched 11-14% more distinct rows,
+        and no step found the rows the last one made hot in cache."""
         generator = torch.Generator().manual_seed(seed)
         dense = torch.randn(batch, self.dense_features, generator=generator)
-        ids = [self._ids(n, batch * self.pooling, zipf, generator) for n in self.table_rows]
+        ids = [self._ids(n, batch * self.pooling, zipf, generator, i) for i, n in enumerate(self.table_rows)]
         offsets = (torch.arange(batch) * self.pooling).repeat(len(ids), 1)
         return dense, torch.stack(ids), offsets
 
     @staticmethod
-    def _ids(rows: int, count: int, zipf: float, generator: torch.Generator) -> torch.Tensor:
+    def _ids(rows: int, count: int, zipf: float, generator: torch.Generator, table: int) -> torch.Tensor:
         if zipf <= 0:
             return torch.randint(0, rows, (count,), generator=generator)
         weights = torch.arange(1, rows + 1, dtype=torch.float64) ** -zipf
         ranks = torch.multinomial(weights, count, replacement=True, generator=generator)
-        return torch.randperm(rows, generator=generator)[ranks]
+        return torch.randperm(rows, generator=torch.Generator().manual_seed(table))[ranks]
 
 
 def _conv_bn(

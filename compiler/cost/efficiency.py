@@ -152,6 +152,14 @@ class Efficiency:
     tbe_update_spread: float = 0.0
     """How much longer that update takes over a row from main memory for each doubling of its table beyond the last
     cache, as a share of the row's fetch: the rows of a larger table lie further apart (`gnomon.cost.tbe`)."""
+    tbe_row_s: float = 0.0
+    """The forward's seconds per distinct row beside its bytes: a random row costs an access whatever its width."""
+    tbe_row_outgrown_s: float = 0.0
+    """And per distinct row for each doubling of its table beyond the last cache (the row's address translation)."""
+    tbe_update_row_s: float = 0.0
+    """The update's seconds per distinct row beside its bytes."""
+    tbe_update_row_outgrown_s: float = 0.0
+    """And per distinct row for each doubling of its table beyond the last cache."""
 
 
 GPU_EFFICIENCY = Efficiency(

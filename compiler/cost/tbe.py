@@ -18,7 +18,15 @@ from a 24 MB table, 471 from 244 MB and 589 from 977 MB; at 32 columns 178, 208 
 the tables on 2 MB pages the rise halved. Each doubling of the table beyond the last cache adds a share of the row's
 fetch (`Efficiency.tbe_update_spread`, fitted): 5% mean error over those 18 points, 15% with the fetch alone.
 
-The seven factors (`Efficiency.tbe_*`) are fitted by `gnomon calibrate` to fbgemm's kernels on tables of its own
+A row also costs an access whatever its width, and its address translation more the more its table outgrows the last
+cache, in the forward too (`tbe_row_s`, `tbe_row_outgrown_s` and the update's two; each per distinct row). On a
+second host (Zen 1, 2 ranks at once) the bytes alone priced a 576 MB table's forward 0.8x its time and a 5M x 32
+one's 0.5x, and column shards (half rows, every id on both devices) as half a table's fetch where dlrm_wide's
+column-wise plan measured 11% slower than table-wise. With the row terms, two measurements of the 16 calibration
+points fitted and 16 others (8 tables of other shapes, other batches) priced: forward 15-16% mean error on the others
+before, 11.5-12.7% after; backward 16.6-16.7% and 13.0-14.4%; the two fits' row factors agreed within 13%.
+
+The eleven factors (`Efficiency.tbe_*`) are fitted by `gnomon calibrate` to fbgemm's kernels on tables of its own
 (`gnomon.runtime.calibration.tbe`), least squares in relative error; a device without them (the datasheet GPUs,
 whose fbgemm kernels are CUDA's) prices shards as graph ops (`gnomon.cost.sharding.step`).
 """
@@ -79,9 +87,12 @@ def tbe_costs(
     if min(eff.tbe_lookup_s, eff.tbe_read, eff.tbe_update_lookup_s, eff.tbe_update) <= 0:
         return None
     fetch_s = _fetch_s(distinct, row_bytes, resident_bytes, device)
+    outgrown = _outgrown(shard_bytes, device)
     forward = lookups * eff.tbe_lookup_s + fetch_s / eff.tbe_read
-    update_fetch_s = fetch_s * (1 + eff.tbe_update_spread * _outgrown(shard_bytes, device))
+    forward += distinct * (eff.tbe_row_s + eff.tbe_row_outgrown_s * outgrown)
+    update_fetch_s = fetch_s * (1 + eff.tbe_update_spread * outgrown)
     backward = lookups * eff.tbe_update_lookup_s + 2 * update_fetch_s / eff.tbe_update
+    backward += distinct * (eff.tbe_update_row_s + eff.tbe_update_row_outgrown_s * outgrown)
     return forward, backward
 
 
@@ -100,28 +111,35 @@ def fit_tbe(samples: Sequence[TbeSample], device: Device) -> dict[str, float]:
     # (`gnomon.runtime.calibration.tbe`), its rows in main memory.
     read = [_fetch_s(s.distinct, s.columns * 4, s.rows * s.columns * 4, device) for s in samples]
     evicted = [_fetch_s(s.distinct, s.columns * 4, None, device) for s in samples]
+    outgrown = [_outgrown(s.rows * s.columns * 4, device) for s in samples]
     forward = _nonnegative_fit(
-        [s.forward_s for s in samples], [[1.0, s.lookups, f] for s, f in zip(samples, read, strict=True)]
+        [s.forward_s for s in samples],
+        [[1.0, s.lookups, f, s.distinct, s.distinct * o] for s, f, o in zip(samples, read, outgrown, strict=True)],
     )
     backward = _nonnegative_fit(
         [s.backward_s for s in samples],
         [
-            [1.0, s.lookups, 2 * f, 2 * f * _outgrown(s.rows * s.columns * 4, device)]
-            for s, f in zip(samples, evicted, strict=True)
+            [1.0, s.lookups, 2 * f, 2 * f * o, s.distinct, s.distinct * o]
+            for s, f, o in zip(samples, evicted, outgrown, strict=True)
         ],
     )
-    (call, per_lookup, inverse_read), (update_call, update_per_lookup, inverse_update, spread) = forward, backward
+    call, per_lookup, inverse_read, per_row, per_row_outgrown = forward
+    update_call, update_per_lookup, inverse_update, spread, update_per_row, update_per_row_outgrown = backward
     if min(per_lookup, inverse_read, update_per_lookup, inverse_update) <= 0:
         return {}
-    # A fixed cost or spread the fit puts at 0 is kept a hair above it: a device file holds positive numbers only.
+    # A term the fit puts at 0 is kept a hair above it: a device file holds positive numbers only.
     return {
         "tbe_call_s": max(call, 1e-9),
         "tbe_lookup_s": per_lookup,
         "tbe_read": 1.0 / inverse_read,
+        "tbe_row_s": max(per_row, 1e-15),
+        "tbe_row_outgrown_s": max(per_row_outgrown, 1e-15),
         "tbe_update_call_s": max(update_call, 1e-9),
         "tbe_update_lookup_s": update_per_lookup,
         "tbe_update": 1.0 / inverse_update,
         "tbe_update_spread": max(spread / inverse_update, 1e-9),
+        "tbe_update_row_s": max(update_per_row, 1e-15),
+        "tbe_update_row_outgrown_s": max(update_per_row_outgrown, 1e-15),
     }
 
 
