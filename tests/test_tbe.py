@@ -74,6 +74,31 @@ def test_a_fixed_cost_fitted_at_zero_stays_positive_for_the_device_file() -> Non
     assert fitted["tbe_lookup_s"] == pytest.approx(FACTORS["tbe_lookup_s"], rel=1e-3)
 
 
+def test_rows_that_cost_by_their_count_alone_still_fit() -> None:
+    """Kernels whose rows cost the same whatever their width (no cost a byte): the fit's byte terms come out 0, and
+    the factors must still price the samples, not be dropped as a degenerate fit."""
+    device = load_device("generic-cpu")
+    samples = []
+    for rows, columns in [(3_000, 16), (30_000, 96), (300_000, 16), (2_000_000, 32), (3_000, 96), (1_500_000, 96)]:
+        for lookups in (4096, 16384):
+            distinct = min(rows, lookups // 2)
+            forward = 50e-6 + 5e-9 * lookups + 40e-9 * distinct
+            backward = 70e-6 + 12e-9 * lookups + 90e-9 * distinct
+            samples.append(TbePoint(rows, columns, lookups, distinct, forward, backward))
+    fitted = fit_tbe(samples, device)
+    assert fitted
+    measured = replace(device, efficiency=device.efficiency | fitted)
+    call = tbe_call_costs(measured)
+    for s in samples:
+        size = 4 * s.columns * s.rows
+        forward = tbe_costs(s.lookups, s.distinct, 4 * s.columns, size, size, measured)
+        backward = tbe_costs(s.lookups, s.distinct, 4 * s.columns, IN_MAIN_MEMORY, size, measured)
+        assert forward is not None
+        assert backward is not None
+        assert forward[0] + call[0] == pytest.approx(s.forward_s, rel=0.01)
+        assert backward[1] + call[1] == pytest.approx(s.backward_s, rel=0.01)
+
+
 def test_without_the_factors_shards_are_priced_as_graph_ops() -> None:
     assert tbe_costs(1000, 500, 64, 64_000, 64_000, load_device("generic-cpu")) is None
     assert tbe_call_costs(load_device("h100")) == (0.0, 0.0)

@@ -125,22 +125,29 @@ def fit_tbe(samples: Sequence[TbeSample], device: Device) -> dict[str, float]:
     )
     call, per_lookup, inverse_read, per_row, per_row_outgrown = forward
     update_call, update_per_lookup, inverse_update, spread, update_per_row, update_per_row_outgrown = backward
-    if min(per_lookup, inverse_read, update_per_lookup, inverse_update) <= 0:
+    if min(per_lookup, update_per_lookup) <= 0 or max(inverse_read, per_row, per_row_outgrown) <= 0:
         return {}
-    # A term the fit puts at 0 is kept a hair above it: a device file holds positive numbers only.
+    if max(inverse_update, update_per_row, update_per_row_outgrown) <= 0:
+        return {}
+    # A term the fit puts at 0 is kept a hair above it: a device file holds positive numbers only (a byte share of
+    # `_BYTES_FREE` where the fit puts a row's whole cost on its count).
     return {
         "tbe_call_s": max(call, 1e-9),
         "tbe_lookup_s": per_lookup,
-        "tbe_read": 1.0 / inverse_read,
+        "tbe_read": 1.0 / inverse_read if inverse_read > 0 else _BYTES_FREE,
         "tbe_row_s": max(per_row, 1e-15),
         "tbe_row_outgrown_s": max(per_row_outgrown, 1e-15),
         "tbe_update_call_s": max(update_call, 1e-9),
         "tbe_update_lookup_s": update_per_lookup,
-        "tbe_update": 1.0 / inverse_update,
-        "tbe_update_spread": max(spread / inverse_update, 1e-9),
+        "tbe_update": 1.0 / inverse_update if inverse_update > 0 else _BYTES_FREE,
+        "tbe_update_spread": max(spread / inverse_update if inverse_update > 0 else spread, 1e-9),
         "tbe_update_row_s": max(update_per_row, 1e-15),
         "tbe_update_row_outgrown_s": max(update_per_row_outgrown, 1e-15),
     }
+
+
+_BYTES_FREE = 1e6
+"""A share of the bandwidth so large that the rows' bytes cost nothing beside their count."""
 
 
 def _nonnegative_fit(times: Sequence[float], terms: Sequence[Sequence[float]]) -> list[float]:
