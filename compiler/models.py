@@ -204,7 +204,7 @@ class DLRM(nn.Module):
         weight 1 / (r + 1) ** zipf): the hot rows of real click logs. Which rows are hot is the table's, the same in
         every batch (`seed` draws the ids, not the order), as a click log's popular items are the same on every
         rank. A shuffle per batch moved them: two ranks' ids into 20k-500k rows touched 11-14% more distinct rows,
-        and no step found the rows the last one made hot in cache."""
+        and a step's hot rows were not the last step's."""
         generator = torch.Generator().manual_seed(seed)
         dense = torch.randn(batch, self.dense_features, generator=generator)
         ids = [self._ids(n, batch * self.pooling, zipf, generator, i) for i, n in enumerate(self.table_rows)]
