@@ -33,7 +33,17 @@ from gnomon.dialects import kernel, rt
 from gnomon.dialects.graph.elementwise import ReluOp
 from gnomon.executable import lower
 from gnomon.runtime.calibration.host import CpuTimes, cache_levels, cpu_list_count, others_busy
-from gnomon.runtime.calibration.programs import Program, conv, layer_norm, linear, same_shape
+from gnomon.runtime.calibration.programs import (
+    Program,
+    avg_pool,
+    concat,
+    conv,
+    layer_norm,
+    linear,
+    max_pool,
+    same_shape,
+    weight,
+)
 from gnomon.runtime.calibration.suite import suite_program
 
 
@@ -96,6 +106,25 @@ def test_the_fit_recovers_known_parameters() -> None:
     result = fit_efficiency(base, [Measured(k, suite_prediction(Measured(k, 0.0), truth)) for k in kernels])
     assert {name: result.factors[name] for name in known} == pytest.approx(known, rel=0.01)
     assert result.error_after < 1e-3
+
+
+def test_slow_onednn_pools_do_not_pull_the_stream_rate_down() -> None:
+    """oneDNN picks its pooling kernels by the CPU; where they run far below a stream's rate (a Zen 1 host: 7x ATen's
+    channels-last pool), their own factor takes it and the library's streaming kernels still set `stream`."""
+    p = Program()
+    p.results.append(max_pool(p, "max_pool", p.argument("mx", (1, 64, 112, 112)), (3, 3), 2, 1))
+    p.results.append(avg_pool(p, "avg_pool", p.argument("ax", (1, 96, 56, 56)), (3, 3), 1, 1, True))
+    for name, rows in (("norm", 1024), ("norm_mid", 512), ("norm_large", 4096)):
+        x = p.argument(f"{name}_x", (rows, 256))
+        p.results.append(layer_norm(p, name, x, weight(p, f"{name}_g", (256,)), weight(p, f"{name}_b", (256,))))
+    p.results.append(concat(p, "concat", [p.argument(f"c{i}", (1, 128, 28, 28)) for i in range(3)]))
+    kernels = [op for op in lower(p.module(), layout="nchw").ops if isinstance(op, kernel.FuncOp)]
+    base = load_device("generic-cpu")
+    truth = replace(base, efficiency={"stream": 0.5, "onednn_pool": 0.05})
+    measured = [Measured(k, suite_prediction(Measured(k, 0.0), truth)) for k in kernels]
+    result = fit_efficiency(base, measured, names=("onednn_pool", "stream"))
+    assert result.factors == pytest.approx({"stream": 0.5, "onednn_pool": 0.05}, rel=0.1)  # the grid's last step: 9%
+    assert result.error_after < 0.03 < result.error_before
 
 
 def test_each_probed_function_gets_its_own_warm_call() -> None:

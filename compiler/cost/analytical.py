@@ -384,8 +384,10 @@ def _family_kernel(
                 # bytes live brings them in (a pass per window position predicted Inception-v1's two LRN pools 4-5x
                 # too slow; one pass predicts AlexNet's and ZFNet's four, not used to set it, at 0.92-1.21x of the
                 # measured time).
-                passes = ONEDNN_POOL_COPIES if library_pool(op) == "onednn" else 1
+                onednn = library_pool(op) == "onednn"
+                passes = ONEDNN_POOL_COPIES if onednn else 1
                 bandwidth = sustained(device, eff, resident_index(device, work.bytes))
+                bandwidth *= eff.onednn_pool if onednn else 1.0
                 compute_s = work.flops / (device.peak(work.peak_key) * eff.vector)
                 return KernelTime("pool", compute_s, passes * work.bytes / bandwidth)
             if isinstance(op, MaxPoolOp | AvgPoolOp) and not volumetric and device.kind == "cpu":

@@ -106,6 +106,13 @@ class Efficiency:
     pool_grad: float = 0.5
     """Fraction of a streaming kernel's rate a pooling gradient attains (gnomon's runtime finds a max pool's
     window maxima again, then scatters each window's gradient into a zeroed input)."""
+    onednn_pool: float = 1.0
+    """Fraction of a streaming kernel's rate oneDNN's 2-D pooling attains over its copies. oneDNN picks its kernels
+    by the CPU: on one AMD Zen 1 host (AVX2) a 3x3 max pool over a 64 x 112 x 112 image took 5.8 ms there against
+    0.8 ms on ATen's channels-last kernel and 0.07 ms to copy the image (2 threads). Priced at a stream's rate, the
+    suite's three oneDNN pools pulled the calibration's `stream` down to 0.05-0.07 of the caches' bandwidth (three
+    calibrations), and with it every eager elementwise op: a rank's data-parallel training steps were priced
+    1.03-1.82x (`bench/multidevice.py`); with this factor apart, 0.38 on the same measurements and 1.03-1.28x."""
     index_add: float = 0.5
     """Fraction of a streaming kernel's rate at which an embedding table's rows are added into, row by row: its
     dense gradient's adds (after the table is zeroed at a stream's rate) and the sparse updates."""

@@ -49,9 +49,9 @@ __all__ = [
 
 FITTED = (
     "gemm", "conv", "conv_call_s", "gemm_k_overhead", "conv_k_overhead", "gemm_pack", "gemm_pack_rows",
-    "gemm_pack_columns", "vector", "depthwise", "pool", "pool3d", "stream", "generated_stream", "stream_dram",
-    "transpose", "library_call_s", "lookup_s", "libm_call_s", "library_call_warm_s", "pool_wake_s", "reorder",
-    "channels_last_call_s", "norm_train", "pool_grad", "index_add", "weights_dram",
+    "gemm_pack_columns", "vector", "depthwise", "pool", "pool3d", "onednn_pool", "stream", "generated_stream",
+    "stream_dram", "transpose", "library_call_s", "lookup_s", "libm_call_s", "library_call_warm_s", "pool_wake_s",
+    "reorder", "channels_last_call_s", "norm_train", "pool_grad", "index_add", "weights_dram",
 )  # fmt: skip
 """The `Efficiency` factors a calibration fits; the others (tile shapes, access granule) keep their defaults."""
 DRAM_QUANTILE = 0.2
@@ -69,6 +69,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "depthwise": (0.005, 1.0),
     "pool": (0.002, 1.0),
     "pool3d": (0.001, 1.0),
+    "onednn_pool": (0.005, 2.0),
     "stream": (0.02, 2.0),  # relative to the measured bandwidth, which NumPy's loop may not saturate
     "generated_stream": (0.02, 2.0),
     "stream_dram": (0.02, 2.0),

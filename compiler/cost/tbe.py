@@ -21,7 +21,7 @@ fetch (`Efficiency.tbe_update_spread`, fitted): 5% mean error over those 18 poin
 A row also costs an access whatever its width, and its address translation more the more its table outgrows the last
 cache, in the forward too (`tbe_row_s`, `tbe_row_outgrown_s` and the update's two; each per distinct row). On a
 second host (Zen 1, 2 ranks at once) the bytes alone priced a 576 MB table's forward 0.8x its time and a 5M x 32
-one's 0.5x, and column shards (half rows, every id on both devices) as half a table's fetch where dlrm_wide's
+one's 0.5-0.7x, and column shards (half rows, every id on both devices) as half a table's fetch where dlrm_wide's
 column-wise plan measured 11% slower than table-wise. With the row terms, two measurements of the 16 calibration
 points fitted and 16 others (8 tables of other shapes, other batches) priced: forward 15-16% mean error on the others
 before, 11.5-12.7% after; backward 16.6-16.7% and 13.0-14.4%; the two fits' row factors agreed within 13%.
@@ -125,9 +125,12 @@ def fit_tbe(samples: Sequence[TbeSample], device: Device) -> dict[str, float]:
     )
     call, per_lookup, inverse_read, per_row, per_row_outgrown = forward
     update_call, update_per_lookup, inverse_update, spread, update_per_row, update_per_row_outgrown = backward
-    if min(per_lookup, update_per_lookup) <= 0 or max(inverse_read, per_row, per_row_outgrown) <= 0:
-        return {}
-    if max(inverse_update, update_per_row, update_per_row_outgrown) <= 0:
+    # Degenerate: an id costs nothing, or a row costs nothing by its bytes and by its count alike.
+    row_free = (
+        max(inverse_read, per_row, per_row_outgrown) <= 0
+        or max(inverse_update, update_per_row, update_per_row_outgrown) <= 0
+    )
+    if min(per_lookup, update_per_lookup) <= 0 or row_free:
         return {}
     # A term the fit puts at 0 is kept a hair above it: a device file holds positive numbers only (a byte share of
     # `_BYTES_FREE` where the fit puts a row's whole cost on its count).
