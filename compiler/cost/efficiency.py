@@ -112,7 +112,8 @@ class Efficiency:
     0.8 ms on ATen's channels-last kernel and 0.07 ms to copy the image (2 threads). Priced at a stream's rate, the
     suite's three oneDNN pools pulled the calibration's `stream` down to 0.05-0.07 of the caches' bandwidth (three
     calibrations), and with it every eager elementwise op: a rank's data-parallel training steps were priced
-    1.03-1.82x (`bench/multidevice.py`); with this factor apart, 0.38 on the same measurements and 1.03-1.28x."""
+    1.03-1.82x (`bench/multidevice.py`); with this factor apart, 0.38 on the suite measured again minutes later
+    and 1.03-1.28x."""
     index_add: float = 0.5
     """Fraction of a streaming kernel's rate at which an embedding table's rows are added into, row by row: its
     dense gradient's adds (after the table is zeroed at a stream's rate) and the sparse updates."""
