@@ -23,7 +23,9 @@ that the fastest is found where the host lets it be; all this in two fresh sets 
 instance in one set keeps an offset that all its rounds share). Plans that differ only by swapping tables of one shape
 or the devices are measured once. The measured rank of gnomon's chosen plan and of TorchRec's among them (target:
 gnomon's fastest in 80% of cases), and each plan's time over the fastest's with its 90% interval over resampled rounds:
-a plan whose interval reaches 1 is not told apart from the fastest by this measurement. Then the DLRM benchmark's
+a plan whose interval reaches 1 is not told apart from the fastest by this measurement; and in how many cases the two
+sets of ranks, each alone, found the same plan fastest (what a chooser that knew one set's order could score against
+the other). `bench/sharded_phases.py` times the plans' embedding kernels inside their steps. Then the DLRM benchmark's
 configurations (Criteo Kaggle, Terabyte, multi-hot) on the datasheet systems, the chosen plan's step broken into
 compute, all-to-all, all-reduce and sync (acceptance 3).
 

@@ -16,7 +16,7 @@ import gnomon
 from gnomon.cost.sharding.equivalence import plan_class
 from gnomon.cost.sharding.plan import Placement
 from gnomon.cost.sharding.search import largest_first
-from gnomon.cost.sharding.step import ShardedStep
+from gnomon.cost.sharding.step import DenseStep, ShardedStep
 from gnomon.cost.sharding.tables import EmbeddingTable, synthetic_ids
 from gnomon.cost.topology import System, load_system
 from gnomon.models import DLRM
@@ -26,7 +26,7 @@ from gnomon.sharding import ShardResult, dense_step, embedding_tables, plan_tabl
 from gnomon.torchrec_plan import planner_assignment
 from gnomon.torchrec_steps import measure_sharded
 
-__all__ = ["benchmark_configs", "sharded"]
+__all__ = ["CasePlans", "benchmark_configs", "case_plans", "sharded"]
 
 _LOSS = "bce_with_logits"
 _GNOMON_TOP = 3  # gnomon's best plans measured, beside the standard ones and TorchRec's
@@ -55,6 +55,33 @@ def _describe(assignment: Mapping[str, Placement]) -> str:
     for name, placement in sorted(assignment.items()):
         counts.setdefault(placement.describe(), []).append(name.removeprefix("embeddings.").removesuffix(".weight"))
     return " ".join(f"{where}:{','.join(tables)}" for where, tables in sorted(counts.items()))
+
+
+@dataclass(frozen=True)
+class CasePlans:
+    result: ShardResult
+    """gnomon's search and its chosen plan."""
+    dense: DenseStep
+    torchrec: dict[str, Placement]
+    """TorchRec's planner's plan."""
+    plans: dict[str, dict[str, Placement]]
+    """The plans measured, by label."""
+
+
+def case_plans(name: str, system: System, ranks: int) -> CasePlans:
+    """A sharded case's plans to measure on `ranks` of `system`: gnomon's best, TorchRec's planner's and the
+    standard ones, each once."""
+    case = SHARDED[name]
+    model = case.build()
+    inputs = _inputs(model, case)
+    wrapped = gnomon.with_loss(model, _LOSS)
+    tables = embedding_tables(wrapped, inputs)
+    dense = dense_step(wrapped, inputs, tables, system, ranks)
+    result = plan_tables(name, tables, dense, system, ranks)
+    shapes = {t.name: (t.rows, t.dim) for t in tables}
+    pooling = {t.name: t.pooling for t in tables}
+    torchrec = planner_assignment(shapes, pooling, case.batch, ranks)
+    return CasePlans(result, dense, torchrec, _plans(result, ranks, torchrec))
 
 
 def _plans(result: ShardResult, ranks: int, torchrec: dict[str, Placement]) -> dict[str, dict[str, Placement]]:
@@ -95,18 +122,12 @@ def sharded(cases: list[str], ranks: int, repeats: int, steps: int, until_apart:
     chosen_ranks: list[int] = []
     torchrec_ranks: list[int] = []
     tied = tied_torchrec = 0
+    sets_agree = 0
     for name in cases:
         case = SHARDED[name]
-        model = case.build()
-        inputs = _inputs(model, case)
-        wrapped = gnomon.with_loss(model, _LOSS)
-        tables = embedding_tables(wrapped, inputs)
-        dense = dense_step(wrapped, inputs, tables, system, ranks)
-        result = plan_tables(name, tables, dense, system, ranks)
-        shapes = {t.name: (t.rows, t.dim) for t in tables}
-        pooling = {t.name: t.pooling for t in tables}
-        torchrec = planner_assignment(shapes, pooling, case.batch, ranks)
-        plans = _plans(result, ranks, torchrec)
+        planned = case_plans(name, system, ranks)
+        result, plans, torchrec = planned.result, planned.plans, planned.torchrec
+        tables, dense = result.tables, planned.dense
         # A plan's instance in one set of ranks keeps an offset all its rounds share (one run ordered two plans 6.8%
         # apart that the runs before had ordered the other way): fresh sets of ranks average it.
         runs = [
@@ -115,6 +136,7 @@ def sharded(cases: list[str], ranks: int, repeats: int, steps: int, until_apart:
             for _ in range(sessions)
         ]  # fmt: skip
         rows = []
+        labels = list(plans)
         for index, (label, assignment) in enumerate(plans.items()):
             pooled = tuple(one for run in runs for one in run[index].rounds)
             rows.append(
@@ -123,10 +145,15 @@ def sharded(cases: list[str], ranks: int, repeats: int, steps: int, until_apart:
                      pooled)
             )  # fmt: skip
         best = rows[fastest([r.rounds for r in rows])]
+        # The measurement's own repeatability: which plan each set of ranks alone found fastest. A chooser that knew
+        # one set's order scores no better against the other than the sets agree.
+        per_set = [labels[fastest([timing.rounds for timing in run])] for run in runs]
+        sets_agree += len(set(per_set)) == 1
         over_best = {r.label: ratio(r.rounds, best.rounds) for r in rows}
         order = sorted(rows, key=lambda r: over_best[r.label])
         intervals = {r.label: ratio_interval(r.rounds, best.rounds, _CONFIDENCE) for r in rows}
         _print_case(name, case, rows, result, order, over_best, intervals)
+        print(f"    fastest in each set of ranks alone: {', '.join(per_set)}")
         errors += [abs(r.predicted.step_s - r.measured_s) / r.measured_s for r in rows]
         chosen_row = next(r for r in rows if r.label == "gnomon #1")
         torchrec_row = next(r for r in rows if _class(result, r.assignment) == _class(result, torchrec))
@@ -145,6 +172,11 @@ def sharded(cases: list[str], ranks: int, repeats: int, steps: int, until_apart:
         f"resampling rounds, reaches 1): gnomon's chosen plan in {tied} of {len(chosen_ranks)} cases, TorchRec's "
         f"planner's in {tied_torchrec}"
     )
+    if sessions > 1:
+        print(
+            f"  the {sessions} sets of ranks, each alone, found the same plan fastest in {sets_agree} of "
+            f"{len(chosen_ranks)} cases: how far this measurement repeats its own choice"
+        )
     print(f"  geomean absolute error of the sharded steps over {len(errors)} plans: {_geomean(errors):.1%}")
     return errors
 

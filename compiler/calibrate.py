@@ -123,7 +123,8 @@ def calibration_of(
             f" {tbe['tbe_update_spread']:.0%} longer per doubling of the table beyond the last cache; per distinct"
             f" row {tbe['tbe_row_s'] * 1e9:.1f} ns forward, {tbe['tbe_update_row_s'] * 1e9:.1f} ns backward, and"
             f" {tbe['tbe_row_outgrown_s'] * 1e9:.1f} and {tbe['tbe_update_row_outgrown_s'] * 1e9:.1f} ns more per"
-            " doubling"
+            f" doubling; per id and column {tbe['tbe_lookup_byte_s'] * 4e9:.2f} ns forward,"
+            f" {tbe['tbe_update_lookup_byte_s'] * 4e9:.2f} ns backward"
         )
     if start:
         device = replace(device, efficiency=dict(start) | device.efficiency)

@@ -50,7 +50,7 @@ from gnomon.torchrec_plan import CpuRowWiseSharder, TorchRecDLRM, sharding_plan,
 if TYPE_CHECKING:
     from torchrec.distributed.types import ModuleSharder
 
-__all__ = ["ShardedMeasureError", "ShardedTiming", "measure_sharded"]
+__all__ = ["ShardedMeasureError", "ShardedTiming", "measure_sharded", "training_batches", "training_step"]
 
 _PREFIX = "sharded measurement"
 _LR = 0.01
@@ -165,18 +165,11 @@ def _rank_main(rank: int, plan: _Plan) -> list[ShardedTiming]:
 
 def _measure(rank: int, plan: _Plan) -> list[ShardedTiming]:
     model = plan.make_model()
-    seeds = [rank + plan.ranks * k for k in range(BATCHES)]  # rank r's k-th batch: apart between ranks and batches
-    inputs = [model.example_inputs(plan.batch, zipf=plan.zipf, seed=1000 + seed) for seed in seeds]
-    with torch.no_grad():
-        expected = model(*inputs[0])
-    batches = [
-        (dense, to_kjt(indices, offsets), _targets(plan.batch, 2000 + seed))
-        for (dense, indices, offsets), seed in zip(inputs, seeds, strict=True)
-    ]
+    batches, expected = training_batches(model, plan.batch, plan.zipf, rank, plan.ranks)
     steps: list[Callable[[], None]] = []
     errors: list[float] = []
     for assignment in plan.assignments:
-        step, error = _sharded_step(model, assignment, plan.ranks, expected, batches)
+        step, error = training_step(model, assignment, plan.ranks, expected, batches)
         steps.append(step)
         errors.append(error)
     for _ in range(plan.warmup):
@@ -210,11 +203,27 @@ def _measure(rank: int, plan: _Plan) -> list[ShardedTiming]:
     ]
 
 
+def training_batches(
+    model: DLRM, batch: int, zipf: float, rank: int, ranks: int
+) -> tuple[list[tuple[torch.Tensor, Any, torch.Tensor]], torch.Tensor]:
+    """Rank `rank`'s `BATCHES` batches of `batch` samples (ids at `zipf`) as TorchRec takes them (dense features,
+    KeyedJaggedTensor, targets), and `model`'s unsharded output on the first, which a sharded forward must give."""
+    seeds = [rank + ranks * k for k in range(BATCHES)]  # rank r's k-th batch: apart between ranks and batches
+    inputs = [model.example_inputs(batch, zipf=zipf, seed=1000 + seed) for seed in seeds]
+    with torch.no_grad():
+        expected = model(*inputs[0])
+    batches = [
+        (dense, to_kjt(indices, offsets), _targets(batch, 2000 + seed))
+        for (dense, indices, offsets), seed in zip(inputs, seeds, strict=True)
+    ]
+    return batches, expected
+
+
 def _targets(batch: int, seed: int) -> torch.Tensor:
     return torch.randint(0, 2, (batch, 1), generator=torch.Generator().manual_seed(seed)).float()
 
 
-def _sharded_step(
+def training_step(
     model: DLRM,
     assignment: Mapping[str, Placement],
     ranks: int,

@@ -248,11 +248,11 @@ def test_a_quick_calibration_writes_a_calibrated_device(tmp_path: Path, fit: boo
     # Measured, not fitted: a thin call's misses (unless no probe's traffic left L1 here), fresh pages' faults, a
     # post-op's cost.
     assert device.efficiency["page_fault_s"] > 0
-    # fbgemm's embedding kernels are measured and fitted whether or not the suite is: all eleven factors, or none
+    # fbgemm's embedding kernels are measured and fitted whether or not the suite is: all thirteen factors, or none
     # where a quick calibration's few points give a degenerate fit (tests/test_tbe.py checks the fit itself).
     tbe = {"tbe_call_s", "tbe_lookup_s", "tbe_read", "tbe_row_s", "tbe_row_outgrown_s", "tbe_update_call_s",
            "tbe_update_lookup_s", "tbe_update", "tbe_update_spread", "tbe_update_row_s",
-           "tbe_update_row_outgrown_s"}  # fmt: skip
+           "tbe_update_row_outgrown_s", "tbe_lookup_byte_s", "tbe_update_lookup_byte_s"}  # fmt: skip
     assert tbe & set(device.efficiency) in (tbe, set())
     assert all(device.efficiency[key] > 0 for key in tbe & set(device.efficiency))
     assert device.efficiency["post_op_s"] > 0  # a nanosecond where a post-op measured no slower

@@ -168,6 +168,12 @@ class Efficiency:
     """The update's seconds per distinct row beside its bytes."""
     tbe_update_row_outgrown_s: float = 0.0
     """And per distinct row for each doubling of its table beyond the last cache."""
+    tbe_lookup_byte_s: float = 0.0
+    """The forward's seconds per byte of each id's row: every id adds its row into its bag's sum, from cache where
+    the row was fetched already."""
+    tbe_update_lookup_byte_s: float = 0.0
+    """The update's seconds per byte of each id's row: every id's pooled gradient row is added into its row's sum
+    (a scalar loop in fbgemm's exact-SGD kernel on CPU)."""
 
 
 GPU_EFFICIENCY = Efficiency(

@@ -26,7 +26,18 @@ column-wise plan measured 11% slower than table-wise. With the row terms, two me
 points fitted and 16 others (8 tables of other shapes, other batches) priced: forward 15-16% mean error on the others
 before, 11.5-12.7% after; backward 16.6-16.7% and 13.0-14.4%; the two fits' row factors agreed within 13%.
 
-The eleven factors (`Efficiency.tbe_*`) are fitted by `gnomon calibrate` to fbgemm's kernels on tables of its own
+Every id also adds a row: the forward its table row into the bag's sum, the backward its bag's gradient row into the
+row's sum (fbgemm's exact-SGD backward does that in a scalar loop). Per id, then, a cost that grows with the row's
+width (`tbe_lookup_byte_s`, `tbe_update_lookup_byte_s`, per byte of the row), which the distinct rows' terms miss
+where a small table takes many ids a row. On the Zen 1 host, 2 ranks at once, 16384 ids: the update of a 1500 x 8
+table took 0.59 ms, of 500 x 16 0.65, 1000 x 64 0.90, 300 x 128 1.25 (about 0.34 ns per column and id). Fitted
+without the width terms, the update of the 300 x 128 table was priced at 0.53-0.65x. Those 12 points (6 small tables,
+4096 and 16384 ids, none in the calibration), their updates: 13.1% mean error (largest 47.1%) as fitted before, 15.5%
+(35.5%) with an 800 x 128 table (20 ids a row) added to the calibration, 8.4% (17.5%) with it and the width terms;
+their forwards 12.5%, 13.7% and 6.4% (largest 9.9%). The 16 points of larger tables above: updates 12.7%, 12.8% and
+12.9%, forwards 17.8%, 18.2% and 15.3% (one measurement of each set).
+
+The thirteen factors (`Efficiency.tbe_*`) are fitted by `gnomon calibrate` to fbgemm's kernels on tables of its own
 (`gnomon.runtime.calibration.tbe`), least squares in relative error; a device without them (the datasheet GPUs,
 whose fbgemm kernels are CUDA's) prices shards as graph ops (`gnomon.cost.sharding.step`).
 """
@@ -88,10 +99,11 @@ def tbe_costs(
         return None
     fetch_s = _fetch_s(distinct, row_bytes, resident_bytes, device)
     outgrown = _outgrown(shard_bytes, device)
-    forward = lookups * eff.tbe_lookup_s + fetch_s / eff.tbe_read
+    forward = lookups * (eff.tbe_lookup_s + row_bytes * eff.tbe_lookup_byte_s) + fetch_s / eff.tbe_read
     forward += distinct * (eff.tbe_row_s + eff.tbe_row_outgrown_s * outgrown)
     update_fetch_s = fetch_s * (1 + eff.tbe_update_spread * outgrown)
-    backward = lookups * eff.tbe_update_lookup_s + 2 * update_fetch_s / eff.tbe_update
+    backward = lookups * (eff.tbe_update_lookup_s + row_bytes * eff.tbe_update_lookup_byte_s)
+    backward += 2 * update_fetch_s / eff.tbe_update
     backward += distinct * (eff.tbe_update_row_s + eff.tbe_update_row_outgrown_s * outgrown)
     return forward, backward
 
@@ -114,17 +126,23 @@ def fit_tbe(samples: Sequence[TbeSample], device: Device) -> dict[str, float]:
     outgrown = [_outgrown(s.rows * s.columns * 4, device) for s in samples]
     forward = _nonnegative_fit(
         [s.forward_s for s in samples],
-        [[1.0, s.lookups, f, s.distinct, s.distinct * o] for s, f, o in zip(samples, read, outgrown, strict=True)],
+        [
+            [1.0, s.lookups, f, s.distinct, s.distinct * o, s.lookups * s.columns * 4]
+            for s, f, o in zip(samples, read, outgrown, strict=True)
+        ],
     )
     backward = _nonnegative_fit(
         [s.backward_s for s in samples],
         [
-            [1.0, s.lookups, 2 * f, 2 * f * o, s.distinct, s.distinct * o]
+            [1.0, s.lookups, 2 * f, 2 * f * o, s.distinct, s.distinct * o, s.lookups * s.columns * 4]
             for s, f, o in zip(samples, evicted, outgrown, strict=True)
         ],
     )
-    call, per_lookup, inverse_read, per_row, per_row_outgrown = forward
-    update_call, update_per_lookup, inverse_update, spread, update_per_row, update_per_row_outgrown = backward
+    call, per_lookup, inverse_read, per_row, per_row_outgrown, per_lookup_byte = forward
+    (
+        update_call, update_per_lookup, inverse_update, spread, update_per_row, update_per_row_outgrown,
+        update_per_lookup_byte,
+    ) = backward  # fmt: skip
     # Degenerate: an id costs nothing, or a row costs nothing by its bytes and by its count alike.
     row_free = (
         max(inverse_read, per_row, per_row_outgrown) <= 0
@@ -146,6 +164,8 @@ def fit_tbe(samples: Sequence[TbeSample], device: Device) -> dict[str, float]:
         "tbe_update_spread": max(spread / inverse_update if inverse_update > 0 else spread, 1e-9),
         "tbe_update_row_s": max(update_per_row, 1e-15),
         "tbe_update_row_outgrown_s": max(update_per_row_outgrown, 1e-15),
+        "tbe_lookup_byte_s": max(per_lookup_byte, 1e-18),
+        "tbe_update_lookup_byte_s": max(update_per_lookup_byte, 1e-18),
     }
 
 

@@ -3,7 +3,7 @@ lookup forward and the backward with its exact SGD update fused in, on one table
 each memory level. `gnomon.cost.tbe.fit_tbe` turns the points into the device's `tbe_*` factors, which price a
 sharded table's shards (`gnomon.cost.sharding.step`).
 
-The tables are the calibration's own (none is a bench case's shape): rows from 3k to 2M, 16 to 96 columns, ids drawn
+The tables are the calibration's own (none is a bench case's shape): rows from 800 to 2M, 16 to 128 columns, ids drawn
 uniformly, two batch sizes (so that the cost per lookup separates from the cost per distinct row). Measured on
 torch's threads; ranks (`gnomon.calibrate_ranks`) run each call together, as a sharded step's ranks do (two ranks
 alone on this host's cores ran the same backward 1.5-2.3x slower than one: they share the last cache and DRAM). Needs
@@ -30,14 +30,15 @@ from gnomon.runtime.calibration.timing import median_time
 __all__ = ["QUICK_TABLES", "ROUNDS", "TBE_TABLES", "TbePoint", "measure_tbe"]
 
 TBE_TABLES: tuple[tuple[int, int], ...] = (
-    (4_000, 16), (3_000, 96), (40_000, 16), (30_000, 96), (400_000, 16), (300_000, 96), (2_000_000, 32),
+    (800, 128), (4_000, 16), (3_000, 96), (40_000, 16), (30_000, 96), (400_000, 16), (300_000, 96), (2_000_000, 32),
     (1_500_000, 96),
 )  # fmt: skip
 """(rows, columns) of the tables measured: from L2-sized to 18 times the last cache (576 MB), three sizes beyond it,
-where the update slows as the table grows (`Efficiency.tbe_update_spread`). Not the bench's tables: dlrm_onehot's
-16-column tables of 3k, 30k and 300k rows were measured here until 2026-12-07."""
+where the update slows as the table grows (`Efficiency.tbe_update_spread`); the 800-row one takes 5 and 20 ids a
+row, where each id's work by the row's width shows (`Efficiency.tbe_update_lookup_byte_s`). Not the bench's tables:
+dlrm_onehot's 16-column tables of 3k, 30k and 300k rows were measured here until 2026-12-07."""
 
-QUICK_TABLES: tuple[tuple[int, int], ...] = ((4_000, 16), (30_000, 96), (400_000, 16))
+QUICK_TABLES: tuple[tuple[int, int], ...] = ((800, 128), (4_000, 16), (30_000, 96), (400_000, 16))
 """A quick calibration's (for tests): up to 20 MB."""
 
 POOLING = 8
