@@ -116,11 +116,16 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(SHARDED))
     parser.add_argument("--rounds", type=int, default=16)
     args = parser.parse_args()
+    cases = [c for c in args.cases.split(",") if c]
+    unknown = [c for c in cases if c not in SHARDED]
+    if unknown:
+        parser.error(f"unknown case {', '.join(unknown)} (known: {', '.join(SHARDED)})")
+    if args.rounds < 2:
+        parser.error(f"--rounds must be at least 2 (a spread needs two), got {args.rounds}")
     system = load_system(f"{_RANKS}xlocal")
     print(f"embedding kernels in TorchRec's steps, {_RANKS} ranks of 1 thread, priced on {system.provenance}")
     cheapest = 0
     correlations: list[float] = []
-    cases = [c for c in args.cases.split(",") if c]
     for name in cases:
         planned = case_plans(name, system, _RANKS)
         labels = list(planned.plans)
