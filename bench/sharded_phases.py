@@ -1,9 +1,9 @@
 """fbgemm's embedding kernels inside TorchRec's sharded steps, plan by plan, against gnomon's price of them.
 
 `bench/multidevice.py`'s sharded half times whole steps, and there the best plans of a case lie within 1-3% of each
-other, while the all-to-all of the pooled embeddings alone took 2-5 ms longer than its usual 2 ms in about one step of
-fourteen on the Zen 1 host (torch.profiler, 168 steps of the five cases): which plan measures fastest changes between
-runs of the same code. This times, inside the same steps, what the plans differ by: each rank's
+other, while from a rank's last lookup to its pooled embeddings' arrival (gloo's all-to-all) took 4-7 ms instead of
+about 2 in 13 of 168 steps of the five cases on the Zen 1 host (torch.profiler): which plan measures fastest changes
+between runs of the same code. This times, inside the same steps, what the plans differ by: each rank's
 fbgemm lookups (the autograd function's forward) and fused backward with its SGD update (its autograd node), with
 torch.profiler on both ranks, one profiled step per plan in each round, the plans in a fresh order each round. A
 plan's embedding time is its slowest rank's lookups plus its slowest rank's updates (an all-to-all follows each, and
@@ -28,8 +28,6 @@ import random
 import statistics
 import sys
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +41,7 @@ from sharded_cases import SHARDED
 from gnomon.cost.sharding.plan import Placement
 from gnomon.cost.topology import load_system
 from gnomon.errors import GnomonError
+from gnomon.pytorch_memory import quiet_stderr
 from gnomon.runtime.distributed import free_port, rank_cores, run_ranks
 from gnomon.runtime.distributed.group import process_group
 from gnomon.sharding import plan_tables
@@ -82,7 +81,7 @@ def _rank_main(rank: int, job: _Job) -> list[list[list[tuple[float, float]]]]:
             for plan in order:
                 dist.barrier()
                 with (
-                    _quiet_stderr(),
+                    quiet_stderr(),
                     torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile,
                 ):
                     steps[plan]()
@@ -93,22 +92,6 @@ def _rank_main(rank: int, job: _Job) -> list[list[list[tuple[float, float]]]]:
         everyone: list[list[list[tuple[float, float]]]] = [[] for _ in range(_RANKS)]
         dist.all_gather_object(everyone, times)
         return everyone
-
-
-@contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """The process's standard error (its file descriptor, which C++ writes to) sent nowhere: the profiler's library
-    notes its start and stop there, two lines a step on each rank. A failing step still raises."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    nowhere = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(nowhere, 2)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(nowhere)
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "eager_training_peak",
     "eager_training_step",
     "peak_bytes",
+    "quiet_stderr",
     "torch_optimizer",
     "torch_optimizers",
 ]
@@ -35,7 +36,7 @@ def peak_bytes(run: Callable[[], Any]) -> int:
     from torch.profiler import ProfilerActivity, profile
     from torch.profiler._memory_profiler import MemoryProfileTimeline  # pyright: ignore[reportPrivateImportUsage]
 
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
                                   with_stack=True) as prof:  # fmt: skip
         run()
     timeline = MemoryProfileTimeline(prof._memory_profile())  # pyright: ignore[reportPrivateUsage]
@@ -44,9 +45,10 @@ def peak_bytes(run: Callable[[], Any]) -> int:
 
 
 @contextlib.contextmanager
-def _quiet_stderr() -> Generator[None]:
-    """The profiler's C++ side logs its start and stop, and a warning about memory allocated before it, to the
-    process's stderr: not for a user of `gnomon memory`. Python errors still raise."""
+def quiet_stderr() -> Generator[None]:
+    """The process's stderr (its file descriptor, which C++ writes to) sent nowhere: the profiler's C++ side logs its
+    start and stop, and a warning about memory allocated before it, there; not for a user of `gnomon memory`, nor a
+    bench's table. Python errors still raise."""
     sys.stderr.flush()
     saved = os.dup(2)
     try:

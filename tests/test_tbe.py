@@ -136,8 +136,8 @@ def test_an_update_from_main_memory_slows_as_its_table_outgrows_the_last_cache()
 
 def test_every_id_of_a_small_table_costs_by_its_rows_width() -> None:
     """800 rows take 4096 or 16384 ids, every row either way: each id adds its row (forward) and its gradient row
-    (update) whatever the distinct rows cost. Measured on a Zen 1 host (2 ranks at once): the update of 16384 ids took
-    0.59 ms at 8 columns and 1.25 ms at 128, about 0.34 ns per column and id."""
+    (update) whatever the distinct rows cost. Measured on a Zen 1 host (2 ranks at once): 16384 ids updated a 1500 x 8
+    table in 0.59 ms and a 300 x 128 one in 1.25 ms, about 0.34 ns per column and id."""
     device = _measured_cpu()
 
     def per_id(columns: int) -> tuple[float, float]:
